@@ -1,0 +1,886 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * catalog.c — the only module that speaks SQL.
+ *
+ * Invariants kept here:
+ *  1. The schema version lives in PRAGMA user_version.  Versions only grow;
+ *     each step of schema_steps[] upgrades by one inside one transaction, so
+ *     an interrupted upgrade leaves the old version intact.
+ *  2. Inode numbers come from AUTOINCREMENT and are never reused, so the
+ *     kernel never confuses a new file with an old one (generation is 0).
+ *  3. Directory entry cookies also come from AUTOINCREMENT: a listing that
+ *     resumes "after cookie X" sees every entry that existed throughout the
+ *     listing exactly once, whatever is added or removed meanwhile.
+ *  4. Every statement is prepared once per connection and bound with '?';
+ *     no SQL text is ever built from names or values.
+ *  5. SQLite result codes are translated to negative errno in
+ *     catalog_result() and nowhere else.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+#include "common/macros.h"
+
+typedef enum StatementId {
+	STMT_INODE_GET,
+	STMT_INODE_CREATE,
+	STMT_INODE_UPDATE,
+	STMT_INODE_DELETE,
+	STMT_INODE_EXISTS,
+	STMT_INODE_XATTRS_DELETE,
+	STMT_SYMLINK_GET,
+	STMT_ORPHANS,
+	STMT_DIRENT_LOOKUP,
+	STMT_DIRENT_ADD,
+	STMT_DIRENT_REMOVE,
+	STMT_DIRENT_RETARGET,
+	STMT_DIR_ANY,
+	STMT_DIR_READ,
+	STMT_XATTR_GET,
+	STMT_XATTR_INSERT,
+	STMT_XATTR_UPSERT,
+	STMT_XATTR_UPDATE,
+	STMT_XATTR_LIST,
+	STMT_XATTR_REMOVE,
+	STMT_XATTR_ANY,
+	STMT_BEGIN,
+	STMT_COMMIT,
+	STMT_ROLLBACK,
+	_STMT_MAX,
+} StatementId;
+
+static const char *const statement_sql[_STMT_MAX] = {
+	[STMT_INODE_GET] = "SELECT parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, ctime_ns, state "
+			   "FROM inodes WHERE ino = ?",
+	[STMT_INODE_CREATE] = "INSERT INTO inodes (parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, "
+			      "ctime_ns, state, target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	[STMT_INODE_UPDATE] = "UPDATE inodes SET parent = ?, mode = ?, uid = ?, gid = ?, nlink = ?, rdev = ?, "
+			      "size = ?, atime_ns = ?, mtime_ns = ?, ctime_ns = ?, state = ? WHERE ino = ?",
+	[STMT_INODE_DELETE] = "DELETE FROM inodes WHERE ino = ?",
+	[STMT_INODE_EXISTS] = "SELECT 1 FROM inodes WHERE ino = ?",
+	[STMT_INODE_XATTRS_DELETE] = "DELETE FROM xattrs WHERE ino = ?",
+	[STMT_SYMLINK_GET] = "SELECT target FROM inodes WHERE ino = ?",
+	[STMT_ORPHANS] = "SELECT ino FROM inodes WHERE nlink = 0",
+	[STMT_DIRENT_LOOKUP] = "SELECT ino FROM dirents WHERE parent = ? AND name = ?",
+	[STMT_DIRENT_ADD] = "INSERT INTO dirents (parent, name, ino) VALUES (?, ?, ?)",
+	[STMT_DIRENT_REMOVE] = "DELETE FROM dirents WHERE parent = ? AND name = ?",
+	[STMT_DIRENT_RETARGET] = "UPDATE dirents SET ino = ? WHERE parent = ? AND name = ?",
+	[STMT_DIR_ANY] = "SELECT 1 FROM dirents WHERE parent = ? LIMIT 1",
+	[STMT_DIR_READ] = "SELECT d.cookie, d.ino, i.mode, d.name FROM dirents d JOIN inodes i ON i.ino = d.ino "
+			  "WHERE d.parent = ? AND d.cookie > ? ORDER BY d.cookie LIMIT ?",
+	[STMT_XATTR_GET] = "SELECT value FROM xattrs WHERE ino = ? AND name = ?",
+	[STMT_XATTR_INSERT] = "INSERT INTO xattrs (ino, name, value) VALUES (?, ?, ?)",
+	[STMT_XATTR_UPSERT] = "INSERT INTO xattrs (ino, name, value) VALUES (?, ?, ?) "
+			      "ON CONFLICT (ino, name) DO UPDATE SET value = excluded.value",
+	[STMT_XATTR_UPDATE] = "UPDATE xattrs SET value = ? WHERE ino = ? AND name = ?",
+	[STMT_XATTR_LIST] = "SELECT name FROM xattrs WHERE ino = ? ORDER BY name",
+	[STMT_XATTR_REMOVE] = "DELETE FROM xattrs WHERE ino = ? AND name = ?",
+	[STMT_XATTR_ANY] = "SELECT 1 FROM xattrs WHERE ino = ? LIMIT 1",
+	[STMT_BEGIN] = "BEGIN IMMEDIATE",
+	[STMT_COMMIT] = "COMMIT",
+	[STMT_ROLLBACK] = "ROLLBACK",
+};
+
+/* schema_steps[n] upgrades a catalog from version n to n + 1. */
+static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
+	"CREATE TABLE inodes ("
+	"  ino INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  parent INTEGER NOT NULL,"
+	"  mode INTEGER NOT NULL,"
+	"  uid INTEGER NOT NULL,"
+	"  gid INTEGER NOT NULL,"
+	"  nlink INTEGER NOT NULL,"
+	"  rdev INTEGER NOT NULL DEFAULT 0,"
+	"  size INTEGER NOT NULL DEFAULT 0,"
+	"  atime_ns INTEGER NOT NULL,"
+	"  mtime_ns INTEGER NOT NULL,"
+	"  ctime_ns INTEGER NOT NULL,"
+	"  state INTEGER NOT NULL DEFAULT 0,"
+	"  target BLOB);"
+	"CREATE INDEX inodes_orphans ON inodes (nlink) WHERE nlink = 0;"
+	"CREATE TABLE dirents ("
+	"  cookie INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  parent INTEGER NOT NULL REFERENCES inodes (ino),"
+	"  name BLOB NOT NULL,"
+	"  ino INTEGER NOT NULL REFERENCES inodes (ino),"
+	"  UNIQUE (parent, name));"
+	"CREATE INDEX dirents_listing ON dirents (parent, cookie);"
+	"CREATE INDEX dirents_target ON dirents (ino);"
+	"CREATE TABLE xattrs ("
+	"  ino INTEGER NOT NULL REFERENCES inodes (ino),"
+	"  name BLOB NOT NULL,"
+	"  value BLOB NOT NULL,"
+	"  PRIMARY KEY (ino, name)) WITHOUT ROWID;",
+};
+
+struct Catalog {
+	sqlite3 *db;
+	char *wal_path;
+	pthread_mutex_t lock; /* recursive; outermost lock of the daemon: take it before no other */
+	sqlite3_stmt *stmts[_STMT_MAX]; /* protected by lock */
+	uint64_t commits;               /* protected by lock: bumped by every change */
+	uint64_t synced;                /* protected by sync_lock: commits known durable */
+	pthread_mutex_t sync_lock;      /* taken without lock held */
+};
+
+static int catalog_result(int rc) {
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW:
+		return 0;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EUCLEAN;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_CONSTRAINT:
+		return -EEXIST;
+	case SQLITE_TOOBIG:
+		return -E2BIG;
+	default:
+		return -EIO;
+	}
+}
+
+static void lock(Catalog *c) {
+	pthread_mutex_lock(&c->lock);
+}
+
+static void unlock(Catalog *c) {
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Returns the cached statement, reset and unbound; NULL only on prepare failure. */
+static sqlite3_stmt *stmt(Catalog *c, StatementId id) {
+	sqlite3_stmt *s = c->stmts[id];
+	if (!s) {
+		if (sqlite3_prepare_v3(c->db, statement_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK)
+			return NULL;
+		c->stmts[id] = s;
+	}
+	return s;
+}
+
+/* Runs a statement that returns no rows; the statement is reset afterwards. */
+static int step_done(Catalog *c, sqlite3_stmt *s) {
+	int rc = sqlite3_step(s);
+	int r = rc == SQLITE_DONE ? 0 : catalog_result(rc);
+	if (rc == SQLITE_DONE && sqlite3_changes(c->db) > 0)
+		c->commits++;
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return r;
+}
+
+static void finish(sqlite3_stmt *s) {
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+}
+
+static int bind_name(sqlite3_stmt *s, int col, const char *name) {
+	return sqlite3_bind_blob(s, col, name, (int) strlen(name), SQLITE_STATIC);
+}
+
+static int exec(Catalog *c, const char *sql) {
+	return catalog_result(sqlite3_exec(c->db, sql, NULL, NULL, NULL));
+}
+
+static int schema_version(Catalog *c, int *ret) {
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(c->db, "PRAGMA user_version", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return catalog_result(rc);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
+}
+
+static int64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int schema_upgrade(Catalog *c, int from, uid_t root_uid, gid_t root_gid) {
+	char sql[128];
+	int r;
+
+	r = exec(c, "BEGIN IMMEDIATE");
+	if (r < 0)
+		return r;
+	r = exec(c, schema_steps[from]);
+	if (r < 0)
+		goto rollback;
+	if (from == 0) {
+		/* The root directory; AUTOINCREMENT hands it inode number 1. */
+		int64_t t = now_ns();
+		CatalogInode root = {
+			.parent = CATALOG_ROOT_INO,
+			.mode = S_IFDIR | 0755,
+			.uid = root_uid,
+			.gid = root_gid,
+			.nlink = 2,
+			.atime_ns = t,
+			.mtime_ns = t,
+			.ctime_ns = t,
+		};
+		uint64_t ino;
+		r = catalog_inode_create(c, &root, NULL, &ino);
+		if (r < 0)
+			goto rollback;
+		if (ino != CATALOG_ROOT_INO) {
+			r = -EUCLEAN;
+			goto rollback;
+		}
+	}
+	/* PRAGMA takes no bound parameters; the number is ours, not user data. */
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", from + 1);
+	r = exec(c, sql);
+	if (r < 0)
+		goto rollback;
+	return exec(c, "COMMIT");
+
+rollback:
+	(void) exec(c, "ROLLBACK");
+	return r;
+}
+
+int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret) {
+	_cleanup_free_ Catalog *c = NULL;
+	pthread_mutexattr_t attr;
+	int version = 0, r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (asprintf(&c->wal_path, "%s-wal", path) < 0) {
+		c->wal_path = NULL;
+		return -ENOMEM;
+	}
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&c->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	pthread_mutex_init(&c->sync_lock, NULL);
+
+	int rc = sqlite3_open_v2(path, &c->db,
+				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+				 NULL);
+	if (rc != SQLITE_OK) {
+		r = catalog_result(rc);
+		goto fail;
+	}
+	sqlite3_extended_result_codes(c->db, 1);
+	(void) sqlite3_db_config(c->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	(void) sqlite3_busy_timeout(c->db, 5000);
+
+	/* A damaged or foreign file fails here, before we write anything to it. */
+	r = schema_version(c, &version);
+	if (r < 0)
+		goto fail;
+	if (version > CATALOG_SCHEMA_VERSION || version < 0) {
+		r = -EPROTONOSUPPORT;
+		goto fail;
+	}
+
+	/*
+	 * WAL with synchronous=NORMAL: a commit is safe against a crash of the
+	 * daemon as soon as it returns; catalog_sync() adds power-loss safety
+	 * when the filesystem user asks for it (fsync).
+	 */
+	r = exec(c, "PRAGMA journal_mode = WAL");
+	if (r >= 0)
+		r = exec(c, "PRAGMA synchronous = NORMAL");
+	if (r >= 0)
+		r = exec(c, "PRAGMA foreign_keys = ON");
+	if (r < 0)
+		goto fail;
+
+	for (; version < CATALOG_SCHEMA_VERSION; version++) {
+		r = schema_upgrade(c, version, root_uid, root_gid);
+		if (r < 0)
+			goto fail;
+	}
+
+	*ret = TAKE_PTR(c);
+	return 0;
+
+fail:
+	catalog_close(TAKE_PTR(c));
+	return r;
+}
+
+Catalog *catalog_close(Catalog *c) {
+	if (!c)
+		return NULL;
+	for (size_t i = 0; i < _STMT_MAX; i++)
+		sqlite3_finalize(c->stmts[i]);
+	if (c->db)
+		sqlite3_close(c->db);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->sync_lock);
+	free(c->wal_path);
+	free(c);
+	return NULL;
+}
+
+int catalog_sync(Catalog *c) {
+	uint64_t target;
+
+	lock(c);
+	target = c->commits;
+	unlock(c);
+
+	pthread_mutex_lock(&c->sync_lock);
+	if (c->synced >= target) {
+		pthread_mutex_unlock(&c->sync_lock);
+		return 0;
+	}
+	/*
+	 * SQLite has no call to sync the WAL on demand; fdatasync of any
+	 * descriptor of the file flushes its dirty pages, which hold every
+	 * committed frame.  Checkpointed frames were synced by the checkpoint.
+	 */
+	int r = 0, fd = open(c->wal_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			r = -errno;
+	} else {
+		if (fdatasync(fd) < 0)
+			r = -errno;
+		close(fd);
+	}
+	if (r == 0)
+		c->synced = target;
+	pthread_mutex_unlock(&c->sync_lock);
+	return r;
+}
+
+int catalog_begin(Catalog *c) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_BEGIN);
+	int r = s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
+	if (r < 0)
+		unlock(c);
+	return r;
+}
+
+int catalog_commit(Catalog *c) {
+	sqlite3_stmt *s = stmt(c, STMT_COMMIT);
+	int r = s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
+	if (r < 0) {
+		/* A failed COMMIT leaves the transaction open: undo it so the lock can go. */
+		if (!sqlite3_get_autocommit(c->db))
+			(void) exec(c, "ROLLBACK");
+	} else
+		c->commits++;
+	unlock(c);
+	return r;
+}
+
+void catalog_rollback(Catalog *c) {
+	sqlite3_stmt *s = stmt(c, STMT_ROLLBACK);
+	if (s && !sqlite3_get_autocommit(c->db))
+		(void) step_done(c, s);
+	unlock(c);
+}
+
+static void inode_from_row(sqlite3_stmt *s, uint64_t ino, CatalogInode *ret) {
+	*ret = (CatalogInode) {
+		.ino = ino,
+		.parent = (uint64_t) sqlite3_column_int64(s, 0),
+		.mode = (uint32_t) sqlite3_column_int64(s, 1),
+		.uid = (uint32_t) sqlite3_column_int64(s, 2),
+		.gid = (uint32_t) sqlite3_column_int64(s, 3),
+		.nlink = (uint32_t) sqlite3_column_int64(s, 4),
+		.rdev = (uint64_t) sqlite3_column_int64(s, 5),
+		.size = (uint64_t) sqlite3_column_int64(s, 6),
+		.atime_ns = sqlite3_column_int64(s, 7),
+		.mtime_ns = sqlite3_column_int64(s, 8),
+		.ctime_ns = sqlite3_column_int64(s, 9),
+		.state = (CatalogFileState) sqlite3_column_int(s, 10),
+	};
+}
+
+int catalog_inode_get(Catalog *c, uint64_t ino, CatalogInode *ret) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_INODE_GET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		inode_from_row(s, ino, ret);
+		r = ret->state < _CATALOG_FILE_STATE_MAX ? 0 : -EUCLEAN;
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+static void bind_inode_fields(sqlite3_stmt *s, const CatalogInode *in) {
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) in->parent);
+	sqlite3_bind_int64(s, 2, in->mode);
+	sqlite3_bind_int64(s, 3, in->uid);
+	sqlite3_bind_int64(s, 4, in->gid);
+	sqlite3_bind_int64(s, 5, in->nlink);
+	sqlite3_bind_int64(s, 6, (sqlite3_int64) in->rdev);
+	sqlite3_bind_int64(s, 7, (sqlite3_int64) in->size);
+	sqlite3_bind_int64(s, 8, in->atime_ns);
+	sqlite3_bind_int64(s, 9, in->mtime_ns);
+	sqlite3_bind_int64(s, 10, in->ctime_ns);
+	sqlite3_bind_int(s, 11, in->state);
+}
+
+int catalog_inode_create(Catalog *c, const CatalogInode *in, const char *symlink_target, uint64_t *ret_ino) {
+	int r;
+
+	if (symlink_target && strlen(symlink_target) > CATALOG_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_INODE_CREATE);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	bind_inode_fields(s, in);
+	if (symlink_target)
+		sqlite3_bind_blob(s, 12, symlink_target, (int) strlen(symlink_target), SQLITE_STATIC);
+	r = step_done(c, s);
+	if (r >= 0)
+		*ret_ino = (uint64_t) sqlite3_last_insert_rowid(c->db);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_inode_update(Catalog *c, const CatalogInode *in) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_INODE_UPDATE);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	bind_inode_fields(s, in);
+	sqlite3_bind_int64(s, 12, (sqlite3_int64) in->ino);
+	r = step_done(c, s);
+	if (r >= 0 && sqlite3_changes(c->db) == 0)
+		r = -ENOENT;
+out:
+	unlock(c);
+	return r;
+}
+
+static int run_ino(Catalog *c, StatementId id, uint64_t ino) {
+	sqlite3_stmt *s = stmt(c, id);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	return step_done(c, s);
+}
+
+int catalog_inode_delete(Catalog *c, uint64_t ino) {
+	int r;
+
+	lock(c);
+	r = run_ino(c, STMT_INODE_XATTRS_DELETE, ino);
+	if (r >= 0)
+		r = run_ino(c, STMT_INODE_DELETE, ino);
+	unlock(c);
+	return r;
+}
+
+/* Runs a one-column query keyed by ino; 1 if it returned a row, 0 if not. */
+static int query_ino_any(Catalog *c, StatementId id, uint64_t ino) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, id);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	int rc = sqlite3_step(s);
+	r = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_inode_exists(Catalog *c, uint64_t ino) {
+	return query_ino_any(c, STMT_INODE_EXISTS, ino);
+}
+
+int catalog_dir_is_empty(Catalog *c, uint64_t dir) {
+	int r = query_ino_any(c, STMT_DIR_ANY, dir);
+	return r < 0 ? r : !r;
+}
+
+int catalog_xattr_any(Catalog *c, uint64_t ino) {
+	return query_ino_any(c, STMT_XATTR_ANY, ino);
+}
+
+int catalog_symlink_get(Catalog *c, uint64_t ino, char *buf, size_t size) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_SYMLINK_GET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		const void *blob = sqlite3_column_blob(s, 0);
+		size_t n = (size_t) sqlite3_column_bytes(s, 0);
+		if (!blob)
+			r = -EINVAL; /* not a symlink */
+		else if (n + 1 > size)
+			r = -ERANGE;
+		else {
+			memcpy(buf, blob, n);
+			buf[n] = 0;
+			r = (int) n;
+		}
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_orphans_foreach(Catalog *c, int (*cb)(uint64_t ino, void *userdata), void *userdata) {
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_ORPHANS);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		r = cb((uint64_t) sqlite3_column_int64(s, 0), userdata);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_dirent_lookup(Catalog *c, uint64_t parent, const char *name, uint64_t *ret_ino) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DIRENT_LOOKUP);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) parent);
+	bind_name(s, 2, name);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*ret_ino = (uint64_t) sqlite3_column_int64(s, 0);
+		r = 0;
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_dirent_add(Catalog *c, uint64_t parent, const char *name, uint64_t ino) {
+	int r;
+
+	if (strlen(name) > CATALOG_NAME_MAX)
+		return -ENAMETOOLONG;
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DIRENT_ADD);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) parent);
+	bind_name(s, 2, name);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) ino);
+	r = step_done(c, s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_dirent_remove(Catalog *c, uint64_t parent, const char *name) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DIRENT_REMOVE);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) parent);
+	bind_name(s, 2, name);
+	r = step_done(c, s);
+	if (r >= 0 && sqlite3_changes(c->db) == 0)
+		r = -ENOENT;
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_dirent_retarget(Catalog *c, uint64_t parent, const char *name, uint64_t ino) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DIRENT_RETARGET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) parent);
+	bind_name(s, 3, name);
+	r = step_done(c, s);
+	if (r >= 0 && sqlite3_changes(c->db) == 0)
+		r = -ENOENT;
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_dir_read(Catalog *c, uint64_t dir, uint64_t after, CatalogDirent *buf, size_t n) {
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DIR_READ);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) dir);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) after);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) n);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		CatalogDirent *d = &buf[r];
+		const void *name = sqlite3_column_blob(s, 3);
+		size_t len = (size_t) sqlite3_column_bytes(s, 3);
+		if (!name || len == 0 || len > CATALOG_NAME_MAX || memchr(name, 0, len) || memchr(name, '/', len)) {
+			rc = SQLITE_CORRUPT;
+			break;
+		}
+		d->cookie = (uint64_t) sqlite3_column_int64(s, 0);
+		d->ino = (uint64_t) sqlite3_column_int64(s, 1);
+		d->mode = (uint32_t) sqlite3_column_int64(s, 2);
+		memcpy(d->name, name, len);
+		d->name[len] = 0;
+		r++;
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_xattr_get(Catalog *c, uint64_t ino, const char *name, void *buf, size_t size) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_XATTR_GET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	bind_name(s, 2, name);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		const void *v = sqlite3_column_blob(s, 0);
+		size_t n = (size_t) sqlite3_column_bytes(s, 0);
+		if (n > CATALOG_XATTR_VALUE_MAX)
+			r = -EUCLEAN;
+		else if (size == 0)
+			r = (int) n;
+		else if (n > size)
+			r = -ERANGE;
+		else {
+			if (n)
+				memcpy(buf, v, n);
+			r = (int) n;
+		}
+	} else
+		r = rc == SQLITE_DONE ? -ENODATA : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_xattr_set(Catalog *c, uint64_t ino, const char *name, const void *value, size_t size, int flags) {
+	sqlite3_stmt *s;
+	int r;
+
+	if (strlen(name) > CATALOG_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (size > CATALOG_XATTR_VALUE_MAX)
+		return -E2BIG;
+
+	lock(c);
+	if (flags & XATTR_REPLACE) {
+		s = stmt(c, STMT_XATTR_UPDATE);
+		if (!s)
+			goto fail_prepare;
+		/* An empty value must still be a non-NULL blob. */
+		sqlite3_bind_blob(s, 1, size ? value : "", (int) size, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64) ino);
+		bind_name(s, 3, name);
+		r = step_done(c, s);
+		if (r >= 0 && sqlite3_changes(c->db) == 0)
+			r = -ENODATA;
+	} else {
+		s = stmt(c, (flags & XATTR_CREATE) ? STMT_XATTR_INSERT : STMT_XATTR_UPSERT);
+		if (!s)
+			goto fail_prepare;
+		sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+		bind_name(s, 2, name);
+		sqlite3_bind_blob(s, 3, size ? value : "", (int) size, SQLITE_STATIC);
+		r = step_done(c, s);
+	}
+	unlock(c);
+	return r;
+
+fail_prepare:
+	r = catalog_result(sqlite3_errcode(c->db));
+	unlock(c);
+	return r;
+}
+
+int catalog_xattr_list(Catalog *c, uint64_t ino, char *buf, size_t size) {
+	size_t total = 0;
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_XATTR_LIST);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const void *name = sqlite3_column_blob(s, 0);
+		size_t n = (size_t) sqlite3_column_bytes(s, 0);
+		if (!name || n == 0 || n > CATALOG_XATTR_NAME_MAX || memchr(name, 0, n)) {
+			rc = SQLITE_CORRUPT;
+			break;
+		}
+		if (size > 0) {
+			if (total + n + 1 > size) {
+				r = -ERANGE;
+				break;
+			}
+			memcpy(buf + total, name, n);
+			buf[total + n] = 0;
+		}
+		total += n + 1;
+		if (total > CATALOG_XATTR_LIST_MAX) {
+			r = -E2BIG;
+			break;
+		}
+	}
+	if (r == 0)
+		r = rc == SQLITE_DONE ? (int) total : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_xattr_remove(Catalog *c, uint64_t ino, const char *name) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_XATTR_REMOVE);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	bind_name(s, 2, name);
+	r = step_done(c, s);
+	if (r >= 0 && sqlite3_changes(c->db) == 0)
+		r = -ENODATA;
+out:
+	unlock(c);
+	return r;
+}
+
+/* Runs a check pragma; any row other than a single "ok" means damage. */
+static int check_pragma(Catalog *c, const char *sql, bool ok_row_expected) {
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(c->db, sql, -1, &s, NULL), r = 0;
+	if (rc != SQLITE_OK)
+		return catalog_result(rc);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const unsigned char *text = sqlite3_column_text(s, 0);
+		if (!ok_row_expected || !text || strcmp((const char *) text, "ok") != 0)
+			r = -EUCLEAN;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	sqlite3_finalize(s);
+	return r;
+}
+
+int catalog_check(Catalog *c) {
+	int r;
+
+	lock(c);
+	r = check_pragma(c, "PRAGMA integrity_check", true);
+	if (r >= 0)
+		r = check_pragma(c, "PRAGMA foreign_key_check", false);
+	unlock(c);
+	return r;
+}

@@ -1,0 +1,808 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The config file parser (see config.h for the file format).
+ *
+ * inih splits "key = value" lines, strips comments and the BOM.  Everything
+ * it does not do the way we need is done in our line reader, which feeds inih
+ * one physical line per call:
+ *
+ *  1. Line numbers in messages are exact.  The Debian build of inih does not
+ *     pass the line number to the handler (INI_HANDLER_LINENO is 0), so the
+ *     reader counts lines; the handler runs for the line the reader returned
+ *     last.  inih's own count (the first syntax error it returns) agrees,
+ *     because no line is ever longer than inih's buffer: a longer line is
+ *     rejected here, where inih would split it and count the pieces.
+ *  2. Sections are tracked by the reader, because this inih never calls the
+ *     handler on a section header (an empty "[tier hot]" or "[bogus]" would
+ *     be invisible) and truncates long section names.
+ *  3. Indented lines are rejected: inih would append them to the previous
+ *     value (multi-line values), silently.
+ *  4. The first problem in file order is reported, whoever found it: the
+ *     reader stops feeding lines after the first error of ours, and inih's
+ *     first syntax error wins if it came on an earlier line.
+ *  5. Checks that need the whole file (defaults, path resolution, the hot
+ *     tier count) run after parsing, in file order, against the line each
+ *     value came from.
+ *
+ * No logging here: callers get -errno and the message.
+ */
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "common/config.h"
+#include "common/macros.h"
+
+_Static_assert(CONFIG_LINE_MAX + 3 <= INI_MAX_LINE, "inih's line buffer must hold a line, \\r, \\n and NUL");
+/*
+ * A path in the file is data_dir (one line) joined with a tier path (another
+ * line), so it always fits: the parser never sees -ENAMETOOLONG, only
+ * config_default() with a caller's data_dir can.
+ */
+_Static_assert(2 * CONFIG_LINE_MAX + 2 < CONFIG_PATH_MAX, "a path from the file must fit in CONFIG_PATH_MAX");
+
+static const char *const tier_role_table[_TIER_ROLE_MAX] = {
+	[TIER_ROLE_HOT] = "hot",
+	[TIER_ROLE_CAPACITY] = "capacity",
+	[TIER_ROLE_NFS] = "nfs",
+};
+
+static const char *const tier_backend_table[_TIER_BACKEND_MAX] = {
+	[TIER_BACKEND_DIR] = "dir",
+	[TIER_BACKEND_NFS] = "nfs",
+};
+
+static const char *const log_level_table[LOG_DEBUG + 1] = {
+	[LOG_ERR] = "err",
+	[LOG_WARNING] = "warning",
+	[LOG_NOTICE] = "notice",
+	[LOG_INFO] = "info",
+	[LOG_DEBUG] = "debug",
+};
+
+const char *tier_role_to_string(TierRole r) {
+	return r >= 0 && r < _TIER_ROLE_MAX ? tier_role_table[r] : NULL;
+}
+
+TierRole tier_role_from_string(const char *s) {
+	for (size_t i = 0; s && i < _TIER_ROLE_MAX; i++)
+		if (strcmp(s, tier_role_table[i]) == 0)
+			return (TierRole) i;
+	return _TIER_ROLE_INVALID;
+}
+
+const char *tier_backend_to_string(TierBackend b) {
+	return b >= 0 && b < _TIER_BACKEND_MAX ? tier_backend_table[b] : NULL;
+}
+
+TierBackend tier_backend_from_string(const char *s) {
+	for (size_t i = 0; s && i < _TIER_BACKEND_MAX; i++)
+		if (strcmp(s, tier_backend_table[i]) == 0)
+			return (TierBackend) i;
+	return _TIER_BACKEND_INVALID;
+}
+
+int parse_size(const char *s, uint64_t *ret) {
+	static const char prefixes[] = "KMGTP";
+	uint64_t v = 0;
+	bool overflow = false;
+	unsigned shift = 0;
+	const char *p = s;
+
+	if (!p || *p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++)
+		/* Keep scanning after an overflow: trailing garbage is -EINVAL, not -ERANGE. */
+		if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t) (*p - '0'), &v))
+			overflow = true;
+
+	if (*p != '\0') {
+		const char *x = strchr(prefixes, toupper((unsigned char) *p));
+		if (x) {
+			shift = 10 * (unsigned) (x - prefixes + 1);
+			p++;
+		}
+	}
+	if (shift > 0 && strcmp(p, "iB") == 0)
+		p += 2;
+	else if (strcmp(p, "B") == 0)
+		p++;
+	if (*p != '\0')
+		return -EINVAL;
+
+	if (overflow || (shift > 0 && v > (UINT64_MAX >> shift)))
+		return -ERANGE;
+	*ret = v << shift;
+	return 0;
+}
+
+static int parse_boolean(const char *v) {
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+
+	for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+		if (strcasecmp(v, yes[i]) == 0)
+			return 1;
+		if (strcasecmp(v, no[i]) == 0)
+			return 0;
+	}
+	return -EINVAL;
+}
+
+static bool path_has_control_chars(const char *s) {
+	for (; *s; s++)
+		if ((unsigned char) *s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
+
+static bool path_is_nfs_url(const char *s) {
+	/* URL schemes are case-insensitive (RFC 3986). */
+	return strncasecmp(s, "nfs://", 6) == 0;
+}
+
+/*
+ * Joins base and path (base ignored when path is absolute; needed when it is
+ * relative) and normalizes lexically: no empty or "." components, no
+ * trailing slash.  ".." stays: resolving it needs the real directory tree,
+ * which need not exist yet.  -ENAMETOOLONG when the result would not fit in
+ * CONFIG_PATH_MAX with its NUL.
+ */
+static int path_normalize(const char *base, const char *path, char **ret) {
+	const char *parts[2] = { path[0] == '/' ? NULL : base, path };
+	size_t size = (parts[0] ? strlen(parts[0]) : 0) + strlen(path) + 3;
+	size_t o = 0;
+
+	assert(path[0] == '/' || (base && base[0] == '/'));
+
+	_cleanup_free_ char *out = malloc(size);
+	if (!out)
+		return -ENOMEM;
+
+	for (size_t k = 0; k < ELEMENTSOF(parts); k++) {
+		const char *s = parts[k];
+		while (s && *s) {
+			size_t n = strcspn(s, "/");
+			if (n > 0 && !(n == 1 && s[0] == '.')) {
+				out[o++] = '/';
+				memcpy(out + o, s, n);
+				o += n;
+			}
+			s += n;
+			s += strspn(s, "/");
+		}
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+
+	if (o >= CONFIG_PATH_MAX)
+		return -ENAMETOOLONG;
+	*ret = TAKE_PTR(out);
+	return 0;
+}
+
+void config_done(Config *c) {
+	if (!c)
+		return;
+	free(c->source);
+	free(c->data_dir);
+	/* All slots, not just n_tiers: a half-built Config may have filled one more. */
+	for (size_t i = 0; i < CONFIG_TIERS_MAX; i++) {
+		free(c->tiers[i].name);
+		free(c->tiers[i].path);
+	}
+	*c = (Config) {};
+}
+
+const ConfigTier *config_tier_by_role(const Config *c, TierRole role) {
+	for (size_t i = 0; c && i < c->n_tiers && i < CONFIG_TIERS_MAX; i++)
+		if (c->tiers[i].role == role)
+			return &c->tiers[i];
+	return NULL;
+}
+
+static int config_add_tier(Config *c, const char *name, TierRole role, TierBackend backend, const char *path) {
+	ConfigTier *t = &c->tiers[c->n_tiers];
+
+	assert(c->n_tiers < CONFIG_TIERS_MAX);
+	*t = (ConfigTier) { .role = role, .backend = backend };
+	t->name = strdup(name);
+	if (!t->name)
+		return -ENOMEM;
+	c->n_tiers++;
+	return path_normalize(c->data_dir, path, &t->path);
+}
+
+int config_default(const char *data_dir, Config *ret) {
+	_cleanup_(config_done) Config c = { .log_level = LOG_INFO };
+	_cleanup_free_ char *cwd = NULL;
+	int r;
+
+	assert(ret);
+	*ret = (Config) {};
+	if (!data_dir || data_dir[0] == '\0')
+		return -EINVAL;
+
+	if (data_dir[0] != '/') {
+		cwd = getcwd(NULL, 0);
+		if (!cwd)
+			return negative_errno();
+	}
+	r = path_normalize(cwd, data_dir, &c.data_dir);
+	if (r < 0)
+		return r;
+
+	r = config_add_tier(&c, "hot", TIER_ROLE_HOT, TIER_BACKEND_DIR, "hot");
+	if (r < 0)
+		return r;
+	r = config_add_tier(&c, "capacity", TIER_ROLE_CAPACITY, TIER_BACKEND_DIR, "capacity");
+	if (r < 0)
+		return r;
+
+	*ret = c;
+	c = (Config) {};
+	return 0;
+}
+
+/* ---- the file parser ---- */
+
+typedef enum Section {
+	SECTION_NONE,
+	SECTION_MAIN,
+	SECTION_TIER,
+} Section;
+
+/* What the parser knows about a tier beyond ConfigTier; line 0 = not given. */
+typedef struct TierState {
+	unsigned line;          /* of the [tier NAME] header */
+	unsigned role_line;
+	unsigned backend_line;
+	unsigned path_line;
+	char *path;             /* as written, resolved once data_dir is known */
+	unsigned keys_seen;     /* bit per tier_keys[] entry */
+} TierState;
+
+typedef struct Parser {
+	const char *buf;
+	size_t len;
+	size_t pos;
+	const char *filename;
+	unsigned line;          /* physical line last handed to inih, 1-based */
+
+	Section section;
+	size_t tier;            /* index into config.tiers when section == SECTION_TIER */
+	unsigned main_line;     /* of [fratier] */
+	unsigned main_keys_seen;
+
+	Config config;
+	TierState tiers[CONFIG_TIERS_MAX];
+
+	int r;                  /* first problem: -EINVAL with error set, or -ENOMEM */
+	unsigned error_line;
+	char *error;
+} Parser;
+
+static void parser_done(Parser *p) {
+	for (size_t i = 0; i < CONFIG_TIERS_MAX; i++)
+		free(p->tiers[i].path);
+	free(p->error);
+	config_done(&p->config);
+}
+
+/* Values are quoted back in messages; a config line cannot smuggle terminal controls into them. */
+typedef struct Escaped {
+	char s[4 * CONFIG_LINE_MAX + 8];
+} Escaped;
+
+static const char *escape(Escaped *e, const char *s) {
+	size_t o = 0;
+
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char) *s;
+		if (o + 4 + sizeof("...") > sizeof(e->s)) {
+			memcpy(e->s + o, "...", sizeof("..."));
+			return e->s;
+		}
+		if (ch < 0x20 || ch == 0x7f)
+			o += (size_t) snprintf(e->s + o, sizeof(e->s) - o, "\\x%02x", ch);
+		else
+			e->s[o++] = (char) ch;
+	}
+	e->s[o] = '\0';
+	return e->s;
+}
+
+/* The compound literal lives until the end of the enclosing statement's block. */
+#define ESC(s) escape(&(Escaped) {}, (s))
+
+static int parser_oom(Parser *p) {
+	if (p->r == 0)
+		p->r = -ENOMEM;
+	return p->r;
+}
+
+/* Records the problem unless an earlier one is recorded; line 0 = the file as a whole. */
+_printf_(3, 4) static int parser_fail(Parser *p, unsigned line, const char *format, ...) {
+	_cleanup_free_ char *msg = NULL;
+	va_list ap;
+	int r;
+
+	if (p->r < 0)
+		return p->r;
+
+	va_start(ap, format);
+	r = vasprintf(&msg, format, ap);
+	va_end(ap);
+	if (r < 0) {
+		msg = NULL;
+		return parser_oom(p);
+	}
+
+	if (line > 0)
+		r = asprintf(&p->error, "%s:%u: %s", p->filename, line, msg);
+	else
+		r = asprintf(&p->error, "%s: %s", p->filename, msg);
+	if (r < 0) {
+		p->error = NULL;
+		return parser_oom(p);
+	}
+	p->error_line = line;
+	p->r = -EINVAL;
+	return p->r;
+}
+
+static int parse_data_dir(Parser *p, const char *key, const char *value) {
+	int r;
+
+	if (value[0] != '/')
+		return parser_fail(p, p->line, "'%s' must be an absolute path, got '%s'", key, ESC(value));
+	if (path_has_control_chars(value))
+		return parser_fail(p, p->line, "control character in '%s': '%s'", key, ESC(value));
+	r = path_normalize(NULL, value, &p->config.data_dir);
+	if (r < 0)
+		return parser_oom(p); /* -ENAMETOOLONG cannot happen, see CONFIG_LINE_MAX above */
+	return 0;
+}
+
+static int parse_allow_other(Parser *p, const char *key, const char *value) {
+	int b = parse_boolean(value);
+	if (b < 0)
+		return parser_fail(p, p->line, "invalid boolean '%s' for '%s' (expected yes/no, true/false, on/off or 1/0)",
+				   ESC(value), key);
+	p->config.allow_other = b;
+	return 0;
+}
+
+static int parse_log_level(Parser *p, const char *key, const char *value) {
+	for (int level = LOG_ERR; level <= LOG_DEBUG; level++)
+		if (log_level_table[level] && strcmp(value, log_level_table[level]) == 0) {
+			p->config.log_level = level;
+			return 0;
+		}
+	return parser_fail(p, p->line, "invalid log level '%s' for '%s' (expected err, warning, notice, info or debug)",
+			   ESC(value), key);
+}
+
+static int parse_role(Parser *p, const char *key, const char *value) {
+	TierRole role = tier_role_from_string(value);
+	if (role < 0)
+		return parser_fail(p, p->line, "invalid role '%s' for '%s' (expected hot, capacity or nfs)", ESC(value), key);
+	p->config.tiers[p->tier].role = role;
+	p->tiers[p->tier].role_line = p->line;
+	return 0;
+}
+
+static int parse_backend(Parser *p, const char *key, const char *value) {
+	TierBackend backend = tier_backend_from_string(value);
+	if (backend < 0)
+		return parser_fail(p, p->line, "invalid backend '%s' for '%s' (expected dir or nfs)", ESC(value), key);
+	p->config.tiers[p->tier].backend = backend;
+	p->tiers[p->tier].backend_line = p->line;
+	return 0;
+}
+
+static int parse_path(Parser *p, const char *key, const char *value) {
+	TierState *ts = &p->tiers[p->tier];
+
+	if (path_has_control_chars(value))
+		return parser_fail(p, p->line, "control character in '%s': '%s'", key, ESC(value));
+	ts->path = strdup(value);
+	if (!ts->path)
+		return parser_oom(p);
+	ts->path_line = p->line;
+	return 0;
+}
+
+static int parse_size_key(Parser *p, const char *key, const char *value, uint64_t *ret) {
+	int r = parse_size(value, ret);
+	if (r == -ERANGE)
+		return parser_fail(p, p->line, "size '%s' out of range for '%s'", ESC(value), key);
+	if (r < 0)
+		return parser_fail(p, p->line, "invalid size '%s' for '%s'", ESC(value), key);
+	return 0;
+}
+
+static int parse_capacity(Parser *p, const char *key, const char *value) {
+	return parse_size_key(p, key, value, &p->config.tiers[p->tier].capacity);
+}
+
+static int parse_reserve(Parser *p, const char *key, const char *value) {
+	return parse_size_key(p, key, value, &p->config.tiers[p->tier].reserve);
+}
+
+typedef struct KeyDef {
+	const char *name;
+	int (*parse)(Parser *p, const char *key, const char *value);
+} KeyDef;
+
+static const KeyDef main_keys[] = {
+	{ "data_dir", parse_data_dir },
+	{ "allow_other", parse_allow_other },
+	{ "log_level", parse_log_level },
+};
+
+static const KeyDef tier_keys[] = {
+	{ "role", parse_role },
+	{ "backend", parse_backend },
+	{ "path", parse_path },
+	{ "capacity", parse_capacity },
+	{ "reserve", parse_reserve },
+};
+
+_Static_assert(ELEMENTSOF(main_keys) <= 32 && ELEMENTSOF(tier_keys) <= 32, "keys_seen is a 32-bit mask");
+
+static bool tier_name_is_valid(const char *name) {
+	size_t n = strlen(name);
+	return n >= 1 && n <= CONFIG_TIER_NAME_MAX &&
+	       strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+static int parser_begin_section(Parser *p, const char *name) {
+	if (strcmp(name, "fratier") == 0) {
+		if (p->main_line > 0)
+			return parser_fail(p, p->line, "duplicate section [fratier] (first on line %u)", p->main_line);
+		p->main_line = p->line;
+		p->section = SECTION_MAIN;
+		return 0;
+	}
+
+	if (strncmp(name, "tier", 4) != 0 || (name[4] != '\0' && name[4] != ' ' && name[4] != '\t'))
+		return parser_fail(p, p->line, "unknown section [%s]", ESC(name));
+
+	const char *tier = name + 4 + strspn(name + 4, " \t");
+	if (!tier_name_is_valid(tier))
+		return parser_fail(p, p->line, "invalid tier name '%s' (1 to %d characters of A-Z a-z 0-9 _ -)",
+				   ESC(tier), CONFIG_TIER_NAME_MAX);
+	for (size_t i = 0; i < p->config.n_tiers; i++)
+		if (strcmp(p->config.tiers[i].name, tier) == 0)
+			return parser_fail(p, p->line, "duplicate tier name '%s' (first on line %u)", tier,
+					   p->tiers[i].line);
+	if (p->config.n_tiers >= CONFIG_TIERS_MAX)
+		return parser_fail(p, p->line, "more than %d tiers", CONFIG_TIERS_MAX);
+
+	size_t i = p->config.n_tiers;
+	p->config.tiers[i] = (ConfigTier) { .role = _TIER_ROLE_INVALID, .backend = _TIER_BACKEND_INVALID };
+	p->config.tiers[i].name = strdup(tier);
+	if (!p->config.tiers[i].name)
+		return parser_oom(p);
+	p->config.n_tiers++;
+	p->tiers[i].line = p->line;
+	p->tier = i;
+	p->section = SECTION_TIER;
+	return 0;
+}
+
+/* Looks at a line before inih does: section headers and indentation (invariants 2 and 3). */
+static int parser_check_line(Parser *p, const char *line) {
+	static const char bom[] = "\xef\xbb\xbf";
+	const char *start;
+
+	/* inih skips a BOM on line 1 only, and so do we. */
+	if (p->line == 1 && strncmp(line, bom, strlen(bom)) == 0)
+		line += strlen(bom);
+
+	/* Same notion of space, blank line and comment as inih's lskip()/rstrip(). */
+	for (start = line; isspace((unsigned char) *start); start++)
+		;
+	if (*start == '\0' || *start == ';' || *start == '#')
+		return 0;
+	if (start > line)
+		return parser_fail(p, p->line, "indented line (continuation lines are not supported)");
+	if (*start != '[')
+		return 0;
+
+	const char *end = strchr(start, ']');
+	if (!end)
+		return parser_fail(p, p->line, "missing ']' in section header");
+	const char *rest = end + 1;
+	while (isspace((unsigned char) *rest))
+		rest++;
+	if (*rest != '\0' && *rest != ';' && *rest != '#')
+		return parser_fail(p, p->line, "unexpected text after section header");
+
+	char name[CONFIG_LINE_MAX + 1];
+	size_t n = (size_t) (end - start - 1);
+	assert(n < sizeof(name));
+	memcpy(name, start + 1, n);
+	name[n] = '\0';
+	return parser_begin_section(p, name);
+}
+
+/* inih's fgets()-like reader over (buf, len): one whole physical line per call. */
+static char *parser_read_line(char *str, int num, void *user) {
+	Parser *p = user;
+
+	if (p->r < 0 || p->pos >= p->len)
+		return NULL;
+
+	const char *start = p->buf + p->pos;
+	const char *nl = memchr(start, '\n', p->len - p->pos);
+	size_t n = nl ? (size_t) (nl - start) + 1 : p->len - p->pos;
+	size_t content = n - (nl ? 1 : 0);
+	if (content > 0 && start[content - 1] == '\r')
+		content--;
+
+	p->line++;
+	p->pos += n;
+
+	/* Room for the content, "\r\n" and NUL (invariant 1). */
+	size_t limit = num > 3 ? MIN((size_t) CONFIG_LINE_MAX, (size_t) num - 3) : 0;
+	if (content > limit) {
+		(void) parser_fail(p, p->line, "line too long (max %zu bytes)", limit);
+		return NULL;
+	}
+
+	memcpy(str, start, n);
+	str[n] = '\0';
+	if (parser_check_line(p, str) < 0)
+		return NULL;
+	return str;
+}
+
+static int parser_handle_key(void *user, const char *section, const char *name, const char *value) {
+	Parser *p = user;
+	const KeyDef *keys;
+	size_t n_keys;
+	unsigned *seen;
+	char label[sizeof("tier ") + CONFIG_TIER_NAME_MAX];
+
+	/* section is ignored: parser_check_line() tracked it (invariant 2). */
+	switch (p->section) {
+	case SECTION_MAIN:
+		keys = main_keys;
+		n_keys = ELEMENTSOF(main_keys);
+		seen = &p->main_keys_seen;
+		(void) snprintf(label, sizeof(label), "fratier");
+		break;
+	case SECTION_TIER:
+		keys = tier_keys;
+		n_keys = ELEMENTSOF(tier_keys);
+		seen = &p->tiers[p->tier].keys_seen;
+		(void) snprintf(label, sizeof(label), "tier %s", p->config.tiers[p->tier].name);
+		break;
+	default:
+		(void) parser_fail(p, p->line, "key '%s' outside of any section", ESC(name));
+		return 0;
+	}
+
+	for (size_t i = 0; i < n_keys; i++) {
+		if (strcmp(name, keys[i].name) != 0)
+			continue;
+		if (*seen & (1u << i)) {
+			(void) parser_fail(p, p->line, "duplicate key '%s' in section [%s]", name, label);
+			return 0;
+		}
+		*seen |= 1u << i;
+		if (value[0] == '\0') {
+			(void) parser_fail(p, p->line, "empty value for '%s'", name);
+			return 0;
+		}
+		return keys[i].parse(p, keys[i].name, value) >= 0;
+	}
+
+	(void) parser_fail(p, p->line, "unknown key '%s' in section [%s]", ESC(name), label);
+	return 0;
+}
+
+static int parser_resolve_path(Parser *p, size_t i) {
+	ConfigTier *t = &p->config.tiers[i];
+	TierState *ts = &p->tiers[i];
+	unsigned line = ts->path_line ? ts->path_line : ts->line;
+	const char *path = ts->path;
+	int r;
+
+	if (!path) {
+		/* Only local hot and capacity tiers have a natural home under data_dir. */
+		if (t->backend != TIER_BACKEND_DIR || t->role == TIER_ROLE_NFS)
+			return parser_fail(p, ts->line, "tier '%s' needs a path (role %s, backend %s)", t->name,
+					   tier_role_to_string(t->role), tier_backend_to_string(t->backend));
+		path = tier_role_to_string(t->role);
+	} else if (t->backend == TIER_BACKEND_NFS) {
+		/* The host part must not be empty; libnfs in tier/ parses the rest. */
+		if (!path_is_nfs_url(path) || path[6] == '\0' || path[6] == '/' || strpbrk(path, " \t"))
+			return parser_fail(p, line, "path of tier '%s' (backend nfs) must be an nfs://HOST/EXPORT URL, got '%s'",
+					   t->name, ESC(path));
+		t->path = TAKE_PTR(ts->path);
+		return 0;
+	} else if (path_is_nfs_url(path))
+		return parser_fail(p, line, "tier '%s' has an nfs:// path but backend dir (set backend = nfs)", t->name);
+
+	r = path_normalize(p->config.data_dir, path, &t->path);
+	if (r < 0)
+		return parser_oom(p); /* -ENAMETOOLONG cannot happen, see CONFIG_LINE_MAX above */
+	return 0;
+}
+
+/* Whole-file checks, in file order (invariant 5). */
+static int parser_finish(Parser *p) {
+	Config *c = &p->config;
+	size_t hot = SIZE_MAX;
+	int r;
+
+	if (!c->data_dir)
+		return parser_fail(p, 0, "data_dir is not set in section [fratier]");
+
+	for (size_t i = 0; i < c->n_tiers; i++) {
+		ConfigTier *t = &c->tiers[i];
+		TierState *ts = &p->tiers[i];
+
+		if (ts->role_line == 0) {
+			t->role = tier_role_from_string(t->name);
+			if (t->role < 0)
+				return parser_fail(p, ts->line, "tier '%s' has no role (set role = hot, capacity or nfs)",
+						   t->name);
+		}
+		if (ts->backend_line == 0)
+			t->backend = t->role == TIER_ROLE_NFS ? TIER_BACKEND_NFS : TIER_BACKEND_DIR;
+
+		if (t->role == TIER_ROLE_HOT) {
+			/* The hot tier holds the raw staging files the FUSE side writes into. */
+			if (t->backend != TIER_BACKEND_DIR)
+				return parser_fail(p, ts->backend_line, "hot tier '%s' must use backend dir", t->name);
+			if (hot != SIZE_MAX)
+				return parser_fail(p, ts->role_line ? ts->role_line : ts->line,
+						   "more than one hot tier ('%s' and '%s')", c->tiers[hot].name, t->name);
+			hot = i;
+		}
+
+		r = parser_resolve_path(p, i);
+		if (r < 0)
+			return r;
+
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(c->tiers[j].path, t->path) == 0)
+				return parser_fail(p, ts->path_line ? ts->path_line : ts->line,
+						   "tier '%s' has the same path as tier '%s': '%s'", t->name,
+						   c->tiers[j].name, ESC(t->path));
+	}
+
+	if (hot == SIZE_MAX)
+		return parser_fail(p, 0, "no hot tier defined");
+	return 0;
+}
+
+static int parser_run(Parser *p) {
+	int e;
+
+	if (p->len > CONFIG_FILE_SIZE_MAX)
+		return parser_fail(p, 0, "file too large (max %u bytes)", CONFIG_FILE_SIZE_MAX);
+
+	/* inih works on C strings: a NUL would silently end a line. */
+	const char *nul = p->len > 0 ? memchr(p->buf, '\0', p->len) : NULL;
+	if (nul) {
+		unsigned line = 1;
+		for (const char *s = p->buf; s < nul; s++)
+			line += *s == '\n';
+		return parser_fail(p, line, "NUL byte in file");
+	}
+
+	e = ini_parse_stream(parser_read_line, p, parser_handle_key, p);
+	if (e < 0)
+		/* -2: inih could not allocate its line buffer (-1, "cannot open", needs a file name). */
+		return parser_oom(p);
+	/* inih's first syntax error, if it came before our first problem (invariant 4). */
+	if (e > 0 && p->r != -ENOMEM && (p->r == 0 || (unsigned) e < p->error_line)) {
+		free(p->error);
+		p->error = NULL;
+		p->r = 0;
+		return parser_fail(p, (unsigned) e, "syntax error (expected [section], key = value or a comment)");
+	}
+	if (p->r < 0)
+		return p->r;
+
+	return parser_finish(p);
+}
+
+int config_parse(const char *buf, size_t len, const char *filename, Config *ret, char **ret_error) {
+	_cleanup_(parser_done) Parser p = {
+		.buf = buf,
+		.len = len,
+		.filename = filename ? filename : "(config)",
+		.config.log_level = LOG_INFO,
+	};
+	int r;
+
+	assert(buf || len == 0);
+	assert(ret);
+	*ret = (Config) {};
+	if (ret_error)
+		*ret_error = NULL;
+
+	if (filename) {
+		p.config.source = strdup(filename);
+		if (!p.config.source)
+			return -ENOMEM;
+	}
+
+	r = parser_run(&p);
+	if (r < 0) {
+		if (ret_error && r == -EINVAL)
+			*ret_error = TAKE_PTR(p.error);
+		return r;
+	}
+
+	*ret = p.config;
+	p.config = (Config) {};
+	return 0;
+}
+
+static int load_error(int r, const char *path, const char *verb, char **ret_error) {
+	if (ret_error) {
+		errno = -r;
+		if (asprintf(ret_error, "%s: cannot %s: %m", path, verb) < 0)
+			*ret_error = NULL;
+	}
+	return r;
+}
+
+int config_load_file(const char *path, Config *ret, char **ret_error) {
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, size = 0;
+
+	assert(path);
+	assert(ret);
+	*ret = (Config) {};
+	if (ret_error)
+		*ret_error = NULL;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return load_error(negative_errno(), path, "open", ret_error);
+
+	/* Read one byte past the limit, so config_parse() can tell "too large" from "exactly at the limit". */
+	for (;;) {
+		if (len == size) {
+			if (size > CONFIG_FILE_SIZE_MAX)
+				break;
+			size_t nsize = MIN(size > 0 ? 2 * size : 4096, (size_t) CONFIG_FILE_SIZE_MAX + 1);
+			char *nbuf = realloc(buf, nsize);
+			if (!nbuf)
+				return -ENOMEM;
+			buf = nbuf;
+			size = nsize;
+		}
+		ssize_t n = read(fd, buf + len, size - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return load_error(negative_errno(), path, "read", ret_error);
+		}
+		if (n == 0)
+			break;
+		len += (size_t) n;
+	}
+
+	return config_parse(buf, len, path, ret, ret_error);
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * The daemon's configuration: the tiers and the mount-level settings.
+ *
+ * One INI file (parsed with inih) or the embedded default built from a data
+ * directory.  The parser is the only reader of the file; it enforces every
+ * limit below and reports the first problem as "FILE:LINE: problem" (or
+ * "FILE: problem" for what belongs to no single line, e.g. a missing hot tier).
+ *
+ *   [fratier]
+ *   data_dir = /srv/fratier       ; required, absolute: daemon state, base of relative and default tier paths
+ *   allow_other = no              ; let other users (oracle) use the mount
+ *   log_level = info              ; err, warning, notice, info, debug
+ *
+ *   [tier hot]                    ; "tier NAME", NAME = [A-Za-z0-9_-]{1,32}
+ *   role = hot                    ; hot | capacity | nfs (default: NAME, if NAME is one of these)
+ *   backend = dir                 ; dir | nfs (default: nfs for role nfs, else dir)
+ *   path = /nvme/fratier          ; directory (absolute, or relative to data_dir) or nfs:// URL
+ *   capacity = 2T                 ; optional cap on what fratier may use, IEC suffixes K M G T P
+ *   reserve = 16G                 ; optional space kept free
+ *
+ * Rules beyond the sketch above:
+ *  - Unknown sections and keys, a key given twice, a section given twice and
+ *    an empty value are errors.  Keys and section names are case-sensitive.
+ *  - Booleans: yes/no, true/false, on/off, 1/0 (any case).
+ *  - Sizes: see parse_size(); 0 means "none".
+ *  - Exactly one tier has role hot, and it uses backend dir.  Any number of
+ *    capacity and nfs tiers may follow (up to CONFIG_TIERS_MAX in all); their
+ *    order in the file is kept in Config.tiers.
+ *  - A tier without path: role hot -> DATA_DIR/hot, role capacity ->
+ *    DATA_DIR/capacity; an nfs-role or nfs-backend tier must give a path.
+ *  - Backend nfs needs "nfs://HOST..."; backend dir takes no nfs:// URL.
+ *    Directory paths are normalized lexically ("//", "/./" and a trailing
+ *    "/" go; ".." stays) and no two tiers may share one.  No control
+ *    characters in paths.
+ *  - A line holds at most CONFIG_LINE_MAX bytes (inih's line buffer, as
+ *    Debian builds it).  Lines must not be indented: inih would silently
+ *    glue an indented line onto the previous value.  Comments start a line
+ *    with ';' or '#', or follow a value after " ;".
+ *  - Files: at most CONFIG_FILE_SIZE_MAX bytes, no NUL bytes.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_TIERS_MAX 8
+#define CONFIG_TIER_NAME_MAX 32
+#define CONFIG_PATH_MAX 4096
+#define CONFIG_FILE_SIZE_MAX (1u << 20)
+#define CONFIG_LINE_MAX 197        /* bytes per line, without the newline; INI_MAX_LINE - 3 */
+
+typedef enum TierRole {
+	TIER_ROLE_HOT,
+	TIER_ROLE_CAPACITY,
+	TIER_ROLE_NFS,
+	_TIER_ROLE_MAX,
+	_TIER_ROLE_INVALID = -22, /* -EINVAL */
+} TierRole;
+
+typedef enum TierBackend {
+	TIER_BACKEND_DIR,
+	TIER_BACKEND_NFS,
+	_TIER_BACKEND_MAX,
+	_TIER_BACKEND_INVALID = -22,
+} TierBackend;
+
+typedef struct ConfigTier {
+	char *name;
+	TierRole role;
+	TierBackend backend;
+	char *path;            /* absolute directory or nfs:// URL, after resolution */
+	uint64_t capacity;     /* 0 = no cap beyond the backing filesystem */
+	uint64_t reserve;      /* bytes kept free on this tier */
+} ConfigTier;
+
+typedef struct Config {
+	char *source;          /* file the config came from; NULL for the embedded default */
+	char *data_dir;        /* absolute and normalized; never NULL after success */
+	bool allow_other;
+	int log_level;         /* LOG_ERR .. LOG_DEBUG */
+	ConfigTier tiers[CONFIG_TIERS_MAX];
+	size_t n_tiers;
+} Config;
+
+/* Static strings ("hot", "dir", ...), NULL when out of range; from_string is exact and returns _INVALID otherwise. */
+const char *tier_role_to_string(TierRole r);
+TierRole tier_role_from_string(const char *s);
+const char *tier_backend_to_string(TierBackend b);
+TierBackend tier_backend_from_string(const char *s);
+
+/*
+ * Parses a config held in memory (need not be NUL-terminated).  filename is
+ * used in messages and copied to Config.source (NULL: messages say
+ * "(config)", source stays NULL).  On success fills *ret (free with
+ * config_done()) and returns 0.  On error returns -EINVAL (or -ENOMEM),
+ * leaves *ret zeroed and, if ret_error is given, stores a malloc'ed
+ * "FILE:LINE: problem" message there (NULL on -ENOMEM and on success).
+ * Checks: known sections and keys only, values in range, data_dir given,
+ * exactly one hot tier, unique tier names and paths.
+ */
+int config_parse(const char *buf, size_t len, const char *filename, Config *ret, char **ret_error);
+
+/*
+ * Reads and parses a file; errors as config_parse(), plus -errno of open/read
+ * (then *ret_error reads "PATH: cannot open: <strerror>" or "...cannot read...").
+ */
+int config_load_file(const char *path, Config *ret, char **ret_error);
+
+/*
+ * The embedded default: hot tier DATA_DIR/hot, capacity tier DATA_DIR/capacity.
+ * data_dir is made absolute (a relative one against the current directory;
+ * nothing is resolved on disk, so it need not exist yet) and normalized like
+ * tier paths.  allow_other off, log_level LOG_INFO, source NULL.  Returns 0,
+ * -EINVAL (empty data_dir), -ENAMETOOLONG (CONFIG_PATH_MAX), -ENOMEM or
+ * -errno of getcwd().  On error *ret is left zeroed.
+ */
+int config_default(const char *data_dir, Config *ret);
+
+/* The first tier (in file order) with this role, or NULL. Borrowed: valid while c lives. */
+const ConfigTier *config_tier_by_role(const Config *c, TierRole role);
+
+/* Frees what c owns and zeroes it; safe on a zeroed or half-filled Config. */
+void config_done(Config *c);
+
+/*
+ * Parses "123", "4K", "16G", "2T" (IEC, factor 1024) into bytes: decimal
+ * digits, then optionally one of K M G T P (either case) and optionally "iB"
+ * or "B" ("512B", "4KiB", "4kB" are accepted too).  No sign, spaces or
+ * fractions.  Returns 0, -EINVAL for anything else, -ERANGE beyond 2^64-1.
+ * On error *ret is untouched.
+ */
+int parse_size(const char *s, uint64_t *ret);

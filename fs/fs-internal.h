@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+/* private to fs/: do not include outside fs/ */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "catalog/catalog.h"
+#include "common/config.h"
+
+/*
+ * Lock order, outermost first:
+ *   1. the catalog lock (catalog_begin() .. commit/rollback, or any catalog call)
+ *   2. Fs.table_lock
+ *   3. FsInode.lock
+ * A thread holding a later lock never waits for an earlier one.  No close()
+ * or unlink() of staging files happens under table_lock.
+ */
+
+#define FS_ATTR_TIMEOUT 1.0
+#define FS_MAX_WRITE (1u << 20)
+#define FS_STAGING_DIR "staging"
+#define FS_STAGING_FANOUT 256
+
+/* In-memory state of an inode the kernel holds a reference to. */
+typedef struct FsInode {
+	uint64_t ino;
+	uint64_t nlookup;         /* protected by Fs.table_lock: kernel references (lookup count) */
+	uint32_t nopen;           /* protected by Fs.table_lock: open file handles */
+	struct FsInode *hash_next; /* protected by Fs.table_lock */
+
+	pthread_mutex_t lock;     /* order: after table_lock */
+	int fd;                   /* protected by lock: staging descriptor while open, else -1 */
+	int xattrs;               /* protected by lock: -1 unknown, 0 none, 1 some (spares a catalog query per write) */
+} FsInode;
+
+typedef struct Fs {
+	Config *config;
+	const char *hot_path;
+	int hot_fd;
+	int staging_fd;
+	int lock_fd;
+	Catalog *catalog;
+
+	/*
+	 * A staging directory whose entries changed since it was last synced;
+	 * the fsync of a file in it syncs it first.  Lock order: after all others.
+	 */
+	pthread_mutex_t staging_dir_lock[FS_STAGING_FANOUT];
+	bool staging_dir_dirty[FS_STAGING_FANOUT]; /* protected by staging_dir_lock[] */
+
+	pthread_mutex_t table_lock;
+	FsInode **buckets;        /* protected by table_lock */
+	size_t n_buckets;
+	size_t n_inodes;          /* protected by table_lock */
+} Fs;
+
+/* inode.c: the table of inodes the kernel knows about. */
+int fs_inode_table_init(Fs *fs);
+void fs_inode_table_done(Fs *fs);
+/* Takes n kernel references on ino, creating its entry if needed. */
+int fs_inode_ref(Fs *fs, uint64_t ino, uint64_t n, FsInode **ret);
+/* Finds the entry of an inode the kernel references; NULL if none. */
+FsInode *fs_inode_find(Fs *fs, uint64_t ino);
+/*
+ * Drops n kernel references; when none remain and the inode is not open,
+ * removes the entry and, if the catalog says it has no links left, deletes
+ * the inode and its staging file.
+ */
+void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n);
+/* Counts an open handle / releases it (closing the staging fd at the last one). */
+void fs_inode_open(Fs *fs, FsInode *i);
+void fs_inode_release(Fs *fs, FsInode *i);
+/* Deletes an inode with no links unless the kernel still references it. */
+int fs_inode_purge_if_unused(Fs *fs, uint64_t ino);
+
+/* staging.c: raw data of regular files, one file per inode on the hot tier. */
+int fs_staging_init(Fs *fs);
+/* Creates (or empties a leftover of) the staging file of a new inode; returns an fd. */
+int fs_staging_create(Fs *fs, uint64_t ino);
+/* Returns the inode's staging fd, opening it (and re-creating it empty if lost) when needed. */
+int fs_staging_fd(Fs *fs, FsInode *i);
+int fs_staging_stat(Fs *fs, uint64_t ino, struct stat *ret);
+int fs_staging_unlink(Fs *fs, uint64_t ino);
+/* Size and time changes by name, so they need no open descriptor. */
+int fs_staging_truncate(Fs *fs, uint64_t ino, off_t size);
+int fs_staging_set_times(Fs *fs, uint64_t ino, const struct timespec times[2]);
+/* Makes the staging file's directory entry durable, if it may not be yet. */
+int fs_staging_sync_dir(Fs *fs, uint64_t ino);
+/* Mount-time recovery: drops staging files without an inode and inodes without links. */
+int fs_staging_recover(Fs *fs, uint64_t *ret_orphans, uint64_t *ret_strays);
+
+/* ops.c */
+struct fuse_lowlevel_ops;
+extern const struct fuse_lowlevel_ops fs_ops;

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fratierfs — the daemon: command line, start-up checks, recovery, and the
+ * FUSE session.
+ *
+ * Start-up refuses, with one line naming the problem, anything that would
+ * make the mount lie later: a bad config, a hot tier that is missing,
+ * read-only or in use by another daemon, a catalog it cannot read.  After a
+ * crash it recovers by itself: SQLite replays its WAL, and the staging
+ * files and inodes that the crash orphaned are deleted before the mount.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <fuse_lowlevel.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/macros.h"
+#include "fs/fs-internal.h"
+
+#define CATALOG_FILE "catalog.db"
+#define LOCK_FILE "fratier.lock"
+
+typedef struct Args {
+	char *data;
+	char *config;
+	char *positional[2];
+	unsigned n_positional;
+	bool show_help;
+	bool show_version;
+	bool too_many_args;
+} Args;
+
+enum {
+	KEY_HELP,
+	KEY_VERSION,
+};
+
+static const struct fuse_opt arg_table[] = {
+	{ "data=%s", offsetof(Args, data), 0 },
+	{ "config=%s", offsetof(Args, config), 0 },
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END,
+};
+
+static int arg_process(void *data, const char *arg, int key, struct fuse_args *outargs) {
+	Args *a = data;
+
+	switch (key) {
+	case KEY_HELP:
+		a->show_help = true;
+		return 0;
+	case KEY_VERSION:
+		a->show_version = true;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		/* "SOURCE MOUNTPOINT" from mount.fuse3, or just "MOUNTPOINT". */
+		if (a->n_positional >= ELEMENTSOF(a->positional)) {
+			a->too_many_args = true;
+			return 0;
+		}
+		a->positional[a->n_positional] = strdup(arg);
+		if (!a->positional[a->n_positional])
+			return -1;
+		a->n_positional++;
+		return 0;
+	default:
+		return 1; /* everything else belongs to libfuse */
+	}
+}
+
+static void help(const char *argv0) {
+	printf("usage: %s [-f] [-d] -o data=DIR[,OPTIONS] MOUNTPOINT\n"
+	       "       %s [-f] [-d] -o config=FILE[,OPTIONS] MOUNTPOINT\n"
+	       "       %s DIR MOUNTPOINT -o OPTIONS   (as called by mount.fuse3, type fuse.fratierfs)\n"
+	       "\n"
+	       "fratier: a tiering, deduplicating filesystem for Oracle archivelogs and RMAN backups.\n"
+	       "\n"
+	       "  -o data=DIR      embedded default: tiers are DIR/hot and DIR/capacity (created if missing)\n"
+	       "  -o config=FILE   tiers and policies from an INI file\n"
+	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
+	       "  -d               debug output, implies -f\n"
+	       "  -h, --help       this help\n"
+	       "  -V, --version    version\n"
+	       "\n"
+	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
+	       argv0, argv0, argv0);
+}
+
+static int mkdir_p(const char *path, mode_t mode) {
+	_cleanup_free_ char *p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(p, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(p, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Opens, checks and locks the hot tier; the lock lives as long as the daemon. */
+static int hot_tier_open(Fs *fs, bool create) {
+	struct statvfs sv;
+	int r;
+
+	if (create) {
+		r = mkdir_p(fs->hot_path, 0755);
+		if (r < 0)
+			return log_error_errno(r, "cannot create hot tier directory %s: %m", fs->hot_path);
+	}
+	fs->hot_fd = open(fs->hot_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fs->hot_fd < 0)
+		return log_error_errno(errno, "cannot open hot tier directory %s: %m", fs->hot_path);
+	if (fstatvfs(fs->hot_fd, &sv) < 0)
+		return log_error_errno(errno, "cannot stat hot tier %s: %m", fs->hot_path);
+	if (sv.f_flag & ST_RDONLY)
+		return log_error_errno(EROFS, "hot tier %s is not writable: %m", fs->hot_path);
+
+	fs->lock_fd = openat(fs->hot_fd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fs->lock_fd < 0)
+		return log_error_errno(errno, "hot tier %s is not writable: %m", fs->hot_path);
+	if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			return log_error_errno(EBUSY, "hot tier %s is in use by another fratierfs", fs->hot_path);
+		return log_error_errno(errno, "cannot lock hot tier %s: %m", fs->hot_path);
+	}
+	char pid[32];
+	int n = snprintf(pid, sizeof(pid), "%d\n", (int) getpid());
+	if (ftruncate(fs->lock_fd, 0) < 0 || pwrite(fs->lock_fd, pid, (size_t) n, 0) != n)
+		return log_error_errno(errno, "hot tier %s is not writable: %m", fs->hot_path);
+	return 0;
+}
+
+static int catalog_start(Fs *fs) {
+	_cleanup_free_ char *path = NULL;
+	uint64_t orphans = 0, strays = 0;
+	int r;
+
+	if (asprintf(&path, "%s/%s", fs->hot_path, CATALOG_FILE) < 0)
+		return log_oom();
+	r = catalog_open(path, 0, 0, &fs->catalog);
+	if (r == -EPROTONOSUPPORT)
+		return log_error_errno(r, "catalog %s was written by a newer fratier (schema version above %d); "
+					  "refusing to mount it",
+				       path, CATALOG_SCHEMA_VERSION);
+	if (r == -EUCLEAN)
+		return log_error_errno(r, "catalog %s is damaged or not a fratier catalog", path);
+	if (r < 0)
+		return log_error_errno(r, "cannot open catalog %s: %m", path);
+
+	r = fs_staging_init(fs);
+	if (r < 0)
+		return log_error_errno(r, "cannot prepare staging area in %s: %m", fs->hot_path);
+	r = fs_staging_recover(fs, &orphans, &strays);
+	if (r < 0)
+		return log_error_errno(r, "recovery of %s failed: %m", fs->hot_path);
+	if (orphans || strays)
+		log_notice("recovered after an unclean stop: %llu unlinked inodes and %llu stray staging files deleted",
+			   (unsigned long long) orphans, (unsigned long long) strays);
+	return 0;
+}
+
+static void fs_done(Fs *fs) {
+	fs_inode_table_done(fs);
+	fs->catalog = catalog_close(fs->catalog);
+	if (fs->staging_fd >= 0)
+		close(fs->staging_fd);
+	if (fs->lock_fd >= 0)
+		close(fs->lock_fd);
+	if (fs->hot_fd >= 0)
+		close(fs->hot_fd);
+}
+
+static int add_mount_option(struct fuse_args *args, const char *name, const char *value) {
+	_cleanup_free_ char *opt = NULL;
+	/* libfuse splits option lists at commas: a value must not contain one. */
+	if (value && strchr(value, ','))
+		return -EINVAL;
+	if (asprintf(&opt, "%s%s%s", name, value ? "=" : "", value ?: "") < 0)
+		return -ENOMEM;
+	if (fuse_opt_add_arg(args, "-o") < 0 || fuse_opt_add_arg(args, opt) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int run(int argc, char **argv) {
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts opts = {};
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *loop = NULL;
+	_cleanup_free_ char *config_error = NULL;
+	Config config = {};
+	Args a = {};
+	Fs fs = { .hot_fd = -1, .staging_fd = -1, .lock_fd = -1 };
+	int r, ret = EXIT_FAILURE;
+
+	if (fuse_opt_parse(&args, &a, arg_table, arg_process) < 0)
+		goto out_args;
+	if (a.show_help) {
+		help(argv[0]);
+		ret = EXIT_SUCCESS;
+		goto out_args;
+	}
+	if (a.show_version) {
+		printf("fratierfs %s (libfuse %s)\n", PACKAGE_VERSION, fuse_pkgversion());
+		ret = EXIT_SUCCESS;
+		goto out_args;
+	}
+	if (a.too_many_args || a.n_positional == 0) {
+		log_error("%s", a.n_positional == 0 ? "no mount point given (see --help)"
+						     : "too many arguments (see --help)");
+		goto out_args;
+	}
+	if (fuse_opt_add_arg(&args, a.positional[a.n_positional - 1]) < 0 || fuse_parse_cmdline(&args, &opts) != 0)
+		goto out_args;
+
+	if (a.config) {
+		r = config_load_file(a.config, &config, &config_error);
+		if (r < 0) {
+			if (config_error)
+				log_error("%s", config_error);
+			else
+				log_error_errno(r, "cannot read config %s: %m", a.config);
+			goto out_opts;
+		}
+	} else {
+		const char *data = a.data ?: (a.n_positional == 2 ? a.positional[0] : NULL);
+		if (!data) {
+			log_error("no data directory: give -o data=DIR or -o config=FILE (see --help)");
+			goto out_opts;
+		}
+		r = config_default(data, &config);
+		if (r < 0) {
+			log_error_errno(r, "cannot use data directory %s: %m", data);
+			goto out_opts;
+		}
+	}
+	log_set_max_level(opts.debug ? LOG_DEBUG : config.log_level);
+
+	const ConfigTier *hot = config_tier_by_role(&config, TIER_ROLE_HOT);
+	if (!hot || hot->backend != TIER_BACKEND_DIR) {
+		log_error("%s: the hot tier must be a local directory", config.source ?: "config");
+		goto out_config;
+	}
+	fs.config = &config;
+	fs.hot_path = hot->path;
+	/* Tiers named in a config must exist: creating one could fill the wrong disk. */
+	if (hot_tier_open(&fs, !a.config) < 0)
+		goto out_fs;
+	if (fs_inode_table_init(&fs) < 0) {
+		log_oom();
+		goto out_fs;
+	}
+	if (catalog_start(&fs) < 0)
+		goto out_fs;
+
+	if (add_mount_option(&args, "default_permissions", NULL) < 0 ||
+	    add_mount_option(&args, "fsname", config.data_dir) < 0 ||
+	    add_mount_option(&args, "subtype", "fratierfs") < 0 ||
+	    (config.allow_other && add_mount_option(&args, "allow_other", NULL) < 0)) {
+		log_error("cannot build mount options (a data directory containing ',' is not supported)");
+		goto out_fs;
+	}
+	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
+	if (!se)
+		goto out_fs; /* libfuse said why */
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, opts.mountpoint) != 0)
+		goto out_signals;
+	if (!opts.foreground)
+		log_open_syslog("fratierfs");
+	/* Detaches only now, so whoever started us finds the mount ready. */
+	if (fuse_daemonize(opts.foreground) != 0)
+		goto out_unmount;
+	log_info("fratierfs %s mounted %s on %s", PACKAGE_VERSION, config.data_dir, opts.mountpoint);
+
+	loop = fuse_loop_cfg_create();
+	if (!loop) {
+		log_oom();
+		goto out_unmount;
+	}
+	fuse_loop_cfg_set_clone_fd(loop, opts.clone_fd);
+	/* libfuse marks unset values with UINT_MAX and complains if handed them. */
+	if (opts.max_threads != UINT_MAX)
+		fuse_loop_cfg_set_max_threads(loop, opts.max_threads);
+	if (opts.max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(loop, opts.max_idle_threads);
+	r = opts.singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, loop);
+	/* libfuse reports the signal that stopped it: a requested stop is a clean one. */
+	if (r == 0 || r == SIGTERM || r == SIGINT || r == SIGHUP)
+		ret = EXIT_SUCCESS;
+	else
+		log_error_errno(r < 0 ? r : -EIO, "filesystem loop failed: %m");
+	fuse_loop_cfg_destroy(loop);
+
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_fs:
+	fs_done(&fs);
+out_config:
+	config_done(&config);
+out_opts:
+	free(opts.mountpoint);
+out_args:
+	fuse_opt_free_args(&args);
+	free(a.data);
+	free(a.config);
+	for (unsigned k = 0; k < a.n_positional; k++)
+		free(a.positional[k]);
+	return ret;
+}
+
+int main(int argc, char **argv) {
+	return run(argc, argv);
+}

@@ -1,0 +1,1055 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ops.c — the FUSE low-level handlers.
+ *
+ * Each handler decodes the request, does its work against the catalog and
+ * the staging files, and replies exactly once; errors flip sign only at the
+ * reply.  Namespace changes run in one catalog transaction each, so a crash
+ * leaves either the old or the new namespace, never a mix.
+ *
+ * Permission checks are the kernel's (default_permissions is always on);
+ * POSIX and BSD locks are the kernel's too (no lock handlers: the kernel
+ * then keeps them locally, exactly as for a local filesystem).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/macros.h"
+#include "fs/fs-internal.h"
+
+#define FS_LINK_MAX 65000
+#define FS_READDIR_BATCH 64
+#define FS_DIR_SIZE 4096
+
+static Fs *fs_of(fuse_req_t req) {
+	return fuse_req_userdata(req);
+}
+
+static int64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t ts_to_ns(const struct timespec *ts) {
+	return (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+static struct timespec ns_to_ts(int64_t ns) {
+	struct timespec ts = { .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+	if (ts.tv_nsec < 0) {
+		ts.tv_sec--;
+		ts.tv_nsec += 1000000000;
+	}
+	return ts;
+}
+
+static int check_name(const char *name) {
+	return strlen(name) > CATALOG_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+static int inode_stat(Fs *fs, const CatalogInode *ci, struct stat *st) {
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ci->ino;
+	st->st_mode = ci->mode;
+	st->st_nlink = ci->nlink;
+	st->st_uid = ci->uid;
+	st->st_gid = ci->gid;
+	st->st_rdev = ci->rdev;
+	st->st_blksize = 4096;
+	st->st_atim = ns_to_ts(ci->atime_ns);
+	st->st_mtim = ns_to_ts(ci->mtime_ns);
+	st->st_ctim = ns_to_ts(ci->ctime_ns);
+
+	if (S_ISREG(ci->mode)) {
+		struct stat raw;
+		int r = fs_staging_stat(fs, ci->ino, &raw);
+		if (r < 0)
+			return r;
+		st->st_size = raw.st_size;
+		st->st_blocks = raw.st_blocks;
+		st->st_blksize = raw.st_blksize ? raw.st_blksize : 4096;
+		/* Writes and truncates stamp the staging file; renames and chmod stamp the catalog. */
+		st->st_atim = raw.st_atim;
+		st->st_mtim = raw.st_mtim;
+		if (ts_to_ns(&raw.st_ctim) > ci->ctime_ns)
+			st->st_ctim = raw.st_ctim;
+	} else if (S_ISDIR(ci->mode)) {
+		st->st_size = FS_DIR_SIZE;
+		st->st_blocks = FS_DIR_SIZE / 512;
+	} else if (S_ISLNK(ci->mode))
+		st->st_size = (off_t) ci->size;
+	return 0;
+}
+
+static int getattr_ino(Fs *fs, uint64_t ino, struct stat *st) {
+	CatalogInode ci;
+	int r = catalog_inode_get(fs->catalog, ino, &ci);
+	if (r < 0)
+		return r;
+	return inode_stat(fs, &ci, st);
+}
+
+/* Replies with an entry for ino and takes the kernel reference the reply creates. */
+static void reply_entry(fuse_req_t req, uint64_t ino) {
+	Fs *fs = fs_of(req);
+	struct fuse_entry_param e = {
+		.ino = ino,
+		.attr_timeout = FS_ATTR_TIMEOUT,
+		.entry_timeout = FS_ATTR_TIMEOUT,
+	};
+	int r = getattr_ino(fs, ino, &e.attr);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = fs_inode_ref(fs, ino, 1, NULL);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (fuse_reply_entry(req, &e) < 0)
+		fs_inode_forget(fs, ino, 1); /* interrupted: the kernel never saw it */
+}
+
+static void touch_dir(CatalogInode *dir, int64_t t) {
+	dir->mtime_ns = t;
+	dir->ctime_ns = t;
+}
+
+static int get_dir(Fs *fs, uint64_t ino, CatalogInode *ret) {
+	int r = catalog_inode_get(fs->catalog, ino, ret);
+	if (r < 0)
+		return r;
+	if (!S_ISDIR(ret->mode))
+		return -ENOTDIR;
+	if (ret->nlink == 0)
+		return -ENOENT; /* removed while we looked */
+	return 0;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn) {
+	conn->max_write = FS_MAX_WRITE;
+	/* The kernel would otherwise send 128 KiB reads; archivelog restores are large and sequential. */
+	conn->max_readahead = FS_MAX_WRITE;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	/* Locks stay in the kernel: local-filesystem semantics on a single host. */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	/* Attributes change only through us, so cached pages stay valid across opens. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+	Fs *fs = fs_of(req);
+	uint64_t ino;
+	int r = check_name(name);
+	if (r >= 0)
+		r = catalog_dirent_lookup(fs->catalog, parent, name, &ino);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	reply_entry(req, ino);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+	fs_inode_forget(fs_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets) {
+	for (size_t k = 0; k < count; k++)
+		fs_inode_forget(fs_of(req), forgets[k].ino, forgets[k].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+	struct stat st;
+	int r = getattr_ino(fs_of(req), ino, &st);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi) {
+	Fs *fs = fs_of(req);
+	CatalogInode ci;
+	struct stat st;
+	int r;
+
+	r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = catalog_inode_get(fs->catalog, ino, &ci);
+	if (r < 0)
+		goto fail;
+
+	if (to_set & FUSE_SET_ATTR_MODE)
+		ci.mode = (ci.mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		ci.uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		ci.gid = attr->st_gid;
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (!S_ISREG(ci.mode)) {
+			r = S_ISDIR(ci.mode) ? -EISDIR : -EINVAL;
+			goto fail;
+		}
+		if (attr->st_size < 0) {
+			r = -EINVAL;
+			goto fail;
+		}
+		r = fs_staging_truncate(fs, ino, attr->st_size);
+		if (r < 0)
+			goto fail;
+	}
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+		if (to_set & FUSE_SET_ATTR_ATIME)
+			times[0] = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? (struct timespec) { .tv_nsec = UTIME_NOW }
+								      : attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME)
+			times[1] = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? (struct timespec) { .tv_nsec = UTIME_NOW }
+								      : attr->st_mtim;
+		if (S_ISREG(ci.mode)) {
+			r = fs_staging_set_times(fs, ino, times);
+			if (r < 0)
+				goto fail;
+		} else {
+			int64_t t = now_ns();
+			if (to_set & FUSE_SET_ATTR_ATIME)
+				ci.atime_ns = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? t : ts_to_ns(&attr->st_atim);
+			if (to_set & FUSE_SET_ATTR_MTIME)
+				ci.mtime_ns = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? t : ts_to_ns(&attr->st_mtim);
+		}
+	}
+	ci.ctime_ns = (to_set & FUSE_SET_ATTR_CTIME) ? ts_to_ns(&attr->st_ctim) : now_ns();
+
+	r = catalog_inode_update(fs->catalog, &ci);
+	if (r < 0)
+		goto fail;
+	r = catalog_commit(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = inode_stat(fs, &ci, &st);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	return (void) fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
+
+fail:
+	catalog_rollback(fs->catalog);
+	fuse_reply_err(req, -r);
+}
+
+/*
+ * Creates a node named name in parent, in one transaction.  For regular files
+ * the staging file is created too and its descriptor returned in *ret_fd.
+ * If the name exists, returns -EEXIST with its inode number in *ret_ino.
+ */
+static int create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+		       const char *link_target, uint64_t *ret_ino, int *ret_fd) {
+	Fs *fs = fs_of(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	_cleanup_close_ int fd = -1;
+	CatalogInode dir, ci;
+	uint64_t ino;
+	int r;
+
+	r = check_name(name);
+	if (r < 0)
+		return r;
+	r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return r;
+	r = get_dir(fs, parent, &dir);
+	if (r < 0)
+		goto fail;
+	r = catalog_dirent_lookup(fs->catalog, parent, name, ret_ino);
+	if (r >= 0) {
+		r = -EEXIST;
+		goto fail;
+	}
+	if (r != -ENOENT)
+		goto fail;
+	if (S_ISDIR(mode) && dir.nlink >= FS_LINK_MAX) {
+		r = -EMLINK;
+		goto fail;
+	}
+
+	int64_t t = now_ns();
+	ci = (CatalogInode) {
+		.parent = parent,
+		.mode = mode,
+		.uid = ctx->uid,
+		/* BSD group semantics in set-group-ID directories, as every Linux filesystem does. */
+		.gid = (dir.mode & S_ISGID) ? dir.gid : ctx->gid,
+		.nlink = S_ISDIR(mode) ? 2 : 1,
+		.rdev = rdev,
+		.size = link_target ? strlen(link_target) : 0,
+		.atime_ns = t,
+		.mtime_ns = t,
+		.ctime_ns = t,
+	};
+	if (S_ISDIR(mode) && (dir.mode & S_ISGID))
+		ci.mode |= S_ISGID;
+
+	r = catalog_inode_create(fs->catalog, &ci, link_target, &ino);
+	if (r < 0)
+		goto fail;
+	if (S_ISREG(mode)) {
+		fd = fs_staging_create(fs, ino);
+		if (fd < 0) {
+			r = fd;
+			goto fail;
+		}
+	}
+	r = catalog_dirent_add(fs->catalog, parent, name, ino);
+	if (r < 0)
+		goto fail_unlink;
+	touch_dir(&dir, t);
+	if (S_ISDIR(mode))
+		dir.nlink++;
+	r = catalog_inode_update(fs->catalog, &dir);
+	if (r < 0)
+		goto fail_unlink;
+	r = catalog_commit(fs->catalog);
+	if (r < 0)
+		goto fail_unlink_committed;
+
+	*ret_ino = ino;
+	if (ret_fd)
+		*ret_fd = TAKE_FD(fd);
+	return 0;
+
+fail_unlink:
+	catalog_rollback(fs->catalog);
+fail_unlink_committed:
+	if (S_ISREG(mode))
+		(void) fs_staging_unlink(fs, ino);
+	return r;
+fail:
+	catalog_rollback(fs->catalog);
+	return r;
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
+	uint64_t ino;
+	int fd = -1;
+
+	if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISCHR(mode) && !S_ISBLK(mode))
+		return (void) fuse_reply_err(req, EINVAL);
+	int r = create_node(req, parent, name, mode, rdev, NULL, &ino, S_ISREG(mode) ? &fd : NULL);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (fd >= 0)
+		close(fd);
+	reply_entry(req, ino);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
+	uint64_t ino;
+	int r = create_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &ino, NULL);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	reply_entry(req, ino);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name) {
+	uint64_t ino;
+	if (strlen(link) > CATALOG_SYMLINK_MAX)
+		return (void) fuse_reply_err(req, ENAMETOOLONG);
+	int r = create_node(req, parent, name, S_IFLNK | 0777, 0, link, &ino, NULL);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	reply_entry(req, ino);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+	char target[CATALOG_SYMLINK_MAX + 1];
+	int r = catalog_symlink_get(fs_of(req)->catalog, ino, target, sizeof(target));
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	fuse_reply_readlink(req, target);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
+	Fs *fs = fs_of(req);
+	CatalogInode dir, ci;
+	uint64_t ino;
+	int r;
+
+	r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = get_dir(fs, parent, &dir);
+	if (r >= 0)
+		r = catalog_dirent_lookup(fs->catalog, parent, name, &ino);
+	if (r >= 0)
+		r = catalog_inode_get(fs->catalog, ino, &ci);
+	if (r >= 0 && S_ISDIR(ci.mode))
+		r = -EISDIR;
+	if (r >= 0)
+		r = catalog_dirent_remove(fs->catalog, parent, name);
+	if (r < 0)
+		goto fail;
+
+	int64_t t = now_ns();
+	ci.nlink--;
+	ci.ctime_ns = t;
+	touch_dir(&dir, t);
+	r = catalog_inode_update(fs->catalog, &ci);
+	if (r >= 0)
+		r = catalog_inode_update(fs->catalog, &dir);
+	if (r < 0)
+		goto fail;
+	r = catalog_commit(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (ci.nlink == 0)
+		(void) fs_inode_purge_if_unused(fs, ino);
+	return (void) fuse_reply_err(req, 0);
+
+fail:
+	catalog_rollback(fs->catalog);
+	fuse_reply_err(req, -r);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
+	Fs *fs = fs_of(req);
+	CatalogInode dir, ci;
+	uint64_t ino;
+	int r;
+
+	r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = get_dir(fs, parent, &dir);
+	if (r >= 0)
+		r = catalog_dirent_lookup(fs->catalog, parent, name, &ino);
+	if (r >= 0)
+		r = catalog_inode_get(fs->catalog, ino, &ci);
+	if (r >= 0 && !S_ISDIR(ci.mode))
+		r = -ENOTDIR;
+	if (r >= 0) {
+		r = catalog_dir_is_empty(fs->catalog, ino);
+		if (r == 0)
+			r = -ENOTEMPTY;
+	}
+	if (r >= 0)
+		r = catalog_dirent_remove(fs->catalog, parent, name);
+	if (r < 0)
+		goto fail;
+
+	int64_t t = now_ns();
+	ci.nlink = 0;
+	ci.ctime_ns = t;
+	touch_dir(&dir, t);
+	dir.nlink--;
+	r = catalog_inode_update(fs->catalog, &ci);
+	if (r >= 0)
+		r = catalog_inode_update(fs->catalog, &dir);
+	if (r < 0)
+		goto fail;
+	r = catalog_commit(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	(void) fs_inode_purge_if_unused(fs, ino);
+	return (void) fuse_reply_err(req, 0);
+
+fail:
+	catalog_rollback(fs->catalog);
+	fuse_reply_err(req, -r);
+}
+
+/* A directory moving from one parent to another takes its ".." link along. */
+static void move_dir_link(CatalogInode *moved, CatalogInode *from, CatalogInode *to) {
+	if (!S_ISDIR(moved->mode) || from == to)
+		return;
+	moved->parent = to->ino;
+	from->nlink--;
+	to->nlink++;
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
+		      unsigned int flags) {
+	Fs *fs = fs_of(req);
+	CatalogInode pdir, npdir_own, src, dst, *npdir;
+	uint64_t src_ino, dst_ino = 0;
+	bool have_dst;
+	int r;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
+	    (flags & (RENAME_NOREPLACE | RENAME_EXCHANGE)) == (RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return (void) fuse_reply_err(req, EINVAL);
+	r = check_name(newname);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+
+	r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = get_dir(fs, parent, &pdir);
+	if (r < 0)
+		goto fail;
+	if (newparent == parent)
+		npdir = &pdir;
+	else {
+		npdir = &npdir_own;
+		r = get_dir(fs, newparent, npdir);
+		if (r < 0)
+			goto fail;
+	}
+	r = catalog_dirent_lookup(fs->catalog, parent, name, &src_ino);
+	if (r >= 0)
+		r = catalog_inode_get(fs->catalog, src_ino, &src);
+	if (r < 0)
+		goto fail;
+	r = catalog_dirent_lookup(fs->catalog, newparent, newname, &dst_ino);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	have_dst = r >= 0;
+	if (have_dst) {
+		r = catalog_inode_get(fs->catalog, dst_ino, &dst);
+		if (r < 0)
+			goto fail;
+	}
+
+	int64_t t = now_ns();
+	if (flags & RENAME_EXCHANGE) {
+		if (!have_dst) {
+			r = -ENOENT;
+			goto fail;
+		}
+		r = catalog_dirent_retarget(fs->catalog, parent, name, dst_ino);
+		if (r >= 0)
+			r = catalog_dirent_retarget(fs->catalog, newparent, newname, src_ino);
+		if (r < 0)
+			goto fail;
+		move_dir_link(&src, &pdir, npdir);
+		move_dir_link(&dst, npdir, &pdir);
+		dst.ctime_ns = t;
+		r = catalog_inode_update(fs->catalog, &dst);
+		if (r < 0)
+			goto fail;
+	} else {
+		if (have_dst && (flags & RENAME_NOREPLACE)) {
+			r = -EEXIST;
+			goto fail;
+		}
+		if (have_dst && dst_ino == src_ino) {
+			/* Both names are links to one file: POSIX says do nothing. */
+			catalog_rollback(fs->catalog);
+			return (void) fuse_reply_err(req, 0);
+		}
+		if (have_dst) {
+			if (S_ISDIR(dst.mode)) {
+				if (!S_ISDIR(src.mode)) {
+					r = -EISDIR;
+					goto fail;
+				}
+				r = catalog_dir_is_empty(fs->catalog, dst_ino);
+				if (r == 0)
+					r = -ENOTEMPTY;
+				if (r < 0)
+					goto fail;
+				dst.nlink = 0;
+				npdir->nlink--;
+			} else {
+				if (S_ISDIR(src.mode)) {
+					r = -ENOTDIR;
+					goto fail;
+				}
+				dst.nlink--;
+			}
+			dst.ctime_ns = t;
+			r = catalog_inode_update(fs->catalog, &dst);
+			if (r >= 0)
+				r = catalog_dirent_remove(fs->catalog, parent, name);
+			if (r >= 0)
+				r = catalog_dirent_retarget(fs->catalog, newparent, newname, src_ino);
+		} else {
+			r = catalog_dirent_remove(fs->catalog, parent, name);
+			if (r >= 0)
+				r = catalog_dirent_add(fs->catalog, newparent, newname, src_ino);
+		}
+		if (r < 0)
+			goto fail;
+		move_dir_link(&src, &pdir, npdir);
+	}
+
+	src.ctime_ns = t;
+	touch_dir(&pdir, t);
+	touch_dir(npdir, t);
+	r = catalog_inode_update(fs->catalog, &src);
+	if (r >= 0)
+		r = catalog_inode_update(fs->catalog, &pdir);
+	if (r >= 0 && npdir != &pdir)
+		r = catalog_inode_update(fs->catalog, npdir);
+	if (r < 0)
+		goto fail;
+	r = catalog_commit(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (have_dst && !(flags & RENAME_EXCHANGE) && dst.nlink == 0)
+		(void) fs_inode_purge_if_unused(fs, dst_ino);
+	return (void) fuse_reply_err(req, 0);
+
+fail:
+	catalog_rollback(fs->catalog);
+	fuse_reply_err(req, -r);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname) {
+	Fs *fs = fs_of(req);
+	CatalogInode dir, ci;
+	uint64_t existing;
+	int r;
+
+	r = check_name(newname);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = get_dir(fs, newparent, &dir);
+	if (r >= 0)
+		r = catalog_inode_get(fs->catalog, ino, &ci);
+	if (r < 0)
+		goto fail;
+	if (S_ISDIR(ci.mode)) {
+		r = -EPERM;
+		goto fail;
+	}
+	if (ci.nlink == 0) {
+		r = -ENOENT;
+		goto fail;
+	}
+	if (ci.nlink >= FS_LINK_MAX) {
+		r = -EMLINK;
+		goto fail;
+	}
+	r = catalog_dirent_lookup(fs->catalog, newparent, newname, &existing);
+	if (r >= 0) {
+		r = -EEXIST;
+		goto fail;
+	}
+	r = catalog_dirent_add(fs->catalog, newparent, newname, ino);
+	if (r < 0)
+		goto fail;
+	int64_t t = now_ns();
+	ci.nlink++;
+	ci.ctime_ns = t;
+	touch_dir(&dir, t);
+	r = catalog_inode_update(fs->catalog, &ci);
+	if (r >= 0)
+		r = catalog_inode_update(fs->catalog, &dir);
+	if (r < 0)
+		goto fail;
+	r = catalog_commit(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	return reply_entry(req, ino);
+
+fail:
+	catalog_rollback(fs->catalog);
+	fuse_reply_err(req, -r);
+}
+
+/* Attaches a freshly opened handle; takes over fd if the inode has none yet. */
+static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) {
+	fs_inode_open(fs, i);
+	if (fd >= 0) {
+		pthread_mutex_lock(&i->lock);
+		if (i->fd < 0)
+			i->fd = TAKE_FD(fd);
+		pthread_mutex_unlock(&i->lock);
+		if (fd >= 0)
+			close(fd);
+	}
+	int r = fs_staging_fd(fs, i);
+	if (r < 0) {
+		fs_inode_release(fs, i);
+		return r;
+	}
+	fi->fh = (uintptr_t) i;
+	if (fi->flags & O_DIRECT)
+		fi->direct_io = 1; /* the caller asked to bypass the page cache: so do we */
+	else
+		fi->keep_cache = 1;
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+	Fs *fs = fs_of(req);
+	FsInode *i;
+	int r;
+
+	/* The kernel holds a lookup reference while it opens; take our own for the handle's lifetime. */
+	r = fs_inode_ref(fs, ino, 0, &i);
+	if (r >= 0)
+		r = handle_attach(fs, i, fi, -1);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (fuse_reply_open(req, fi) < 0)
+		fs_inode_release(fs, i);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+	Fs *fs = fs_of(req);
+	struct fuse_entry_param e = {
+		.attr_timeout = FS_ATTR_TIMEOUT,
+		.entry_timeout = FS_ATTR_TIMEOUT,
+	};
+	uint64_t ino;
+	FsInode *i;
+	int fd = -1, r;
+
+	r = create_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &ino, &fd);
+	if (r == -EEXIST && !(fi->flags & O_EXCL)) {
+		/* Lost a race with another creator: open what is there, as open(2) would. */
+		r = getattr_ino(fs, ino, &e.attr);
+		if (r >= 0 && !S_ISREG(e.attr.st_mode))
+			r = S_ISDIR(e.attr.st_mode) ? -EISDIR : -EEXIST;
+	}
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	e.ino = ino;
+	r = fs_inode_ref(fs, ino, 1, &i);
+	if (r < 0) {
+		if (fd >= 0)
+			close(fd);
+		return (void) fuse_reply_err(req, -r);
+	}
+	r = handle_attach(fs, i, fi, fd); /* takes fd in all cases */
+	if (r < 0) {
+		fs_inode_forget(fs, ino, 1);
+		return (void) fuse_reply_err(req, -r);
+	}
+	r = getattr_ino(fs, ino, &e.attr);
+	if (r < 0 || fuse_reply_create(req, &e, fi) < 0) {
+		if (r < 0)
+			fuse_reply_err(req, -r);
+		fs_inode_release(fs, i);
+		fs_inode_forget(fs, ino, 1);
+	}
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+	fs_inode_release(fs_of(req), (FsInode *) (uintptr_t) fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	/* libfuse splices straight from the staging file into the reply when it can. */
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = i->fd;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+			 struct fuse_file_info *fi) {
+	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+	out.buf[0].fd = i->fd;
+	out.buf[0].pos = off;
+	ssize_t n = fuse_buf_copy(&out, in, 0);
+	if (n < 0)
+		return (void) fuse_reply_err(req, (int) -n);
+	fuse_reply_write(req, (size_t) n);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+	Fs *fs = fs_of(req);
+	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	int r = 0;
+
+	if ((datasync ? fdatasync(i->fd) : fsync(i->fd)) < 0)
+		r = -errno;
+	/* The data is only findable after a power loss if its names are durable too. */
+	if (r >= 0)
+		r = fs_staging_sync_dir(fs, ino);
+	if (r >= 0)
+		r = catalog_sync(fs->catalog);
+	if (r < 0)
+		log_error_errno(r, "Failed to sync inode %llu: %m", (unsigned long long) ino);
+	fuse_reply_err(req, -r);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+	int r = catalog_sync(fs_of(req)->catalog);
+	fuse_reply_err(req, -r);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+	Fs *fs = fs_of(req);
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_free_ CatalogDirent *batch = NULL;
+	CatalogInode dir;
+	struct stat st = {};
+	size_t pos = 0;
+	int r;
+
+	/* Offsets: 1 after ".", 2 after "..", cookie + 2 after an entry (cookies start at 1). */
+	if (off < 0)
+		return (void) fuse_reply_err(req, EINVAL);
+	r = catalog_inode_get(fs->catalog, ino, &dir);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	buf = malloc(size);
+	batch = calloc(FS_READDIR_BATCH, sizeof(CatalogDirent));
+	if (!buf || !batch)
+		return (void) fuse_reply_err(req, ENOMEM);
+
+	if (off < 1) {
+		st.st_ino = ino;
+		st.st_mode = S_IFDIR;
+		size_t n = fuse_add_direntry(req, buf + pos, size - pos, ".", &st, 1);
+		if (n > size - pos)
+			goto reply;
+		pos += n;
+		off = 1;
+	}
+	if (off < 2) {
+		st.st_ino = dir.parent;
+		st.st_mode = S_IFDIR;
+		size_t n = fuse_add_direntry(req, buf + pos, size - pos, "..", &st, 2);
+		if (n > size - pos)
+			goto reply;
+		pos += n;
+		off = 2;
+	}
+	for (uint64_t after = (uint64_t) off - 2;;) {
+		r = catalog_dir_read(fs->catalog, ino, after, batch, FS_READDIR_BATCH);
+		if (r < 0) {
+			if (pos > 0)
+				break; /* hand out what we have; the error repeats on the next call */
+			return (void) fuse_reply_err(req, -r);
+		}
+		if (r == 0)
+			break;
+		for (int k = 0; k < r; k++) {
+			st.st_ino = batch[k].ino;
+			st.st_mode = batch[k].mode & S_IFMT;
+			size_t n = fuse_add_direntry(req, buf + pos, size - pos, batch[k].name, &st,
+						     (off_t) batch[k].cookie + 2);
+			if (n > size - pos)
+				goto reply;
+			pos += n;
+			after = batch[k].cookie;
+		}
+		if (r < FS_READDIR_BATCH)
+			break;
+	}
+reply:
+	fuse_reply_buf(req, buf, pos);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
+	struct statvfs sv;
+	if (fstatvfs(fs_of(req)->hot_fd, &sv) < 0)
+		return (void) fuse_reply_err(req, errno);
+	sv.f_namemax = CATALOG_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			 struct fuse_file_info *fi) {
+	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	if (fallocate(i->fd, mode, offset, length) < 0)
+		return (void) fuse_reply_err(req, errno);
+	fuse_reply_err(req, 0);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi) {
+	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	/* Holes are the staging file's holes; SEEK_DATA/SEEK_HOLE ask it directly. */
+	off_t r = lseek(i->fd, off, whence);
+	if (r < 0)
+		return (void) fuse_reply_err(req, errno);
+	fuse_reply_lseek(req, r);
+}
+
+static int xattr_check_name(const char *name) {
+	/* No ACL support: system.* names are not ours to store. */
+	if (strncmp(name, "system.", 7) == 0)
+		return -EOPNOTSUPP;
+	if (name[0] == 0)
+		return -EINVAL;
+	if (strlen(name) > CATALOG_XATTR_NAME_MAX)
+		return -ERANGE;
+	return 0;
+}
+
+/* Records whether an inode has xattrs, for the getxattr fast path. */
+static void xattr_cache_set(Fs *fs, uint64_t ino, int state) {
+	FsInode *i = fs_inode_find(fs, ino);
+	if (!i)
+		return;
+	pthread_mutex_lock(&i->lock);
+	i->xattrs = state;
+	pthread_mutex_unlock(&i->lock);
+}
+
+/*
+ * Returns 0 if ino certainly has no xattrs.  The kernel asks for
+ * security.capability before every write, so this avoids a catalog query
+ * on the write path.
+ */
+static int xattr_cache_any(Fs *fs, uint64_t ino) {
+	FsInode *i = fs_inode_find(fs, ino);
+	int state = -1;
+	if (i) {
+		pthread_mutex_lock(&i->lock);
+		state = i->xattrs;
+		pthread_mutex_unlock(&i->lock);
+	}
+	if (state >= 0)
+		return state;
+	state = catalog_xattr_any(fs->catalog, ino);
+	if (state >= 0)
+		xattr_cache_set(fs, ino, state);
+	return state;
+}
+
+static int xattr_touch(Fs *fs, uint64_t ino) {
+	CatalogInode ci;
+	int r = catalog_inode_get(fs->catalog, ino, &ci);
+	if (r < 0)
+		return r;
+	ci.ctime_ns = now_ns();
+	return catalog_inode_update(fs->catalog, &ci);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+			int flags) {
+	Fs *fs = fs_of(req);
+	int r = xattr_check_name(name);
+	if (r >= 0 && (flags & ~(XATTR_CREATE | XATTR_REPLACE)))
+		r = -EINVAL;
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = catalog_xattr_set(fs->catalog, ino, name, value, size, flags);
+	if (r >= 0)
+		r = xattr_touch(fs, ino);
+	if (r < 0) {
+		catalog_rollback(fs->catalog);
+		return (void) fuse_reply_err(req, -r);
+	}
+	r = catalog_commit(fs->catalog);
+	if (r >= 0)
+		xattr_cache_set(fs, ino, 1);
+	fuse_reply_err(req, -r);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+	Fs *fs = fs_of(req);
+	_cleanup_free_ char *buf = NULL;
+	int r = xattr_check_name(name);
+	if (r >= 0)
+		r = xattr_cache_any(fs, ino);
+	if (r == 0)
+		r = -ENODATA;
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (size > 0) {
+		size = MIN(size, (size_t) CATALOG_XATTR_VALUE_MAX);
+		buf = malloc(size);
+		if (!buf)
+			return (void) fuse_reply_err(req, ENOMEM);
+	}
+	r = catalog_xattr_get(fs->catalog, ino, name, buf, size);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (size == 0)
+		return (void) fuse_reply_xattr(req, (size_t) r);
+	fuse_reply_buf(req, buf, (size_t) r);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+	Fs *fs = fs_of(req);
+	_cleanup_free_ char *buf = NULL;
+	int r = xattr_cache_any(fs, ino);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (r == 0)
+		return size == 0 ? (void) fuse_reply_xattr(req, 0) : (void) fuse_reply_buf(req, NULL, 0);
+	if (size > 0) {
+		size = MIN(size, (size_t) CATALOG_XATTR_LIST_MAX);
+		buf = malloc(size);
+		if (!buf)
+			return (void) fuse_reply_err(req, ENOMEM);
+	}
+	r = catalog_xattr_list(fs->catalog, ino, buf, size);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	if (size == 0)
+		return (void) fuse_reply_xattr(req, (size_t) r);
+	fuse_reply_buf(req, buf, (size_t) r);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
+	Fs *fs = fs_of(req);
+	int r = xattr_check_name(name);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
+	r = catalog_xattr_remove(fs->catalog, ino, name);
+	if (r >= 0)
+		r = xattr_touch(fs, ino);
+	if (r < 0) {
+		catalog_rollback(fs->catalog);
+		return (void) fuse_reply_err(req, -r);
+	}
+	r = catalog_commit(fs->catalog);
+	if (r >= 0)
+		xattr_cache_set(fs, ino, -1);
+	fuse_reply_err(req, -r);
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.release = op_release,
+	.fsync = op_fsync,
+	.readdir = op_readdir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+};

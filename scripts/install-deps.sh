@@ -1,0 +1,18 @@
+#!/bin/sh
+# Installs everything fratier needs to build, mount and run its test suite
+# on Debian 12.  Safe to run again: apt-get skips what is already there.
+set -eu
+export DEBIAN_FRONTEND=noninteractive
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: must run as root (apt-get install)" >&2
+	exit 1
+fi
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+	build-essential pkg-config meson ninja-build clang llvm lld \
+	libclang-rt-14-dev \
+	fuse3 libfuse3-dev \
+	libzstd-dev libxxhash-dev libssl-dev libsqlite3-dev sqlite3 libinih-dev \
+	libnfs-dev libnfs-utils \
+	python3 attr acl xfsprogs e2fsprogs util-linux procps psmisc rsync \
+	valgrind

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Unit tests of the catalog: schema creation and version checks, inode and
+ * directory-entry verbs, stable listing cookies, xattr flags and limits,
+ * orphans, rollback, reopen and damage detection.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                         \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			failures++;                                                         \
+		}                                                                           \
+	} while (0)
+
+static char dir[] = "/tmp/fratier-test-catalog-XXXXXX";
+static char path[256];
+
+static uint64_t make(Catalog *c, uint64_t parent, const char *name, uint32_t mode) {
+	CatalogInode in = { .parent = parent, .mode = mode, .nlink = S_ISDIR(mode) ? 2 : 1, .uid = 54321, .gid = 54322 };
+	uint64_t ino = 0;
+	CHECK(catalog_begin(c) == 0);
+	CHECK(catalog_inode_create(c, &in, S_ISLNK(mode) ? "target/of/link" : NULL, &ino) == 0);
+	CHECK(catalog_dirent_add(c, parent, name, ino) == 0);
+	CHECK(catalog_commit(c) == 0);
+	return ino;
+}
+
+static void test_basic(void) {
+	Catalog *c = NULL;
+	CatalogInode ci;
+	uint64_t ino;
+
+	CHECK(catalog_open(path, 1000, 1001, &c) == 0);
+	CHECK(catalog_inode_get(c, CATALOG_ROOT_INO, &ci) == 0);
+	CHECK(S_ISDIR(ci.mode) && ci.uid == 1000 && ci.gid == 1001 && ci.nlink == 2);
+
+	uint64_t f = make(c, CATALOG_ROOT_INO, "file", S_IFREG | 0640);
+	uint64_t d = make(c, CATALOG_ROOT_INO, "dir", S_IFDIR | 0755);
+	uint64_t l = make(c, d, "link", S_IFLNK | 0777);
+	CHECK(f > CATALOG_ROOT_INO && d > f && l > d);
+
+	CHECK(catalog_dirent_lookup(c, CATALOG_ROOT_INO, "file", &ino) == 0 && ino == f);
+	CHECK(catalog_dirent_lookup(c, CATALOG_ROOT_INO, "nope", &ino) == -ENOENT);
+	CHECK(catalog_dirent_add(c, CATALOG_ROOT_INO, "file", f) == -EEXIST);
+	CHECK(catalog_inode_get(c, f, &ci) == 0 && ci.mode == (S_IFREG | 0640) && ci.uid == 54321);
+	CHECK(catalog_inode_get(c, 999999, &ci) == -ENOENT);
+	CHECK(catalog_dir_is_empty(c, d) == 0);
+	CHECK(catalog_dir_is_empty(c, f) == 1);
+
+	char target[64];
+	CHECK(catalog_symlink_get(c, l, target, sizeof(target)) == (int) strlen("target/of/link"));
+	CHECK(strcmp(target, "target/of/link") == 0);
+	CHECK(catalog_symlink_get(c, l, target, 4) == -ERANGE);
+	CHECK(catalog_symlink_get(c, f, target, sizeof(target)) == -EINVAL);
+
+	/* Names are bytes: anything but '/' and NUL, up to 255 of them. */
+	char odd[CATALOG_NAME_MAX + 2];
+	memset(odd, 0xff, CATALOG_NAME_MAX);
+	odd[0] = '\n';
+	odd[CATALOG_NAME_MAX] = 0;
+	CHECK(catalog_dirent_add(c, d, odd, f) == 0);
+	CHECK(catalog_dirent_lookup(c, d, odd, &ino) == 0 && ino == f);
+	odd[CATALOG_NAME_MAX] = 'x';
+	odd[CATALOG_NAME_MAX + 1] = 0;
+	CHECK(catalog_dirent_add(c, d, odd, f) == -ENAMETOOLONG);
+
+	/* Rollback leaves nothing behind. */
+	CHECK(catalog_begin(c) == 0);
+	CHECK(catalog_dirent_add(c, CATALOG_ROOT_INO, "ghost", f) == 0);
+	catalog_rollback(c);
+	CHECK(catalog_dirent_lookup(c, CATALOG_ROOT_INO, "ghost", &ino) == -ENOENT);
+
+	/* Retarget keeps the entry, points it elsewhere. */
+	CHECK(catalog_dirent_retarget(c, CATALOG_ROOT_INO, "file", d) == 0);
+	CHECK(catalog_dirent_lookup(c, CATALOG_ROOT_INO, "file", &ino) == 0 && ino == d);
+	CHECK(catalog_dirent_retarget(c, CATALOG_ROOT_INO, "file", f) == 0);
+	CHECK(catalog_dirent_retarget(c, CATALOG_ROOT_INO, "absent", f) == -ENOENT);
+
+	CHECK(catalog_sync(c) == 0);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
+static void test_listing_stable(void) {
+	Catalog *c = NULL;
+	CatalogDirent batch[8];
+	char name[32];
+
+	CHECK(catalog_open(path, 0, 0, &c) == 0);
+	uint64_t d = make(c, CATALOG_ROOT_INO, "listing", S_IFDIR | 0755);
+	for (int k = 0; k < 20; k++) {
+		snprintf(name, sizeof(name), "e%02d", k);
+		make(c, d, name, S_IFREG | 0644);
+	}
+
+	/* Read in batches while removing entries already read and adding new ones. */
+	int seen[20] = {}, added = 0, n;
+	uint64_t after = 0;
+	while ((n = catalog_dir_read(c, d, after, batch, (sizeof(batch) / sizeof(batch[0])))) > 0) {
+		for (int k = 0; k < n; k++) {
+			CHECK(batch[k].cookie > after);
+			after = batch[k].cookie;
+			int idx;
+			if (sscanf(batch[k].name, "e%d", &idx) == 1 && idx >= 0 && idx < 20) {
+				seen[idx]++;
+				CHECK(catalog_dirent_remove(c, d, batch[k].name) == 0);
+			}
+			CHECK(S_ISREG(batch[k].mode));
+		}
+		if (added < 5) {
+			snprintf(name, sizeof(name), "new%02d", added++);
+			make(c, d, name, S_IFREG | 0644);
+		}
+	}
+	CHECK(n == 0);
+	for (int k = 0; k < 20; k++)
+		CHECK(seen[k] == 1);
+	catalog_close(c);
+}
+
+static void test_xattrs(void) {
+	Catalog *c = NULL;
+	char buf[128];
+
+	CHECK(catalog_open(path, 0, 0, &c) == 0);
+	uint64_t f = make(c, CATALOG_ROOT_INO, "xfile", S_IFREG | 0644);
+	CHECK(catalog_xattr_any(c, f) == 0);
+	CHECK(catalog_xattr_get(c, f, "user.a", buf, sizeof(buf)) == -ENODATA);
+	CHECK(catalog_xattr_set(c, f, "user.a", "1", 1, XATTR_REPLACE) == -ENODATA);
+	CHECK(catalog_xattr_set(c, f, "user.a", "hello", 5, XATTR_CREATE) == 0);
+	CHECK(catalog_xattr_set(c, f, "user.a", "x", 1, XATTR_CREATE) == -EEXIST);
+	CHECK(catalog_xattr_set(c, f, "user.b", "", 0, 0) == 0);
+	CHECK(catalog_xattr_any(c, f) == 1);
+	CHECK(catalog_xattr_get(c, f, "user.a", NULL, 0) == 5);
+	CHECK(catalog_xattr_get(c, f, "user.a", buf, 2) == -ERANGE);
+	CHECK(catalog_xattr_get(c, f, "user.a", buf, sizeof(buf)) == 5 && memcmp(buf, "hello", 5) == 0);
+	CHECK(catalog_xattr_get(c, f, "user.b", buf, sizeof(buf)) == 0);
+	CHECK(catalog_xattr_set(c, f, "user.a", "bye", 3, XATTR_REPLACE) == 0);
+	CHECK(catalog_xattr_get(c, f, "user.a", buf, sizeof(buf)) == 3 && memcmp(buf, "bye", 3) == 0);
+	CHECK(catalog_xattr_list(c, f, NULL, 0) == (int) sizeof("user.a\0user.b"));
+	CHECK(catalog_xattr_list(c, f, buf, 3) == -ERANGE);
+	CHECK(catalog_xattr_list(c, f, buf, sizeof(buf)) == (int) sizeof("user.a\0user.b"));
+	CHECK(memcmp(buf, "user.a\0user.b\0", 14) == 0);
+	CHECK(catalog_xattr_remove(c, f, "user.a") == 0);
+	CHECK(catalog_xattr_remove(c, f, "user.a") == -ENODATA);
+
+	static char big[CATALOG_XATTR_VALUE_MAX + 1];
+	CHECK(catalog_xattr_set(c, f, "user.big", big, sizeof(big), 0) == -E2BIG);
+	CHECK(catalog_xattr_set(c, f, "user.big", big, CATALOG_XATTR_VALUE_MAX, 0) == 0);
+
+	/* Deleting the inode deletes its xattrs (the foreign key would refuse otherwise). */
+	CHECK(catalog_dirent_remove(c, CATALOG_ROOT_INO, "xfile") == 0);
+	CHECK(catalog_inode_delete(c, f) == 0);
+	CHECK(catalog_xattr_any(c, f) == 0);
+	CHECK(catalog_inode_exists(c, f) == 0);
+	catalog_close(c);
+}
+
+static int collect(uint64_t ino, void *userdata) {
+	uint64_t *found = userdata;
+	*found = ino;
+	return 0;
+}
+
+static void test_orphans_and_reuse(void) {
+	Catalog *c = NULL;
+	CatalogInode ci;
+
+	CHECK(catalog_open(path, 0, 0, &c) == 0);
+	uint64_t f = make(c, CATALOG_ROOT_INO, "orphan", S_IFREG | 0644);
+	CHECK(catalog_begin(c) == 0);
+	CHECK(catalog_dirent_remove(c, CATALOG_ROOT_INO, "orphan") == 0);
+	CHECK(catalog_inode_get(c, f, &ci) == 0);
+	ci.nlink = 0;
+	CHECK(catalog_inode_update(c, &ci) == 0);
+	CHECK(catalog_commit(c) == 0);
+	catalog_close(c);
+
+	/* Survives a reopen, as after a crash, and is reported. */
+	CHECK(catalog_open(path, 0, 0, &c) == 0);
+	uint64_t found = 0;
+	CHECK(catalog_orphans_foreach(c, collect, &found) == 0);
+	CHECK(found == f);
+	CHECK(catalog_inode_delete(c, f) == 0);
+
+	/* Inode numbers are never reused, even the highest one after deletion. */
+	uint64_t g = make(c, CATALOG_ROOT_INO, "after", S_IFREG | 0644);
+	CHECK(g > f);
+	catalog_close(c);
+}
+
+static void test_bad_files(void) {
+	Catalog *c = NULL;
+	char p2[300];
+	int fd;
+
+	/* A catalog from the future is refused and left untouched. */
+	snprintf(p2, sizeof(p2), "%s/future.db", dir);
+	CHECK(catalog_open(p2, 0, 0, &c) == 0);
+	catalog_close(c);
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'PRAGMA user_version = 99'", p2);
+	CHECK(system(cmd) == 0);
+	c = NULL;
+	CHECK(catalog_open(p2, 0, 0, &c) == -EPROTONOSUPPORT);
+	CHECK(c == NULL);
+
+	/* Garbage is reported as damage, not a crash. */
+	snprintf(p2, sizeof(p2), "%s/garbage.db", dir);
+	fd = open(p2, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	char junk[8192];
+	for (size_t k = 0; k < sizeof(junk); k++)
+		junk[k] = (char) (k * 7 + 3);
+	CHECK(write(fd, junk, sizeof(junk)) == (ssize_t) sizeof(junk));
+	close(fd);
+	CHECK(catalog_open(p2, 0, 0, &c) == -EUCLEAN);
+
+	/* A truncated real catalog is detected too (open or integrity check). */
+	snprintf(p2, sizeof(p2), "%s/trunc.db", dir);
+	CHECK(catalog_open(p2, 0, 0, &c) == 0);
+	for (int k = 0; k < 200; k++) {
+		char name[32];
+		snprintf(name, sizeof(name), "f%03d", k);
+		make(c, CATALOG_ROOT_INO, name, S_IFREG | 0644);
+	}
+	catalog_close(c);
+	struct stat st;
+	CHECK(stat(p2, &st) == 0 && st.st_size > 8192);
+	CHECK(truncate(p2, st.st_size / 2) == 0);
+	c = NULL;
+	int r = catalog_open(p2, 0, 0, &c);
+	if (r == 0) {
+		CHECK(catalog_check(c) == -EUCLEAN);
+		catalog_close(c);
+	} else
+		CHECK(r == -EUCLEAN);
+}
+
+int main(void) {
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/catalog.db", dir);
+
+	test_basic();
+	test_listing_stable();
+	test_xattrs();
+	test_orphans_and_reuse();
+	test_bad_files();
+
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	(void) system(cmd);
+	if (failures)
+		fprintf(stderr, "%d checks failed\n", failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Shared plumbing for the end-to-end tests: mount fratierfs for real through
+/dev/fuse, unmount it, SIGKILL it, and report results.
+
+Every test script is run by meson with FRATIERFS pointing at the daemon.  A
+script exits 77 (meson's "skip") when FUSE or root is missing, never 1.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def require_fuse():
+    if os.geteuid() != 0 or not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        print("SKIP: needs root and /dev/fuse")
+        sys.exit(SKIP)
+    if shutil.which("fusermount3") is None:
+        print("SKIP: fusermount3 not installed")
+        sys.exit(SKIP)
+
+
+def daemon_path():
+    path = os.environ.get("FRATIERFS")
+    if not path:
+        root = os.environ.get("FRATIER_BUILD_ROOT", "build")
+        path = os.path.join(root, "fs", "fratierfs")
+    return path
+
+
+def tool_path(name):
+    root = os.environ.get("FRATIER_BUILD_ROOT", "build")
+    return os.path.join(root, "tools", name)
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            mnt = fields[4].encode().decode("unicode_escape")
+            if mnt == path and fields[sep + 1].startswith("fuse"):
+                return True
+    return False
+
+
+class Fratier:
+    """One fratierfs instance over a private data directory.
+
+    Use as a context manager; the instance is unmounted (or killed) and its
+    temporary directory removed on exit unless FRATIER_KEEP is set.
+    """
+
+    def __init__(self, base=None, options=(), config=None, data=None):
+        self.own_base = base is None
+        self.base = base or tempfile.mkdtemp(prefix="fratier-e2e-", dir=os.environ.get("FRATIER_TMP"))
+        self.data = data or os.path.join(self.base, "data")
+        self.mnt = os.path.join(self.base, "mnt")
+        self.log = os.path.join(self.base, "daemon.log")
+        self.options = list(options)
+        self.config = config
+        self.proc = None
+        os.makedirs(self.mnt, exist_ok=True)
+
+    def command(self):
+        opts = ["config=" + self.config] if self.config else ["data=" + self.data]
+        opts += self.options
+        return [daemon_path(), "-f", "-o", ",".join(opts), self.mnt]
+
+    def start(self, timeout=20):
+        logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, close_fds=True)
+        logf.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if is_mounted(self.mnt):
+                return self
+            rc = self.proc.poll()
+            if rc is not None:
+                raise RuntimeError("fratierfs exited with %d before mounting:\n%s" % (rc, self.log_text()))
+            time.sleep(0.01)
+        self.kill()
+        raise RuntimeError("fratierfs did not mount within %ds:\n%s" % (timeout, self.log_text()))
+
+    def log_text(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()[-8000:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout=60):
+        """Clean unmount; raises if the daemon does not exit 0."""
+        if self.proc is None:
+            return
+        subprocess.run(["fusermount3", "-u", self.mnt], check=False)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError("fratierfs did not exit after unmount")
+        self.proc = None
+        if rc != 0:
+            raise RuntimeError("fratierfs exited with %d:\n%s" % (rc, self.log_text()))
+
+    def kill(self):
+        """SIGKILL the daemon and clear the stale mount, as an operator would."""
+        if self.proc is not None:
+            try:
+                self.proc.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+            self.proc = None
+        subprocess.run(["fusermount3", "-uz", self.mnt], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def path(self, *parts):
+        return os.path.join(self.mnt, *parts)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.stop()
+        else:
+            self.kill()
+            sys.stderr.write("daemon log:\n" + self.log_text() + "\n")
+        if self.own_base and not os.environ.get("FRATIER_KEEP"):
+            shutil.rmtree(self.base, ignore_errors=True)
+        return False
+
+
+class Results:
+    """Counts checks and prints one summary line; exit status follows failures."""
+
+    def __init__(self, name):
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL: %s" % what, flush=True)
+        return cond
+
+    def finish(self):
+        print("%s: %d passed, %d failed" % (self.name, self.passed, self.failed))
+        sys.exit(1 if self.failed else 0)
