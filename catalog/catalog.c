@@ -4,8 +4,8 @@
  *
  * Invariants kept here:
  *  1. The schema version lives in PRAGMA user_version.  Versions only grow;
- *     each step of schema_steps[] upgrades by one inside one transaction, so
- *     an interrupted upgrade leaves the old version intact.
+ *     schema_steps[n] upgrades from n to n + 1, and all steps needed run in
+ *     one transaction, so an interrupted upgrade leaves the old version.
  *  2. Inode numbers come from AUTOINCREMENT and are never reused, so the
  *     kernel never confuses a new file with an old one (generation is 0).
  *  3. Directory entry cookies also come from AUTOINCREMENT: a listing that
@@ -53,6 +53,25 @@ typedef enum StatementId {
 	STMT_XATTR_LIST,
 	STMT_XATTR_REMOVE,
 	STMT_XATTR_ANY,
+	STMT_CONTAINER_NEW,
+	STMT_CONTAINER_GET,
+	STMT_CONTAINER_UPDATE,
+	STMT_CONTAINER_DELETE,
+	STMT_CONTAINER_LIVE,
+	STMT_CONTAINERS_ALL,
+	STMT_CONTAINERS_TIER,
+	STMT_CHUNK_FIND,
+	STMT_CHUNK_GET,
+	STMT_CHUNK_ADD,
+	STMT_CHUNK_REF,
+	STMT_CHUNK_MOVE,
+	STMT_CHUNK_DELETE,
+	STMT_CHUNKS_IN_CONTAINER,
+	STMT_CHUNKS_TIER,
+	STMT_RECIPE_PUT,
+	STMT_RECIPE_FIND,
+	STMT_RECIPE_ALL,
+	STMT_RECIPE_DELETE,
 	STMT_BEGIN,
 	STMT_COMMIT,
 	STMT_ROLLBACK,
@@ -60,12 +79,13 @@ typedef enum StatementId {
 } StatementId;
 
 static const char *const statement_sql[_STMT_MAX] = {
-	[STMT_INODE_GET] = "SELECT parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, ctime_ns, state "
-			   "FROM inodes WHERE ino = ?",
+	[STMT_INODE_GET] = "SELECT parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, ctime_ns, state, "
+			   "file_class, tier FROM inodes WHERE ino = ?",
 	[STMT_INODE_CREATE] = "INSERT INTO inodes (parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, "
-			      "ctime_ns, state, target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			      "ctime_ns, state, file_class, tier, target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[STMT_INODE_UPDATE] = "UPDATE inodes SET parent = ?, mode = ?, uid = ?, gid = ?, nlink = ?, rdev = ?, "
-			      "size = ?, atime_ns = ?, mtime_ns = ?, ctime_ns = ?, state = ? WHERE ino = ?",
+			      "size = ?, atime_ns = ?, mtime_ns = ?, ctime_ns = ?, state = ?, file_class = ?, tier = ? "
+			      "WHERE ino = ?",
 	[STMT_INODE_DELETE] = "DELETE FROM inodes WHERE ino = ?",
 	[STMT_INODE_EXISTS] = "SELECT 1 FROM inodes WHERE ino = ?",
 	[STMT_INODE_XATTRS_DELETE] = "DELETE FROM xattrs WHERE ino = ?",
@@ -86,6 +106,31 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_XATTR_LIST] = "SELECT name FROM xattrs WHERE ino = ? ORDER BY name",
 	[STMT_XATTR_REMOVE] = "DELETE FROM xattrs WHERE ino = ? AND name = ?",
 	[STMT_XATTR_ANY] = "SELECT 1 FROM xattrs WHERE ino = ? LIMIT 1",
+	[STMT_CONTAINER_NEW] = "INSERT INTO containers (tier) VALUES (?)",
+	[STMT_CONTAINER_GET] = "SELECT tier, size, live_bytes, full FROM containers WHERE id = ?",
+	[STMT_CONTAINER_UPDATE] = "UPDATE containers SET size = ?, full = ? WHERE id = ?",
+	[STMT_CONTAINER_DELETE] = "DELETE FROM containers WHERE id = ?",
+	[STMT_CONTAINER_LIVE] = "UPDATE containers SET live_bytes = live_bytes + ? WHERE id = ?",
+	[STMT_CONTAINERS_ALL] = "SELECT id, tier, size, live_bytes, full FROM containers ORDER BY id",
+	[STMT_CONTAINERS_TIER] = "SELECT id, tier, size, live_bytes, full FROM containers WHERE tier = ? ORDER BY id",
+	[STMT_CHUNK_FIND] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs FROM chunks "
+			    "WHERE tier = ? AND digest = ?",
+	[STMT_CHUNK_GET] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs FROM chunks "
+			   "WHERE id = ?",
+	[STMT_CHUNK_ADD] = "INSERT INTO chunks (tier, digest, container, offset, frame_size, plain_size, refs) "
+			   "VALUES (?, ?, ?, ?, ?, ?, ?)",
+	[STMT_CHUNK_REF] = "UPDATE chunks SET refs = refs + ? WHERE id = ? RETURNING refs, container, frame_size",
+	[STMT_CHUNK_MOVE] = "UPDATE chunks SET container = ?, offset = ? WHERE id = ?",
+	[STMT_CHUNK_DELETE] = "DELETE FROM chunks WHERE id = ? AND refs = 0",
+	[STMT_CHUNKS_IN_CONTAINER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs "
+				     "FROM chunks WHERE container = ? ORDER BY offset",
+	[STMT_CHUNKS_TIER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs "
+			     "FROM chunks WHERE tier = ?",
+	[STMT_RECIPE_PUT] = "INSERT OR REPLACE INTO recipes (ino, offset, segment) VALUES (?, ?, ?)",
+	[STMT_RECIPE_FIND] = "SELECT offset, segment FROM recipes WHERE ino = ? AND offset <= ? "
+			     "ORDER BY offset DESC LIMIT 1",
+	[STMT_RECIPE_ALL] = "SELECT offset, segment FROM recipes WHERE ino = ? ORDER BY offset",
+	[STMT_RECIPE_DELETE] = "DELETE FROM recipes WHERE ino = ?",
 	[STMT_BEGIN] = "BEGIN IMMEDIATE",
 	[STMT_COMMIT] = "COMMIT",
 	[STMT_ROLLBACK] = "ROLLBACK",
@@ -121,6 +166,32 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  name BLOB NOT NULL,"
 	"  value BLOB NOT NULL,"
 	"  PRIMARY KEY (ino, name)) WITHOUT ROWID;",
+
+	/* 1 -> 2: deduplicated storage. */
+	"ALTER TABLE inodes ADD COLUMN file_class INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE inodes ADD COLUMN tier INTEGER NOT NULL DEFAULT 0;"
+	"CREATE TABLE containers ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  tier INTEGER NOT NULL,"
+	"  size INTEGER NOT NULL DEFAULT 0,"
+	"  live_bytes INTEGER NOT NULL DEFAULT 0,"
+	"  full INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE chunks ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  container INTEGER NOT NULL REFERENCES containers (id),"
+	"  offset INTEGER NOT NULL,"
+	"  frame_size INTEGER NOT NULL,"
+	"  plain_size INTEGER NOT NULL,"
+	"  refs INTEGER NOT NULL CHECK (refs >= 0),"
+	"  UNIQUE (tier, digest));"
+	"CREATE INDEX chunks_container ON chunks (container, offset);"
+	"CREATE TABLE recipes ("
+	"  ino INTEGER NOT NULL REFERENCES inodes (ino),"
+	"  offset INTEGER NOT NULL,"
+	"  segment BLOB NOT NULL,"
+	"  PRIMARY KEY (ino, offset)) WITHOUT ROWID;",
 };
 
 struct Catalog {
@@ -226,6 +297,7 @@ static int64_t now_ns(void) {
 	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Upgrades from version `from` to the current one in one transaction. */
 static int schema_upgrade(Catalog *c, int from, uid_t root_uid, gid_t root_gid) {
 	char sql[128];
 	int r;
@@ -233,9 +305,11 @@ static int schema_upgrade(Catalog *c, int from, uid_t root_uid, gid_t root_gid) 
 	r = exec(c, "BEGIN IMMEDIATE");
 	if (r < 0)
 		return r;
-	r = exec(c, schema_steps[from]);
-	if (r < 0)
-		goto rollback;
+	for (int v = from; v < CATALOG_SCHEMA_VERSION; v++) {
+		r = exec(c, schema_steps[v]);
+		if (r < 0)
+			goto rollback;
+	}
 	if (from == 0) {
 		/* The root directory; AUTOINCREMENT hands it inode number 1. */
 		int64_t t = now_ns();
@@ -259,7 +333,7 @@ static int schema_upgrade(Catalog *c, int from, uid_t root_uid, gid_t root_gid) 
 		}
 	}
 	/* PRAGMA takes no bound parameters; the number is ours, not user data. */
-	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", from + 1);
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", CATALOG_SCHEMA_VERSION);
 	r = exec(c, sql);
 	if (r < 0)
 		goto rollback;
@@ -321,7 +395,7 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	if (r < 0)
 		goto fail;
 
-	for (; version < CATALOG_SCHEMA_VERSION; version++) {
+	if (version < CATALOG_SCHEMA_VERSION) {
 		r = schema_upgrade(c, version, root_uid, root_gid);
 		if (r < 0)
 			goto fail;
@@ -424,6 +498,8 @@ static void inode_from_row(sqlite3_stmt *s, uint64_t ino, CatalogInode *ret) {
 		.mtime_ns = sqlite3_column_int64(s, 8),
 		.ctime_ns = sqlite3_column_int64(s, 9),
 		.state = (CatalogFileState) sqlite3_column_int(s, 10),
+		.file_class = (uint32_t) sqlite3_column_int64(s, 11),
+		.tier = (uint32_t) sqlite3_column_int64(s, 12),
 	};
 }
 
@@ -461,6 +537,8 @@ static void bind_inode_fields(sqlite3_stmt *s, const CatalogInode *in) {
 	sqlite3_bind_int64(s, 9, in->mtime_ns);
 	sqlite3_bind_int64(s, 10, in->ctime_ns);
 	sqlite3_bind_int(s, 11, in->state);
+	sqlite3_bind_int64(s, 12, in->file_class);
+	sqlite3_bind_int64(s, 13, in->tier);
 }
 
 int catalog_inode_create(Catalog *c, const CatalogInode *in, const char *symlink_target, uint64_t *ret_ino) {
@@ -476,7 +554,7 @@ int catalog_inode_create(Catalog *c, const CatalogInode *in, const char *symlink
 	}
 	bind_inode_fields(s, in);
 	if (symlink_target)
-		sqlite3_bind_blob(s, 12, symlink_target, (int) strlen(symlink_target), SQLITE_STATIC);
+		sqlite3_bind_blob(s, 14, symlink_target, (int) strlen(symlink_target), SQLITE_STATIC);
 	r = step_done(c, s);
 	if (r >= 0)
 		*ret_ino = (uint64_t) sqlite3_last_insert_rowid(c->db);
@@ -495,7 +573,7 @@ int catalog_inode_update(Catalog *c, const CatalogInode *in) {
 		goto out;
 	}
 	bind_inode_fields(s, in);
-	sqlite3_bind_int64(s, 12, (sqlite3_int64) in->ino);
+	sqlite3_bind_int64(s, 14, (sqlite3_int64) in->ino);
 	r = step_done(c, s);
 	if (r >= 0 && sqlite3_changes(c->db) == 0)
 		r = -ENOENT;
@@ -853,6 +931,409 @@ int catalog_xattr_remove(Catalog *c, uint64_t ino, const char *name) {
 	if (r >= 0 && sqlite3_changes(c->db) == 0)
 		r = -ENODATA;
 out:
+	unlock(c);
+	return r;
+}
+
+int catalog_container_new(Catalog *c, uint32_t tier, uint64_t *ret_id) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CONTAINER_NEW);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, tier);
+	r = step_done(c, s);
+	if (r >= 0)
+		*ret_id = (uint64_t) sqlite3_last_insert_rowid(c->db);
+out:
+	unlock(c);
+	return r;
+}
+
+static void container_from_row(sqlite3_stmt *s, int first, uint64_t id, CatalogContainer *ret) {
+	*ret = (CatalogContainer) {
+		.id = id,
+		.tier = (uint32_t) sqlite3_column_int64(s, first),
+		.size = (uint64_t) sqlite3_column_int64(s, first + 1),
+		.live_bytes = (uint64_t) sqlite3_column_int64(s, first + 2),
+		.full = sqlite3_column_int(s, first + 3) != 0,
+	};
+}
+
+int catalog_container_get(Catalog *c, uint64_t id, CatalogContainer *ret) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CONTAINER_GET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) id);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		container_from_row(s, 0, id, ret);
+		r = 0;
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_container_update(Catalog *c, const CatalogContainer *ct) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CONTAINER_UPDATE);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ct->size);
+	sqlite3_bind_int(s, 2, ct->full);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) ct->id);
+	r = step_done(c, s);
+	if (r >= 0 && sqlite3_changes(c->db) == 0)
+		r = -ENOENT;
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_container_delete(Catalog *c, uint64_t id) {
+	lock(c);
+	int r = run_ino(c, STMT_CONTAINER_DELETE, id);
+	unlock(c);
+	return r;
+}
+
+int catalog_containers_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogContainer *ct, void *userdata),
+			       void *userdata) {
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, tier == UINT32_MAX ? STMT_CONTAINERS_ALL : STMT_CONTAINERS_TIER);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	if (tier != UINT32_MAX)
+		sqlite3_bind_int64(s, 1, tier);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		CatalogContainer ct;
+		container_from_row(s, 1, (uint64_t) sqlite3_column_int64(s, 0), &ct);
+		r = cb(&ct, userdata);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+/* Columns: id, tier, digest, container, offset, frame_size, plain_size, refs. */
+static int chunk_from_row(sqlite3_stmt *s, CatalogChunk *ret) {
+	const void *digest = sqlite3_column_blob(s, 2);
+	if (!digest || sqlite3_column_bytes(s, 2) != CATALOG_DIGEST_SIZE)
+		return -EUCLEAN;
+	*ret = (CatalogChunk) {
+		.id = (uint64_t) sqlite3_column_int64(s, 0),
+		.tier = (uint32_t) sqlite3_column_int64(s, 1),
+		.container = (uint64_t) sqlite3_column_int64(s, 3),
+		.offset = (uint64_t) sqlite3_column_int64(s, 4),
+		.frame_size = (uint32_t) sqlite3_column_int64(s, 5),
+		.plain_size = (uint32_t) sqlite3_column_int64(s, 6),
+		.refs = (uint64_t) sqlite3_column_int64(s, 7),
+	};
+	memcpy(ret->digest, digest, CATALOG_DIGEST_SIZE);
+	return 0;
+}
+
+/* Runs a chunk query expected to return at most one row. */
+static int chunk_query_one(Catalog *c, sqlite3_stmt *s, CatalogChunk *ret) {
+	int rc = sqlite3_step(s), r;
+	if (rc == SQLITE_ROW)
+		r = chunk_from_row(s, ret);
+	else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+	return r;
+}
+
+int catalog_chunk_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], CatalogChunk *ret) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_FIND);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, tier);
+	sqlite3_bind_blob(s, 2, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	r = chunk_query_one(c, s, ret);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_chunk_get(Catalog *c, uint64_t id, CatalogChunk *ret) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_GET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) id);
+	r = chunk_query_one(c, s, ret);
+out:
+	unlock(c);
+	return r;
+}
+
+static int container_live_add(Catalog *c, uint64_t container, int64_t delta) {
+	sqlite3_stmt *s = stmt(c, STMT_CONTAINER_LIVE);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, delta);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) container);
+	int r = step_done(c, s);
+	if (r >= 0 && sqlite3_changes(c->db) == 0)
+		r = -EUCLEAN; /* a chunk pointing at no container */
+	return r;
+}
+
+int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_ADD);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, ch->tier);
+	sqlite3_bind_blob(s, 2, ch->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) ch->container);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64) ch->offset);
+	sqlite3_bind_int64(s, 5, ch->frame_size);
+	sqlite3_bind_int64(s, 6, ch->plain_size);
+	sqlite3_bind_int64(s, 7, (sqlite3_int64) ch->refs);
+	r = step_done(c, s);
+	if (r < 0)
+		goto out;
+	*ret_id = (uint64_t) sqlite3_last_insert_rowid(c->db);
+	if (ch->refs > 0)
+		r = container_live_add(c, ch->container, ch->frame_size);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta) {
+	int64_t refs = 0, frame = 0;
+	uint64_t container = 0;
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_REF);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, delta);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) id);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		refs = sqlite3_column_int64(s, 0);
+		container = (uint64_t) sqlite3_column_int64(s, 1);
+		frame = sqlite3_column_int64(s, 2);
+		rc = sqlite3_step(s);
+		r = rc == SQLITE_DONE ? 0 : catalog_result(rc);
+		c->commits++;
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	/* (!) refs < 0 violates the CHECK constraint: SQLITE_CONSTRAINT, which means damage here. */
+	if (r == -EEXIST)
+		r = -EUCLEAN;
+	finish(s);
+	if (r < 0)
+		goto out;
+	int64_t before = refs - delta;
+	if (before == 0 && refs > 0)
+		r = container_live_add(c, container, frame);
+	else if (before > 0 && refs == 0)
+		r = container_live_add(c, container, -frame);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_chunk_move(Catalog *c, uint64_t id, uint64_t container, uint64_t offset) {
+	CatalogChunk ch;
+	int r;
+
+	lock(c);
+	r = catalog_chunk_get(c, id, &ch);
+	if (r < 0)
+		goto out;
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_MOVE);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) container);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) offset);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) id);
+	r = step_done(c, s);
+	if (r >= 0 && ch.refs > 0 && container != ch.container) {
+		r = container_live_add(c, ch.container, -(int64_t) ch.frame_size);
+		if (r >= 0)
+			r = container_live_add(c, container, ch.frame_size);
+	}
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_chunk_delete(Catalog *c, uint64_t id) {
+	lock(c);
+	int r = run_ino(c, STMT_CHUNK_DELETE, id);
+	if (r >= 0 && sqlite3_changes(c->db) == 0)
+		r = -EBUSY;
+	unlock(c);
+	return r;
+}
+
+static int chunks_foreach(Catalog *c, StatementId id, uint64_t key, int (*cb)(const CatalogChunk *ch, void *userdata),
+			  void *userdata) {
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, id);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) key);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		CatalogChunk ch;
+		r = chunk_from_row(s, &ch);
+		if (r >= 0)
+			r = cb(&ch, userdata);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_chunks_foreach_in_container(Catalog *c, uint64_t container,
+					int (*cb)(const CatalogChunk *ch, void *userdata), void *userdata) {
+	return chunks_foreach(c, STMT_CHUNKS_IN_CONTAINER, container, cb, userdata);
+}
+
+int catalog_chunks_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
+			   void *userdata) {
+	return chunks_foreach(c, STMT_CHUNKS_TIER, tier, cb, userdata);
+}
+
+int catalog_recipe_put(Catalog *c, uint64_t ino, uint64_t offset, const void *blob, size_t size) {
+	int r;
+
+	if (size == 0 || size > CATALOG_RECIPE_SEGMENT_MAX)
+		return -EINVAL;
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_RECIPE_PUT);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) offset);
+	sqlite3_bind_blob(s, 3, blob, (int) size, SQLITE_STATIC);
+	r = step_done(c, s);
+out:
+	unlock(c);
+	return r;
+}
+
+static int recipe_rows(Catalog *c, sqlite3_stmt *s, int (*cb)(uint64_t start, const void *blob, size_t size, void *userdata),
+		       void *userdata, bool one) {
+	int r = 0, rc, rows = 0;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const void *blob = sqlite3_column_blob(s, 1);
+		int n = sqlite3_column_bytes(s, 1);
+		if (!blob || n <= 0 || (size_t) n > CATALOG_RECIPE_SEGMENT_MAX) {
+			r = -EUCLEAN;
+			break;
+		}
+		rows++;
+		r = cb((uint64_t) sqlite3_column_int64(s, 0), blob, (size_t) n, userdata);
+		if (r < 0 || one)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = catalog_result(rc);
+	if (r >= 0 && one && rows == 0)
+		r = -ENOENT;
+	finish(s);
+	return r;
+}
+
+int catalog_recipe_find(Catalog *c, uint64_t ino, uint64_t offset,
+			int (*cb)(uint64_t start, const void *blob, size_t size, void *userdata), void *userdata) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_RECIPE_FIND);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) offset);
+	r = recipe_rows(c, s, cb, userdata, true);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_recipe_foreach(Catalog *c, uint64_t ino,
+			   int (*cb)(uint64_t start, const void *blob, size_t size, void *userdata), void *userdata) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_RECIPE_ALL);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	r = recipe_rows(c, s, cb, userdata, false);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_recipe_delete(Catalog *c, uint64_t ino) {
+	lock(c);
+	int r = run_ino(c, STMT_RECIPE_DELETE, ino);
 	unlock(c);
 	return r;
 }

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 1
+#define CATALOG_SCHEMA_VERSION 2
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -36,11 +36,15 @@
 
 typedef struct Catalog Catalog;
 
-/* Where a file's bytes live.  Only raw staging exists in schema version 1. */
+/* Where a file's bytes live. */
 typedef enum CatalogFileState {
-	CATALOG_FILE_RAW = 0,
+	CATALOG_FILE_RAW = 0,     /* in its staging file on the hot tier */
+	CATALOG_FILE_SEALED = 1,  /* in chunks, through its recipe; no staging file */
 	_CATALOG_FILE_STATE_MAX,
 } CatalogFileState;
+
+#define CATALOG_DIGEST_SIZE 32
+#define CATALOG_RECIPE_SEGMENT_MAX (1u << 20)
 
 typedef struct CatalogInode {
 	uint64_t ino;
@@ -55,7 +59,30 @@ typedef struct CatalogInode {
 	int64_t mtime_ns;
 	int64_t ctime_ns;
 	CatalogFileState state;
+	uint32_t file_class;   /* policy class the file was given at creation */
+	uint32_t tier;         /* sealed files: the tier holding their chunks */
 } CatalogInode;
+
+/* A container: an append-only file of chunk frames on one tier. */
+typedef struct CatalogContainer {
+	uint64_t id;
+	uint32_t tier;
+	uint64_t size;         /* bytes durable and committed; anything past it is garbage */
+	uint64_t live_bytes;   /* frame bytes of chunks still referenced */
+	bool full;             /* no more appends */
+} CatalogContainer;
+
+/* Where one unique chunk of a tier is stored. */
+typedef struct CatalogChunk {
+	uint64_t id;
+	uint32_t tier;
+	uint8_t digest[CATALOG_DIGEST_SIZE];
+	uint64_t container;
+	uint64_t offset;
+	uint32_t frame_size;
+	uint32_t plain_size;
+	uint64_t refs;
+} CatalogChunk;
 
 typedef struct CatalogDirent {
 	uint64_t cookie;       /* stable position of the entry, strictly increasing in a directory */
@@ -125,6 +152,54 @@ int catalog_xattr_list(Catalog *c, uint64_t ino, char *buf, size_t size);
 int catalog_xattr_remove(Catalog *c, uint64_t ino, const char *name);
 /* Returns 1 if the inode has any xattr, 0 if none. */
 int catalog_xattr_any(Catalog *c, uint64_t ino);
+
+/*
+ * Containers.  new assigns a never reused id.  foreach visits the containers
+ * of a tier (all tiers if tier == UINT32_MAX) in id order; cb must not call
+ * into the catalog.
+ */
+int catalog_container_new(Catalog *c, uint32_t tier, uint64_t *ret_id);
+int catalog_container_get(Catalog *c, uint64_t id, CatalogContainer *ret);
+int catalog_container_update(Catalog *c, const CatalogContainer *ct);
+int catalog_container_delete(Catalog *c, uint64_t id);
+int catalog_containers_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogContainer *ct, void *userdata),
+			       void *userdata);
+
+/*
+ * Chunks: the index from (tier, digest) to a stored frame, with reference
+ * counts.  add gives the chunk refs == ch->refs and adds its frame to the
+ * container's live bytes; ref adds delta (may be negative) to refs and keeps
+ * live_bytes in step when refs crosses zero.  A chunk at refs 0 is dead and
+ * waits for the collector.
+ */
+int catalog_chunk_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], CatalogChunk *ret);
+int catalog_chunk_get(Catalog *c, uint64_t id, CatalogChunk *ret);
+int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
+int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta);
+/* Points a chunk at a new location (compaction); live bytes move with it. */
+int catalog_chunk_move(Catalog *c, uint64_t id, uint64_t container, uint64_t offset);
+/* Deletes a dead chunk (refs 0); -EBUSY if it is referenced again. */
+int catalog_chunk_delete(Catalog *c, uint64_t id);
+/* Visits the chunks of one container in offset order; cb must not call into the catalog. */
+int catalog_chunks_foreach_in_container(Catalog *c, uint64_t container,
+					int (*cb)(const CatalogChunk *ch, void *userdata), void *userdata);
+/* Visits every chunk of a tier (to build in-memory filters); same rule for cb. */
+int catalog_chunks_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
+			   void *userdata);
+
+/*
+ * Recipes: a sealed file is a sequence of segments, each an opaque blob (at
+ * most CATALOG_RECIPE_SEGMENT_MAX bytes, encoded by dedup/) keyed by the file
+ * offset it starts at.  find returns the segment covering offset: the one
+ * with the largest start <= offset.  Blobs handed to callbacks are borrowed:
+ * valid during the callback only.
+ */
+int catalog_recipe_put(Catalog *c, uint64_t ino, uint64_t offset, const void *blob, size_t size);
+int catalog_recipe_find(Catalog *c, uint64_t ino, uint64_t offset,
+			int (*cb)(uint64_t start, const void *blob, size_t size, void *userdata), void *userdata);
+int catalog_recipe_foreach(Catalog *c, uint64_t ino,
+			   int (*cb)(uint64_t start, const void *blob, size_t size, void *userdata), void *userdata);
+int catalog_recipe_delete(Catalog *c, uint64_t ino);
 
 /* Integrity check of the database file (PRAGMA integrity_check + foreign_key_check). */
 int catalog_check(Catalog *c);
