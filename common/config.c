@@ -300,20 +300,22 @@ static void parser_done(Parser *p) {
 	config_done(&p->config);
 }
 
-/* Values are quoted back in messages; a config line cannot smuggle terminal controls into them. */
+/*
+ * Values are quoted back in messages; a config line cannot smuggle terminal
+ * controls into them.  The longest string quoted is a tier path joined from
+ * two lines, so the buffer always holds it, escaped.
+ */
+#define ESCAPE_INPUT_MAX (2 * CONFIG_LINE_MAX + 2)
 typedef struct Escaped {
-	char s[4 * CONFIG_LINE_MAX + 8];
+	char s[4 * ESCAPE_INPUT_MAX + 1];
 } Escaped;
 
 static const char *escape(Escaped *e, const char *s) {
 	size_t o = 0;
 
+	assert(strlen(s) <= ESCAPE_INPUT_MAX);
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char) *s;
-		if (o + 4 + sizeof("...") > sizeof(e->s)) {
-			memcpy(e->s + o, "...", sizeof("..."));
-			return e->s;
-		}
 		if (ch < 0x20 || ch == 0x7f)
 			o += (size_t) snprintf(e->s + o, sizeof(e->s) - o, "\\x%02x", ch);
 		else
@@ -323,24 +325,26 @@ static const char *escape(Escaped *e, const char *s) {
 	return e->s;
 }
 
-/* The compound literal lives until the end of the enclosing statement's block. */
+/* The compound literal lives until the end of the enclosing block. */
 #define ESC(s) escape(&(Escaped) {}, (s))
 
+/*
+ * Only one problem is ever recorded: after it, the reader hands inih no more
+ * lines, so no handler runs and nothing else can fail.
+ */
 static int parser_oom(Parser *p) {
-	if (p->r == 0)
-		p->r = -ENOMEM;
+	assert(p->r == 0);
+	p->r = -ENOMEM;
 	return p->r;
 }
 
-/* Records the problem unless an earlier one is recorded; line 0 = the file as a whole. */
+/* line 0 = the file as a whole. */
 _printf_(3, 4) static int parser_fail(Parser *p, unsigned line, const char *format, ...) {
 	_cleanup_free_ char *msg = NULL;
 	va_list ap;
 	int r;
 
-	if (p->r < 0)
-		return p->r;
-
+	assert(p->r == 0);
 	va_start(ap, format);
 	r = vasprintf(&msg, format, ap);
 	va_end(ap);

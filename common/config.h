@@ -36,7 +36,9 @@
  *    "/" go; ".." stays) and no two tiers may share one.  No control
  *    characters in paths.
  *  - A line holds at most CONFIG_LINE_MAX bytes (inih's line buffer, as
- *    Debian builds it).  Lines must not be indented: inih would silently
+ *    Debian builds it), so a path written in the file is at most ~190 bytes;
+ *    CONFIG_PATH_MAX bounds paths after joining with data_dir and paths
+ *    given to config_default().  Lines must not be indented: inih would silently
  *    glue an indented line onto the previous value.  Comments start a line
  *    with ';' or '#', or follow a value after " ;".
  *  - Files: at most CONFIG_FILE_SIZE_MAX bytes, no NUL bytes.
@@ -50,7 +52,7 @@
 #define CONFIG_TIER_NAME_MAX 32
 #define CONFIG_PATH_MAX 4096
 #define CONFIG_FILE_SIZE_MAX (1u << 20)
-#define CONFIG_LINE_MAX 197        /* bytes per line, without the newline; INI_MAX_LINE - 3 */
+#define CONFIG_LINE_MAX 197        /* bytes per line without "\r\n": inih's INI_MAX_LINE - 3 */
 
 typedef enum TierRole {
 	TIER_ROLE_HOT,

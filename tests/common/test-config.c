@@ -321,6 +321,14 @@ static void test_lines(void) {
 		assert(strcmp(c.tiers[0].path, "/srv/fratier/hot") == 0);
 	}
 
+	/* An empty buffer may be NULL. */
+	{
+		Config c;
+		_cleanup_free_ char *error = NULL;
+		assert(config_parse(NULL, 0, "empty.conf", &c, &error) == -EINVAL);
+		assert(strcmp(error, "empty.conf: data_dir is not set in section [fratier]") == 0);
+	}
+
 	/* Without a file name, messages still have the FILE: shape. */
 	{
 		Config c;
