@@ -40,10 +40,12 @@ typedef enum StatementId {
 	STMT_INODE_XATTRS_DELETE,
 	STMT_SYMLINK_GET,
 	STMT_ORPHANS,
+	STMT_FILES_STATE,
 	STMT_DIRENT_LOOKUP,
 	STMT_DIRENT_ADD,
 	STMT_DIRENT_REMOVE,
 	STMT_DIRENT_RETARGET,
+	STMT_DIRENT_NAME,
 	STMT_DIR_ANY,
 	STMT_DIR_READ,
 	STMT_XATTR_GET,
@@ -80,21 +82,24 @@ typedef enum StatementId {
 
 static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_INODE_GET] = "SELECT parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, ctime_ns, state, "
-			   "file_class, tier FROM inodes WHERE ino = ?",
+			   "file_class, tier, stored FROM inodes WHERE ino = ?",
 	[STMT_INODE_CREATE] = "INSERT INTO inodes (parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, "
-			      "ctime_ns, state, file_class, tier, target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			      "ctime_ns, state, file_class, tier, stored, target) "
+			      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[STMT_INODE_UPDATE] = "UPDATE inodes SET parent = ?, mode = ?, uid = ?, gid = ?, nlink = ?, rdev = ?, "
-			      "size = ?, atime_ns = ?, mtime_ns = ?, ctime_ns = ?, state = ?, file_class = ?, tier = ? "
-			      "WHERE ino = ?",
+			      "size = ?, atime_ns = ?, mtime_ns = ?, ctime_ns = ?, state = ?, file_class = ?, tier = ?, "
+			      "stored = ? WHERE ino = ?",
 	[STMT_INODE_DELETE] = "DELETE FROM inodes WHERE ino = ?",
 	[STMT_INODE_EXISTS] = "SELECT 1 FROM inodes WHERE ino = ?",
 	[STMT_INODE_XATTRS_DELETE] = "DELETE FROM xattrs WHERE ino = ?",
 	[STMT_SYMLINK_GET] = "SELECT target FROM inodes WHERE ino = ?",
 	[STMT_ORPHANS] = "SELECT ino FROM inodes WHERE nlink = 0",
+	[STMT_FILES_STATE] = "SELECT ino FROM inodes WHERE state = ? AND (mode & 0xf000) = 0x8000 AND nlink > 0",
 	[STMT_DIRENT_LOOKUP] = "SELECT ino FROM dirents WHERE parent = ? AND name = ?",
 	[STMT_DIRENT_ADD] = "INSERT INTO dirents (parent, name, ino) VALUES (?, ?, ?)",
 	[STMT_DIRENT_REMOVE] = "DELETE FROM dirents WHERE parent = ? AND name = ?",
 	[STMT_DIRENT_RETARGET] = "UPDATE dirents SET ino = ? WHERE parent = ? AND name = ?",
+	[STMT_DIRENT_NAME] = "SELECT name FROM dirents WHERE ino = ? LIMIT 1",
 	[STMT_DIR_ANY] = "SELECT 1 FROM dirents WHERE parent = ? LIMIT 1",
 	[STMT_DIR_READ] = "SELECT d.cookie, d.ino, i.mode, d.name FROM dirents d JOIN inodes i ON i.ino = d.ino "
 			  "WHERE d.parent = ? AND d.cookie > ? ORDER BY d.cookie LIMIT ?",
@@ -170,6 +175,8 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	/* 1 -> 2: deduplicated storage. */
 	"ALTER TABLE inodes ADD COLUMN file_class INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE inodes ADD COLUMN tier INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE inodes ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX inodes_state ON inodes (state);"
 	"CREATE TABLE containers ("
 	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
 	"  tier INTEGER NOT NULL,"
@@ -500,6 +507,7 @@ static void inode_from_row(sqlite3_stmt *s, uint64_t ino, CatalogInode *ret) {
 		.state = (CatalogFileState) sqlite3_column_int(s, 10),
 		.file_class = (uint32_t) sqlite3_column_int64(s, 11),
 		.tier = (uint32_t) sqlite3_column_int64(s, 12),
+		.stored = (uint64_t) sqlite3_column_int64(s, 13),
 	};
 }
 
@@ -539,6 +547,7 @@ static void bind_inode_fields(sqlite3_stmt *s, const CatalogInode *in) {
 	sqlite3_bind_int(s, 11, in->state);
 	sqlite3_bind_int64(s, 12, in->file_class);
 	sqlite3_bind_int64(s, 13, in->tier);
+	sqlite3_bind_int64(s, 14, (sqlite3_int64) in->stored);
 }
 
 int catalog_inode_create(Catalog *c, const CatalogInode *in, const char *symlink_target, uint64_t *ret_ino) {
@@ -554,7 +563,7 @@ int catalog_inode_create(Catalog *c, const CatalogInode *in, const char *symlink
 	}
 	bind_inode_fields(s, in);
 	if (symlink_target)
-		sqlite3_bind_blob(s, 14, symlink_target, (int) strlen(symlink_target), SQLITE_STATIC);
+		sqlite3_bind_blob(s, 15, symlink_target, (int) strlen(symlink_target), SQLITE_STATIC);
 	r = step_done(c, s);
 	if (r >= 0)
 		*ret_ino = (uint64_t) sqlite3_last_insert_rowid(c->db);
@@ -573,7 +582,7 @@ int catalog_inode_update(Catalog *c, const CatalogInode *in) {
 		goto out;
 	}
 	bind_inode_fields(s, in);
-	sqlite3_bind_int64(s, 14, (sqlite3_int64) in->ino);
+	sqlite3_bind_int64(s, 15, (sqlite3_int64) in->ino);
 	r = step_done(c, s);
 	if (r >= 0 && sqlite3_changes(c->db) == 0)
 		r = -ENOENT;
@@ -664,15 +673,18 @@ out:
 	return r;
 }
 
-int catalog_orphans_foreach(Catalog *c, int (*cb)(uint64_t ino, void *userdata), void *userdata) {
+static int inos_foreach(Catalog *c, StatementId id, int64_t key, int (*cb)(uint64_t ino, void *userdata),
+			void *userdata) {
 	int r = 0, rc;
 
 	lock(c);
-	sqlite3_stmt *s = stmt(c, STMT_ORPHANS);
+	sqlite3_stmt *s = stmt(c, id);
 	if (!s) {
 		r = catalog_result(sqlite3_errcode(c->db));
 		goto out;
 	}
+	if (sqlite3_bind_parameter_count(s) > 0)
+		sqlite3_bind_int64(s, 1, key);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		r = cb((uint64_t) sqlite3_column_int64(s, 0), userdata);
 		if (r < 0)
@@ -684,6 +696,15 @@ int catalog_orphans_foreach(Catalog *c, int (*cb)(uint64_t ino, void *userdata),
 out:
 	unlock(c);
 	return r;
+}
+
+int catalog_orphans_foreach(Catalog *c, int (*cb)(uint64_t ino, void *userdata), void *userdata) {
+	return inos_foreach(c, STMT_ORPHANS, 0, cb, userdata);
+}
+
+int catalog_files_foreach_state(Catalog *c, CatalogFileState state, int (*cb)(uint64_t ino, void *userdata),
+				void *userdata) {
+	return inos_foreach(c, STMT_FILES_STATE, state, cb, userdata);
 }
 
 int catalog_dirent_lookup(Catalog *c, uint64_t parent, const char *name, uint64_t *ret_ino) {
@@ -743,6 +764,37 @@ int catalog_dirent_remove(Catalog *c, uint64_t parent, const char *name) {
 	r = step_done(c, s);
 	if (r >= 0 && sqlite3_changes(c->db) == 0)
 		r = -ENOENT;
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_dirent_name_get(Catalog *c, uint64_t ino, char *buf, size_t size) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DIRENT_NAME);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		const void *name = sqlite3_column_blob(s, 0);
+		size_t n = (size_t) sqlite3_column_bytes(s, 0);
+		if (!name || n == 0 || n > CATALOG_NAME_MAX)
+			r = -EUCLEAN;
+		else if (n + 1 > size)
+			r = -ERANGE;
+		else {
+			memcpy(buf, name, n);
+			buf[n] = 0;
+			r = 0;
+		}
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
 out:
 	unlock(c);
 	return r;

@@ -61,6 +61,7 @@ typedef struct CatalogInode {
 	CatalogFileState state;
 	uint32_t file_class;   /* policy class the file was given at creation */
 	uint32_t tier;         /* sealed files: the tier holding their chunks */
+	uint64_t stored;       /* sealed files: frame bytes of their distinct chunks */
 } CatalogInode;
 
 /* A container: an append-only file of chunk frames on one tier. */
@@ -126,6 +127,9 @@ int catalog_symlink_get(Catalog *c, uint64_t ino, char *buf, size_t size);
  * during the callbacks: cb must not call back into the catalog.
  */
 int catalog_orphans_foreach(Catalog *c, int (*cb)(uint64_t ino, void *userdata), void *userdata);
+/* Visits the regular files in a state (sealing work left from before a restart); same rule for cb. */
+int catalog_files_foreach_state(Catalog *c, CatalogFileState state, int (*cb)(uint64_t ino, void *userdata),
+				void *userdata);
 /* Returns 1 if an inode row exists, 0 if not, <0 on error. */
 int catalog_inode_exists(Catalog *c, uint64_t ino);
 
@@ -133,6 +137,8 @@ int catalog_inode_exists(Catalog *c, uint64_t ino);
 int catalog_dirent_lookup(Catalog *c, uint64_t parent, const char *name, uint64_t *ret_ino);
 int catalog_dirent_add(Catalog *c, uint64_t parent, const char *name, uint64_t ino);
 int catalog_dirent_remove(Catalog *c, uint64_t parent, const char *name);
+/* Copies a name of ino (any one, for a file with several links) into buf. */
+int catalog_dirent_name_get(Catalog *c, uint64_t ino, char *buf, size_t size);
 /* Points an existing entry at another inode, keeping its cookie. */
 int catalog_dirent_retarget(Catalog *c, uint64_t parent, const char *name, uint64_t ino);
 /* Returns 1 if the directory has no entries, 0 if it has some. */
