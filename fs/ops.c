@@ -33,9 +33,13 @@ static Fs *fs_of(fuse_req_t req) {
 	return fuse_req_userdata(req);
 }
 
+/*
+ * The coarse clock, as the kernel stamps files with: times we set in the
+ * catalog and times the hot tier sets on staging files must compare right.
+ */
 static int64_t now_ns(void) {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -140,6 +144,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn) {
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
+	/* O_TRUNC then arrives as a size change before the open, like any truncate. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	/* Locks stay in the kernel: local-filesystem semantics on a single host. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	/* Attributes change only through us, so cached pages stay valid across opens. */
@@ -189,6 +195,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (r < 0)
 		goto fail;
 
+	/*
+	 * One timestamp, taken before the staging file is touched: the kernel
+	 * stamps it at or after t, and getattr reports the later ctime, so
+	 * mtime and ctime agree as on ext4.
+	 */
+	int64_t t = now_ns();
 	if (to_set & FUSE_SET_ATTR_MODE)
 		ci.mode = (ci.mode & S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID)
@@ -221,14 +233,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			if (r < 0)
 				goto fail;
 		} else {
-			int64_t t = now_ns();
 			if (to_set & FUSE_SET_ATTR_ATIME)
 				ci.atime_ns = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? t : ts_to_ns(&attr->st_atim);
 			if (to_set & FUSE_SET_ATTR_MTIME)
 				ci.mtime_ns = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? t : ts_to_ns(&attr->st_mtim);
 		}
 	}
-	ci.ctime_ns = (to_set & FUSE_SET_ATTR_CTIME) ? ts_to_ns(&attr->st_ctim) : now_ns();
+	ci.ctime_ns = (to_set & FUSE_SET_ATTR_CTIME) ? ts_to_ns(&attr->st_ctim) : t;
 
 	r = catalog_inode_update(fs->catalog, &ci);
 	if (r < 0)
@@ -307,6 +318,7 @@ static int create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 			r = fd;
 			goto fail;
 		}
+
 	}
 	r = catalog_dirent_add(fs->catalog, parent, name, ino);
 	if (r < 0)
@@ -881,14 +893,18 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 }
 
 static int xattr_check_name(const char *name) {
-	/* No ACL support: system.* names are not ours to store. */
-	if (strncmp(name, "system.", 7) == 0)
-		return -EOPNOTSUPP;
-	if (name[0] == 0)
-		return -EINVAL;
-	if (strlen(name) > CATALOG_XATTR_NAME_MAX)
+	/* The namespaces ext4 stores; system.* (ACLs) is not supported, as on a mount without acl. */
+	static const char *const namespaces[] = { "user.", "trusted.", "security." };
+	size_t len = strlen(name);
+
+	if (len > CATALOG_XATTR_NAME_MAX)
 		return -ERANGE;
-	return 0;
+	for (size_t k = 0; k < ELEMENTSOF(namespaces); k++) {
+		size_t n = strlen(namespaces[k]);
+		if (strncmp(name, namespaces[k], n) == 0)
+			return len > n ? 0 : -EINVAL;
+	}
+	return -EOPNOTSUPP;
 }
 
 /* Records whether an inode has xattrs, for the getxattr fast path. */
@@ -992,6 +1008,27 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 		buf = malloc(size);
 		if (!buf)
 			return (void) fuse_reply_err(req, ENOMEM);
+	}
+	if (fuse_req_ctx(req)->uid != 0) {
+		/* trusted.* is invisible without privilege; filter into a full-size buffer. */
+		_cleanup_free_ char *all = malloc(CATALOG_XATTR_LIST_MAX);
+		if (!all)
+			return (void) fuse_reply_err(req, ENOMEM);
+		r = catalog_xattr_list(fs->catalog, ino, all, CATALOG_XATTR_LIST_MAX);
+		if (r < 0)
+			return (void) fuse_reply_err(req, -r);
+		size_t kept = 0;
+		for (size_t at = 0; at < (size_t) r; at += strlen(all + at) + 1)
+			if (strncmp(all + at, "trusted.", 8) != 0) {
+				size_t n = strlen(all + at) + 1;
+				memmove(all + kept, all + at, n);
+				kept += n;
+			}
+		if (size == 0)
+			return (void) fuse_reply_xattr(req, kept);
+		if (kept > size)
+			return (void) fuse_reply_err(req, ERANGE);
+		return (void) fuse_reply_buf(req, all, kept);
 	}
 	r = catalog_xattr_list(fs->catalog, ino, buf, size);
 	if (r < 0)
