@@ -48,14 +48,19 @@ build_and_test() {
 	ninja -C "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 || { cat "$dir/build.log" | tail -50; status=1; echo "build $name failed"; BUILD_FAILED+=("$name"); return; }
 
 	echo "=== $name: meson test ${testargs[*]}"
-	meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" "${testargs[@]}" || status=1
+	env "${TEST_ENV[@]}" meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" "${testargs[@]}" || status=1
 	logs+=("$dir/meson-logs/testlog.json")
 }
 
 BUILD_FAILED=()
+TEST_ENV=(FRATIER_TEST_BUILD=release)
 build_and_test release -Dbuildtype=debugoptimized
 if [ -z "${FRATIER_NO_ASAN:-}" ]; then
-	# The daemon under ASan/UBSan too: every e2e test exercises it with sanitizers on.
+	# The daemon under ASan/UBSan too: every e2e test exercises it with sanitizers
+	# on, with fewer rounds (the release build runs the full counts).
+	TEST_ENV=(FRATIER_TEST_BUILD=asan
+		FRATIER_CRASH_ROUNDS="${FRATIER_CRASH_ROUNDS_ASAN:-12}"
+		FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_ASAN:-6}")
 	build_and_test asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
 		-- --timeout-multiplier 3
 fi
