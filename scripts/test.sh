@@ -40,11 +40,12 @@ build_and_test() {
 	local dir="$top/build-test-$name"
 
 	echo "=== $name: configure and build"
-	if [ ! -d "$dir" ]; then
-		meson setup "$dir" "${setup[@]}" >/dev/null || { status=1; echo "configure $name failed"; return; }
-	else
-		meson setup --reconfigure "$dir" "${setup[@]}" >/dev/null || { status=1; echo "configure $name failed"; return; }
-	fi
+	local how=()
+	[ -d "$dir" ] && how=(--reconfigure)
+	meson setup "${how[@]}" "$dir" "${setup[@]}" >"$top/build-test-$name.setup.log" 2>&1 || {
+		tail -20 "$top/build-test-$name.setup.log"
+		status=1; echo "configure $name failed"; BUILD_FAILED+=("$name"); return
+	}
 	ninja -C "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 || { cat "$dir/build.log" | tail -50; status=1; echo "build $name failed"; BUILD_FAILED+=("$name"); return; }
 
 	echo "=== $name: meson test ${testargs[*]}"
