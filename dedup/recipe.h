@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * Recipe segments: how a sealed file's bytes are put back together.  A file's
+ * recipe is the ordered list of its pieces, each either a stored chunk
+ * (referenced by its catalog chunk id) or a run of zero bytes, which is
+ * never stored.  The list is cut into segments of at most
+ * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX entries; each is one blob in the catalog,
+ * keyed by the file offset of its first byte, and opaque to it.  Layout:
+ * docs/FORMAT.md, "Recipes".
+ *
+ * The decoder trusts nothing: magic, version, checksum, chunker parameters,
+ * entry count against the length, every entry's length, and the sum of the
+ * lengths added to the start (overflow-checked, within a file size limit).
+ * Errors: -EBADMSG (corrupt), -EPROTONOSUPPORT (newer version), -EINVAL
+ * (bad arguments to the encoder), -ENOBUFS, -ENOMEM.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dedup/chunker.h"
+
+#define DEDUP_RECIPE_VERSION 1
+#define DEDUP_RECIPE_HEADER_SIZE 40u
+#define DEDUP_RECIPE_ENTRY_SIZE 12u
+#define DEDUP_RECIPE_SEGMENT_ENTRIES_MAX 4096u
+/* Longest zero run one entry may describe (longer runs take several entries). */
+#define DEDUP_RECIPE_ZERO_RUN_MAX (UINT32_C(1) << 30)
+/* Files end before 2^63: every offset fits off_t. */
+#define DEDUP_RECIPE_FILE_SIZE_MAX ((uint64_t) INT64_MAX)
+#define DEDUP_RECIPE_SEGMENT_SIZE_MAX \
+	(DEDUP_RECIPE_HEADER_SIZE + DEDUP_RECIPE_SEGMENT_ENTRIES_MAX * DEDUP_RECIPE_ENTRY_SIZE)
+
+/* chunk == 0: `length` zero bytes; else `length` bytes of catalog chunk `chunk`. */
+typedef struct DedupRecipeEntry {
+	uint64_t chunk;
+	uint32_t length;
+} DedupRecipeEntry;
+
+typedef struct DedupRecipeSegment {
+	DedupChunkerParams params; /* what the file was chunked with */
+	uint64_t start;            /* file offset of the first entry */
+	uint64_t length;           /* sum of the entry lengths */
+	size_t n_entries;          /* 1 .. DEDUP_RECIPE_SEGMENT_ENTRIES_MAX */
+	DedupRecipeEntry entries[];
+} DedupRecipeSegment;
+
+static inline size_t dedup_recipe_segment_size(size_t n_entries) {
+	return DEDUP_RECIPE_HEADER_SIZE + n_entries * DEDUP_RECIPE_ENTRY_SIZE;
+}
+
+/*
+ * Encodes entries[0, n) (1 <= n <= DEDUP_RECIPE_SEGMENT_ENTRIES_MAX; lengths
+ * >= 1, chunk entries at most DEDUP_CHUNK_SIZE_LIMIT_MAX, zero runs at most
+ * DEDUP_RECIPE_ZERO_RUN_MAX; start + total within DEDUP_RECIPE_FILE_SIZE_MAX)
+ * of a file chunked with p, starting at file offset start, into buf[0, size).
+ * *ret_size gets dedup_recipe_segment_size(n).
+ * Returns: 0, -EINVAL, -ENOBUFS.
+ */
+int dedup_recipe_segment_encode(const DedupChunkerParams *p, uint64_t start, const DedupRecipeEntry *entries,
+				size_t n, void *buf, size_t size, size_t *ret_size);
+
+/*
+ * Decodes and validates the segment blob buf[0, len) into a newly allocated
+ * segment (free() it).
+ * Returns: 0, -EBADMSG, -EPROTONOSUPPORT, -ENOMEM.  On error nothing is
+ * returned.
+ */
+int dedup_recipe_segment_decode(const void *buf, size_t len, DedupRecipeSegment **ret);

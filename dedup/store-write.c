@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * store-write.c — writers: a file's bytes in, chunks stored, a recipe out.
+ *
+ * Invariants:
+ *  1. A recipe entry holds a catalog chunk id, 0 for a zero run, or, until
+ *     the chunk is registered, PENDING_BIT | its index in `pending`.  Every
+ *     entry before first_pending_entry holds a final id.
+ *  2. A chunk is looked up in this order: this writer's unregistered chunks,
+ *     the filter ("certainly new" ends the search), the locality cache, the
+ *     catalog.  A chunk found nowhere is stored, even if another writer
+ *     stores the same one meanwhile: registration then finds it (-EEXIST)
+ *     and uses the other copy, and this frame becomes garbage.
+ *  3. Registration (register_pending()) runs only after the frames' containers
+ *     were fsynced, in its own transaction, with refs 0; the references
+ *     are taken by commit() in the caller's transaction.  So between the
+ *     two a crash or a rollback leaves dead chunks, never a dangling one.
+ *  4. The writer is counted in the store's writers from new() to free(),
+ *     so the collector deletes no chunk it may have found.
+ *  5. After any error the writer is dead: the error is sticky.
+ *
+ * States:
+ *
+ *   new --feed()*--> feeding --finish()--> finished --commit()--> (the caller commits)
+ *            \            \                   ^          |
+ *             `-- error ---`---> dead         `----------' the caller rolls back: commit() again
+ *
+ *   free() from any state.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/macros.h"
+#include "dedup/frame.h"
+#include "dedup/store-internal.h"
+
+#define PENDING_BIT (UINT64_C(1) << 63)
+#define PMAP_SLOTS (2 * STORE_PENDING_MAX)
+#define PMAP_NONE UINT32_MAX
+
+struct DedupWriter {
+	DedupStore *s;
+	DedupChunkerParams params;
+	DedupChunker chunker;
+	DedupHasher *hasher;
+	DedupFrameEncoder *encoder;
+	int error;
+	bool entered, finished;
+
+	uint8_t *chunk_buf; /* the unfinished chunk when it spans feed() calls; params.max_size bytes */
+	size_t chunk_len;
+
+	/* The recipe (invariant 1): 12 bytes per chunk of the file. */
+	uint64_t *chunks;
+	uint32_t *lengths;
+	size_t n_entries, cap_entries;
+	size_t first_pending_entry;
+	uint64_t total;
+
+	/* New chunks not registered yet; [wbuf_first, n_pending) are still in wbuf. */
+	StoreFrame *pending;
+	uint64_t *pending_chunk; /* catalog id, once registered */
+	size_t n_pending, cap_pending;
+	size_t wbuf_first;
+	uint64_t pending_bytes;
+	uint32_t *pmap; /* id -> pending index, open addressing */
+	StorePins pins;
+
+	uint8_t *wbuf;
+	size_t wlen, wcap;
+
+	DedupLocalityEntry *load; /* scratch for loading a container into the locality cache */
+	size_t n_load, cap_load;
+
+	DedupWriterStats stats;
+};
+
+static int fail(DedupWriter *w, int r) {
+	if (w->error >= 0)
+		w->error = r;
+	return r;
+}
+
+static int entry_add(DedupWriter *w, uint64_t chunk, uint32_t length) {
+	if (w->n_entries == w->cap_entries) {
+		size_t cap = MAX(w->cap_entries * 2, (size_t) 1024);
+		uint64_t *c = realloc(w->chunks, cap * sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		w->chunks = c;
+		uint32_t *l = realloc(w->lengths, cap * sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		w->lengths = l;
+		w->cap_entries = cap;
+	}
+	w->chunks[w->n_entries] = chunk;
+	w->lengths[w->n_entries] = length;
+	w->n_entries++;
+	return 0;
+}
+
+static int zero_add(DedupWriter *w, size_t len) {
+	w->stats.zero_bytes += len;
+	if (w->n_entries > 0) {
+		size_t last = w->n_entries - 1;
+		if (w->chunks[last] == 0 && w->lengths[last] + len <= DEDUP_RECIPE_ZERO_RUN_MAX) {
+			w->lengths[last] += (uint32_t) len;
+			return 0;
+		}
+	}
+	return entry_add(w, 0, (uint32_t) len);
+}
+
+static size_t pmap_home(const DedupChunkId *id) {
+	uint64_t h;
+	memcpy(&h, id->bytes, sizeof(h));
+	return (size_t) (h & (PMAP_SLOTS - 1));
+}
+
+/* The slot holding id, or the empty one where it goes (the map is never more than half full). */
+static size_t pmap_probe(const DedupWriter *w, const DedupChunkId *id) {
+	size_t i = pmap_home(id);
+	while (w->pmap[i] != PMAP_NONE && !dedup_chunk_id_equal(&w->pending[w->pmap[i]].id, id))
+		i = (i + 1) & (PMAP_SLOTS - 1);
+	return i;
+}
+
+static int load_collect(const CatalogChunk *ch, void *userdata) {
+	DedupWriter *w = userdata;
+	if (w->n_load == w->cap_load) {
+		size_t cap = MAX(w->cap_load * 2, (size_t) 1024);
+		DedupLocalityEntry *p = realloc(w->load, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		w->load = p;
+		w->cap_load = cap;
+	}
+	DedupLocalityEntry *e = w->load + w->n_load++;
+	memcpy(e->id.bytes, ch->digest, DEDUP_CHUNK_ID_SIZE);
+	e->chunk = ch->id;
+	return 0;
+}
+
+/* Loads every id of container into the locality cache: what follows a hit tends to be next to it. */
+static int locality_load(DedupWriter *w, uint64_t container) {
+	w->n_load = 0;
+	int r = catalog_chunks_foreach_in_container(w->s->catalog, container, load_collect, w);
+	if (r < 0)
+		return r;
+	dedup_locality_load(w->s->locality, container, w->load, w->n_load);
+	return 0;
+}
+
+/*
+ * Looks id up in the store (invariant 2, after this writer's own chunks).
+ * Returns 1 and *ret_chunk if stored, 0 if not, <0 on error.
+ */
+static int store_lookup(DedupWriter *w, const DedupChunkId *id, uint64_t *ret_chunk) {
+	DedupStore *s = w->s;
+	CatalogChunk ch;
+	int r;
+
+	if (!dedup_bloom_maybe_contains(s->filter, id))
+		return 0;
+	if (dedup_locality_find(s->locality, id, ret_chunk))
+		return 1;
+	w->stats.index_lookups++;
+	r = catalog_chunk_find(s->catalog, s->tier, id->bytes, &ch);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	r = locality_load(w, ch.container);
+	if (r < 0)
+		return r;
+	*ret_chunk = ch.id;
+	return 1;
+}
+
+/* Appends the frames collected in wbuf to the store's containers. */
+static int wbuf_flush(DedupWriter *w) {
+	if (w->n_pending == w->wbuf_first)
+		return 0;
+	int r = store_append(w->s, w->wbuf, w->pending + w->wbuf_first, w->n_pending - w->wbuf_first, &w->pins);
+	if (r < 0)
+		return r;
+	w->wlen = 0;
+	w->wbuf_first = w->n_pending;
+	return 0;
+}
+
+/* Invariant 3: makes the pending frames durable, then registers their chunks at refs 0. */
+static int register_pending(DedupWriter *w) {
+	DedupStore *s = w->s;
+	int r;
+
+	r = wbuf_flush(w);
+	if (r < 0)
+		return r;
+	if (w->n_pending == 0)
+		return 0;
+	r = store_pins_sync(s, &w->pins);
+	if (r < 0)
+		return r;
+
+	r = catalog_begin(s->catalog);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < w->n_pending; i++) {
+		const StoreFrame *f = w->pending + i;
+		CatalogChunk ch = {
+			.tier = s->tier,
+			.container = f->container,
+			.offset = f->offset,
+			.frame_size = f->frame_size,
+			.plain_size = f->plain_size,
+			.refs = 0,
+		};
+		memcpy(ch.digest, f->id.bytes, DEDUP_CHUNK_ID_SIZE);
+		r = catalog_chunk_add(s->catalog, &ch, &w->pending_chunk[i]);
+		if (r == -EEXIST) {
+			/* Stored by another writer meanwhile (invariant 2): ours is garbage. */
+			CatalogChunk other;
+			r = catalog_chunk_find(s->catalog, s->tier, f->id.bytes, &other);
+			if (r < 0)
+				break;
+			w->pending_chunk[i] = other.id;
+			w->pending[i].container = 0;
+			w->stats.new_chunks--;
+			w->stats.new_bytes -= f->plain_size;
+			w->stats.dup_chunks++;
+			w->stats.dup_bytes += f->plain_size;
+		}
+		if (r < 0)
+			break;
+	}
+	if (r >= 0)
+		r = store_pins_commit_sizes(s, &w->pins);
+	if (r < 0) {
+		catalog_rollback(s->catalog);
+		return r;
+	}
+	r = catalog_commit(s->catalog);
+	if (r < 0)
+		return r;
+
+	for (size_t i = w->first_pending_entry; i < w->n_entries; i++)
+		if (w->chunks[i] & PENDING_BIT)
+			w->chunks[i] = w->pending_chunk[w->chunks[i] & ~PENDING_BIT];
+	w->first_pending_entry = w->n_entries;
+
+	for (size_t i = 0; i < w->n_pending; i++) {
+		if (w->pending[i].container == 0)
+			continue;
+		dedup_bloom_add(s->filter, &w->pending[i].id);
+		dedup_locality_add(s->locality, w->pending[i].container, &w->pending[i].id, w->pending_chunk[i]);
+	}
+	store_pins_release(s, &w->pins);
+	w->n_pending = w->wbuf_first = 0;
+	w->pending_bytes = 0;
+	memset(w->pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
+	return 0;
+}
+
+static int pending_reserve(DedupWriter *w) {
+	if (w->n_pending < w->cap_pending)
+		return 0;
+	size_t cap = MIN(MAX(w->cap_pending * 2, (size_t) 256), (size_t) STORE_PENDING_MAX);
+	StoreFrame *f = realloc(w->pending, cap * sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	w->pending = f;
+	uint64_t *c = realloc(w->pending_chunk, cap * sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	w->pending_chunk = c;
+	w->cap_pending = cap;
+	return 0;
+}
+
+/* Compresses and queues a chunk nobody has stored; returns its pending index. */
+static int store_new(DedupWriter *w, const DedupChunkId *id, const void *data, size_t len, size_t slot,
+		     uint64_t *ret_index) {
+	size_t frame_size;
+	int r;
+
+	r = pending_reserve(w);
+	if (r < 0)
+		return r;
+	if (w->wlen + dedup_frame_size_bound(len) > w->wcap) {
+		r = wbuf_flush(w);
+		if (r < 0)
+			return r;
+	}
+	r = dedup_frame_encode(w->encoder, id, data, len, w->wbuf + w->wlen, w->wcap - w->wlen, &frame_size);
+	if (r < 0)
+		return r;
+	w->wlen += frame_size;
+	w->pending[w->n_pending] = (StoreFrame) { .id = *id, .frame_size = (uint32_t) frame_size, .plain_size = (uint32_t) len };
+	w->pmap[slot] = (uint32_t) w->n_pending;
+	*ret_index = w->n_pending++;
+	w->pending_bytes += frame_size;
+	w->stats.new_chunks++;
+	w->stats.new_bytes += len;
+	w->stats.stored_bytes += frame_size;
+	return 0;
+}
+
+/* One complete chunk of the file. */
+static int chunk_process(DedupWriter *w, const uint8_t *data, size_t len) {
+	DedupChunkId id;
+	uint64_t chunk;
+	int r;
+
+	w->stats.chunks++;
+	if (dedup_is_all_zero(data, len))
+		return zero_add(w, len);
+
+	r = dedup_hasher_digest(w->hasher, data, len, &id);
+	if (r < 0)
+		return r;
+
+	size_t slot = pmap_probe(w, &id);
+	if (w->pmap[slot] != PMAP_NONE) {
+		chunk = PENDING_BIT | w->pmap[slot];
+		r = 1;
+	} else
+		r = store_lookup(w, &id, &chunk);
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		w->stats.dup_chunks++;
+		w->stats.dup_bytes += len;
+	} else {
+		uint64_t index;
+		r = store_new(w, &id, data, len, slot, &index);
+		if (r < 0)
+			return r;
+		chunk = PENDING_BIT | index;
+	}
+	r = entry_add(w, chunk, (uint32_t) len);
+	if (r < 0)
+		return r;
+
+	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX)
+		return register_pending(w);
+	return 0;
+}
+
+DedupWriter *dedup_writer_free(DedupWriter *w) {
+	if (!w)
+		return NULL;
+	store_pins_release(w->s, &w->pins);
+	if (w->entered)
+		store_writers_leave(w->s);
+	dedup_hasher_free(w->hasher);
+	dedup_frame_encoder_free(w->encoder);
+	free(w->chunk_buf);
+	free(w->chunks);
+	free(w->lengths);
+	free(w->pending);
+	free(w->pending_chunk);
+	free(w->pmap);
+	free(w->pins.pins);
+	free(w->wbuf);
+	free(w->load);
+	free(w);
+	return NULL;
+}
+
+DEFINE_CLEANUP_FUNC(DedupWriter, dedup_writer_free);
+
+int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_level, DedupWriter **ret) {
+	DedupChunkerParams p = params ? *params : DEDUP_CHUNKER_PARAMS_DEFAULT;
+	int r;
+
+	if (!s || !ret)
+		return -EINVAL;
+	if (zstd_level == DEDUP_STORE_LEVEL_DEFAULT)
+		zstd_level = s->opts.zstd_level;
+	if (zstd_level < DEDUP_FRAME_LEVEL_MIN || zstd_level > DEDUP_FRAME_LEVEL_MAX)
+		return -EINVAL;
+
+	_cleanup_(dedup_writer_freep) DedupWriter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->s = s;
+	w->params = p;
+	r = dedup_chunker_init(&w->chunker, &p);
+	if (r < 0)
+		return r;
+	r = dedup_hasher_new(&w->hasher);
+	if (r < 0)
+		return r;
+	r = dedup_frame_encoder_new(zstd_level, false, &w->encoder);
+	if (r < 0)
+		return r;
+	w->wcap = MAX(STORE_WRITE_BUFFER, dedup_frame_size_bound(p.max_size));
+	w->chunk_buf = malloc(p.max_size);
+	w->wbuf = malloc(w->wcap);
+	w->pmap = malloc(PMAP_SLOTS * sizeof(uint32_t));
+	if (!w->chunk_buf || !w->wbuf || !w->pmap)
+		return -ENOMEM;
+	memset(w->pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
+
+	/*
+	 * A filter past its capacity answers "maybe" more and more often: grow it
+	 * now if no writer is using it (else the collector will).
+	 */
+	if (dedup_bloom_count(s->filter) > dedup_bloom_capacity(s->filter) && store_exclusive_try_begin(s)) {
+		r = store_filter_rebuild(s);
+		store_exclusive_end(s);
+		if (r < 0)
+			return r;
+	}
+	store_writers_enter(s);
+	w->entered = true;
+
+	pthread_mutex_lock(&s->append_lock);
+	r = s->write_error;
+	pthread_mutex_unlock(&s->append_lock);
+	if (r < 0)
+		return r;
+
+	*ret = TAKE_PTR(w);
+	return 0;
+}
+
+int dedup_writer_feed(DedupWriter *w, const void *buf, size_t len) {
+	const uint8_t *p = buf;
+	int r;
+
+	if (w->error < 0)
+		return w->error;
+	if (w->finished)
+		return fail(w, -EINVAL);
+	if (len == 0)
+		return 0;
+	if (len > DEDUP_RECIPE_FILE_SIZE_MAX - w->total)
+		return fail(w, -EFBIG);
+	w->total += len;
+	w->stats.logical_bytes += len;
+
+	while (len > 0) {
+		size_t n;
+		bool cut = dedup_chunker_scan(&w->chunker, p, len, &n);
+		if (cut && w->chunk_len == 0)
+			/* The whole chunk is in the caller's buffer: no copy. */
+			r = chunk_process(w, p, n);
+		else {
+			memcpy(w->chunk_buf + w->chunk_len, p, n);
+			w->chunk_len += n;
+			r = 0;
+			if (cut) {
+				r = chunk_process(w, w->chunk_buf, w->chunk_len);
+				w->chunk_len = 0;
+			}
+		}
+		if (r < 0)
+			return fail(w, r);
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int dedup_writer_finish(DedupWriter *w) {
+	int r;
+
+	if (w->error < 0)
+		return w->error;
+	if (w->finished)
+		return fail(w, -EINVAL);
+	if (w->chunk_len > 0) {
+		r = chunk_process(w, w->chunk_buf, w->chunk_len);
+		if (r < 0)
+			return fail(w, r);
+		w->chunk_len = 0;
+	}
+	r = register_pending(w);
+	if (r < 0)
+		return fail(w, r);
+	w->finished = true;
+	return 0;
+}
+
+static int recipe_exists(uint64_t start, const void *blob, size_t size, void *userdata) {
+	return 0;
+}
+
+int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
+	DedupStore *s = w->s;
+	int r;
+
+	if (w->error < 0 || !w->finished)
+		return -EINVAL;
+
+	r = catalog_recipe_find(s->catalog, ino, INT64_MAX, recipe_exists, NULL);
+	if (r == 0)
+		return -EEXIST;
+	if (r != -ENOENT)
+		return r;
+
+	/* One reference per occurrence, one catalog update per distinct chunk. */
+	_cleanup_free_ uint64_t *ids = malloc(MAX(w->n_entries, (size_t) 1) * sizeof(uint64_t));
+	if (!ids)
+		return -ENOMEM;
+	size_t n = 0;
+	for (size_t i = 0; i < w->n_entries; i++)
+		if (w->chunks[i] != 0)
+			ids[n++] = w->chunks[i];
+	r = store_refs_apply(s, ids, n, +1);
+	if (r < 0)
+		return r;
+
+	_cleanup_free_ uint8_t *blob = malloc(DEDUP_RECIPE_SEGMENT_SIZE_MAX);
+	_cleanup_free_ DedupRecipeEntry *e = malloc(DEDUP_RECIPE_SEGMENT_ENTRIES_MAX * sizeof(*e));
+	if (!blob || !e)
+		return -ENOMEM;
+	uint64_t start = 0;
+	for (size_t i = 0; i < w->n_entries;) {
+		size_t k = MIN(w->n_entries - i, (size_t) DEDUP_RECIPE_SEGMENT_ENTRIES_MAX), size;
+		uint64_t length = 0;
+		for (size_t j = 0; j < k; j++) {
+			e[j] = (DedupRecipeEntry) { .chunk = w->chunks[i + j], .length = w->lengths[i + j] };
+			length += e[j].length;
+		}
+		r = dedup_recipe_segment_encode(&w->params, start, e, k, blob, DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size);
+		if (r < 0)
+			return r;
+		r = catalog_recipe_put(s->catalog, ino, start, blob, size);
+		if (r < 0)
+			return r;
+		start += length;
+		i += k;
+	}
+
+	store_recipe_invalidate(s, ino);
+	return 0;
+}
+
+void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret) {
+	*ret = w->stats;
+}

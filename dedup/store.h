@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * The chunk store of one tier: turns a file's bytes into a recipe of
+ * deduplicated, compressed chunks in containers, and a recipe back into
+ * bytes.  The catalog (catalog/) holds the chunk index, reference counts,
+ * container sizes and recipes; the containers live on a DedupBackend
+ * (dedup/backend.h) that tier/ provides.
+ *
+ * Life of a file:
+ *
+ *   dedup_writer_new()                          (outside any catalog transaction)
+ *   dedup_writer_feed() ... dedup_writer_feed()    chunk, dedup, compress, append
+ *   dedup_writer_finish()                          last chunk; frames durable
+ *   catalog_begin()                             (the caller)
+ *     dedup_writer_commit(ino)                     refs + recipe, in the caller's transaction
+ *     ...the caller flips the inode to sealed...
+ *   catalog_commit()                            (the caller)
+ *   dedup_writer_free()
+ *
+ *   dedup_file_read() / dedup_file_write_to_fd()   any thread, any time
+ *   catalog_begin(); dedup_file_drop(ino); ...; catalog_commit()
+ *   dedup_store_gc()                               deletes what is no longer referenced
+ *
+ * How a write is made durable and committed (the "atomic seal"): a writer
+ * appends frames to the store's open container and, every
+ * DedupStoreOptions.sync_bytes of frames and at finish(), fsyncs the
+ * containers it wrote to and only then registers the new chunks in the
+ * catalog in a short transaction of the store's own, with refs 0 and the
+ * containers' committed sizes raised to cover them.  commit() then only adds
+ * references and writes the recipe, inside the caller's transaction.  So the
+ * catalog never points at a frame that is not durable; a writer that is
+ * freed uncommitted, or a caller's transaction that rolls back, leaves
+ * chunks at refs 0 and frames nobody references: garbage the collector
+ * reclaims.  Bytes past a container's committed size are frames whose
+ * registration never happened: dedup_store_open() cuts them off.
+ *
+ * Concurrency: every call is thread-safe unless noted.  Any number of
+ * writers and readers run at once; reads never wait for writers; the
+ * collector excludes writers only while it deletes chunks and blocks readers
+ * only while it unlinks container objects.
+ *
+ * (!) Calls that may take a catalog transaction of the store's own or wait
+ * for the collector must not be made while the calling thread holds an open
+ * catalog transaction: dedup_store_open(), dedup_writer_new(),
+ * dedup_writer_feed(), dedup_writer_finish(), dedup_store_gc(),
+ * dedup_store_stats().  dedup_writer_commit() and dedup_file_drop() must be
+ * made inside one.  dedup_file_read() and dedup_file_write_to_fd() may be
+ * made either way.  Every call may take the catalog lock (reads look up
+ * recipes and chunk locations): under the daemon's lock order (catalog
+ * first), call none of them while holding a lock that ranks after it.
+ *
+ * Errors are negative errno values.  Corrupt stored data (a frame that fails
+ * its checks, a recipe that does not decode, an index entry that contradicts
+ * the frame it points at) is -EIO, and never produces wrong bytes.  The store
+ * logs nothing; callers log.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "catalog/catalog.h"
+#include "dedup/backend.h"
+#include "dedup/chunker.h"
+
+#define DEDUP_STORE_CONTAINER_SIZE_DEFAULT (UINT64_C(32) << 20)
+#define DEDUP_STORE_CONTAINER_SIZE_MIN (UINT64_C(16) << 10)
+#define DEDUP_STORE_CONTAINER_SIZE_MAX (UINT64_C(1) << 30)
+#define DEDUP_STORE_CHUNK_CACHE_DEFAULT ((size_t) 64 << 20)
+#define DEDUP_STORE_LOCALITY_CHUNKS_DEFAULT ((size_t) 1 << 18)
+#define DEDUP_STORE_SEGMENT_CACHE_DEFAULT 16u
+#define DEDUP_STORE_SEGMENT_CACHE_MAX 4096u
+#define DEDUP_STORE_READAHEAD_DEFAULT ((size_t) 4 << 20)
+#define DEDUP_STORE_READAHEAD_MAX ((size_t) 64 << 20)
+#define DEDUP_STORE_SYNC_BYTES_DEFAULT (UINT64_C(64) << 20)
+/* Pass as zstd_level to dedup_writer_new() to use DedupStoreOptions.zstd_level. */
+#define DEDUP_STORE_LEVEL_DEFAULT (-1000)
+
+typedef struct DedupStore DedupStore;
+typedef struct DedupWriter DedupWriter;
+
+typedef enum DedupVerify {
+	DEDUP_VERIFY_AUTO,     /* content hash on every tier but tier 0 (the hot tier) */
+	DEDUP_VERIFY_CHECKSUM, /* frame checksums and checks only */
+	DEDUP_VERIFY_CONTENT,  /* checksums and the SHA-256 of every chunk read */
+	_DEDUP_VERIFY_MAX,
+} DedupVerify;
+
+/* Every field 0 means its default; opts == NULL means all defaults. */
+typedef struct DedupStoreOptions {
+	uint64_t container_size;      /* target size of a container (MIN..MAX) */
+	size_t chunk_cache_bytes;     /* decompressed chunks kept for readers */
+	size_t locality_cache_chunks; /* chunk ids the locality cache holds */
+	size_t segment_cache;         /* decoded recipe segments kept for readers */
+	size_t readahead_bytes;       /* fetched ahead of a sequential reader, along the recipe */
+	uint64_t sync_bytes;          /* frames a writer appends between fsync + registration */
+	int zstd_level;               /* for writers created with DEDUP_STORE_LEVEL_DEFAULT; 0 = zstd's */
+	DedupVerify verify;
+} DedupStoreOptions;
+
+/*
+ * Opens the store of `tier` over backend (borrowed: it must outlive the
+ * store) and catalog (borrowed likewise).  Recovers from a crash: every
+ * container not marked full is cut back to its committed size; an empty one
+ * is removed; the newest one with room becomes the container new frames go
+ * to, and the others are sealed (index trailer written, marked full).
+ * Builds the chunk filter from the catalog (one pass over the tier's chunks).
+ * Returns: 0 and *ret, -EINVAL (options), -ENOMEM, or a catalog/backend error.
+ * A container that cannot be recovered (missing, shorter than committed,
+ * corrupt) is left as it is: reads of its chunks fail with -EIO.
+ */
+int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, const DedupStoreOptions *opts,
+		     DedupStore **ret);
+
+/*
+ * Closes the store.  No writer may be alive and no call may be running.
+ * The open container stays open (not full) for the next dedup_store_open().
+ * Accepts NULL; returns NULL.
+ */
+DedupStore *dedup_store_free(DedupStore *s);
+
+uint32_t dedup_store_tier(const DedupStore *s);
+
+/*
+ * A writer for one file's bytes, chunked with params (NULL: the default
+ * CDC parameters) and compressed at zstd_level (DEDUP_FRAME_LEVEL_MIN..MAX,
+ * or DEDUP_STORE_LEVEL_DEFAULT).  A writer is used by one thread at a time
+ * (any thread; it may change threads between calls).  While any writer is
+ * alive, the collector deletes nothing.
+ * Returns: 0, -EINVAL, -ENOMEM, or the store's sticky write error (-EIO
+ * after a failed fsync: the store must be reopened).
+ */
+int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_level, DedupWriter **ret);
+
+/*
+ * Feeds the next len bytes of the file.  All-zero chunks are recorded as
+ * zero runs and never stored; every other chunk is looked up (this writer's
+ * recent chunks, the filter, the locality cache, the catalog) and stored only
+ * if new.
+ * Returns: 0, or a negative errno after which the writer is dead (every
+ * later call but free() returns the same error): -ENOSPC, -EIO, -ENOMEM,
+ * -EFBIG (past DEDUP_RECIPE_FILE_SIZE_MAX), a catalog error, -EINVAL
+ * (after finish()).
+ */
+int dedup_writer_feed(DedupWriter *w, const void *buf, size_t len);
+
+/*
+ * Ends the file: cuts the last chunk, appends the remaining frames, fsyncs
+ * every container this writer wrote to and registers the new chunks (at refs
+ * 0).  After it returns 0, commit() can only fail for catalog reasons.
+ * Returns: as feed(); -EINVAL if called twice.
+ */
+int dedup_writer_finish(DedupWriter *w);
+
+/*
+ * Inside the caller's catalog transaction: takes one reference on every
+ * chunk per occurrence in the file (one catalog update per distinct chunk)
+ * and writes the recipe segments of ino.  ino must have no recipe yet
+ * (-EEXIST otherwise).  If the caller's transaction rolls back, the writer
+ * is as before the call and commit() may be retried in a new transaction.
+ * Returns: 0, -EINVAL (not finished, or failed), -EEXIST, a catalog error.
+ */
+int dedup_writer_commit(DedupWriter *w, uint64_t ino);
+
+typedef struct DedupWriterStats {
+	uint64_t logical_bytes;  /* bytes fed */
+	uint64_t zero_bytes;     /* in all-zero chunks, not stored */
+	uint64_t chunks;         /* chunks cut, zero ones included */
+	uint64_t new_chunks;     /* stored by this writer */
+	uint64_t new_bytes;      /* their plain bytes */
+	uint64_t stored_bytes;   /* their frame bytes, as appended */
+	uint64_t dup_chunks;     /* found already stored (or earlier in this file) */
+	uint64_t dup_bytes;
+	uint64_t index_lookups;  /* chunks the filter and the locality cache could not answer: catalog lookups */
+} DedupWriterStats;
+
+/* Can't fail. */
+void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret);
+
+/*
+ * Frees a writer.  If it was not committed (or its commit was rolled back),
+ * its chunks stay at refs 0 and its frames are garbage for the collector.
+ * Accepts NULL; returns NULL.
+ */
+DedupWriter *dedup_writer_free(DedupWriter *w);
+
+/*
+ * Reads up to len bytes of sealed file ino, file_size bytes long, at offset.
+ * Returns the bytes read: len, fewer at the end of the file, 0 at or past it;
+ * or -EIO (a chunk or recipe failed its checks, or the recipe does not
+ * cover file_size), -ENOMEM, or a catalog/backend error.  Never returns
+ * bytes that did not pass their checks.
+ */
+ssize_t dedup_file_read(DedupStore *s, uint64_t ino, uint64_t file_size, uint64_t offset, void *buf, size_t len);
+
+/*
+ * Writes the whole of sealed file ino into fd at the same offsets (pwrite),
+ * skipping zero runs so they stay holes, and sets fd's size to file_size.
+ * fd should be empty (zero runs are not written).
+ * Returns: 0, as dedup_file_read(), or -errno of pwrite/ftruncate.
+ */
+int dedup_file_write_to_fd(DedupStore *s, uint64_t ino, uint64_t file_size, int fd);
+
+/*
+ * Inside the caller's catalog transaction: drops the references ino's recipe
+ * holds and deletes the recipe.  A file without a recipe is not an error.
+ * Returns: 0, -EIO (the recipe does not decode), a catalog error (then the
+ * caller rolls back).
+ */
+int dedup_file_drop(DedupStore *s, uint64_t ino);
+
+typedef struct DedupGcOptions {
+	/* Containers with live_bytes / size below this are compacted; 0 disables compaction. */
+	double live_threshold;
+	/* Stop compacting after copying this many bytes in one run; 0 = no limit. */
+	uint64_t max_copy_bytes;
+} DedupGcOptions;
+
+#define DEDUP_GC_LIVE_THRESHOLD_DEFAULT 0.5
+#define DEDUP_GC_OPTIONS_DEFAULT ((DedupGcOptions) { .live_threshold = DEDUP_GC_LIVE_THRESHOLD_DEFAULT })
+
+typedef struct DedupGcStats {
+	uint64_t chunks_deleted;       /* dead chunks removed from the index */
+	uint64_t containers_deleted;   /* containers removed because no chunk was left in them */
+	uint64_t containers_compacted; /* containers whose live frames were copied out, then removed */
+	uint64_t bytes_copied;         /* frame bytes copied by compaction */
+	uint64_t bytes_freed;          /* container bytes removed (compacted and deleted) */
+	uint64_t orphans_deleted;      /* container objects the catalog did not know */
+	uint64_t containers_skipped;   /* compaction candidates left alone because a frame failed its checks */
+} DedupGcStats;
+
+/*
+ * Collects garbage: deletes the chunks with no references (excluding
+ * writers meanwhile), removes containers left without chunks and container
+ * objects the catalog does not know, then compacts containers whose live
+ * fraction is below o->live_threshold by copying their chunks' frames into
+ * the open container, fsyncing, moving the chunks in one transaction and
+ * only then removing the old container.  Every step is crash-safe: the
+ * catalog never points at a frame that is not durable, and an interrupted
+ * collection leaves at most garbage.  One collection runs at a time.
+ * (!) The deleting part waits for a moment when no writer is alive (new
+ * writers are not held back meanwhile): a long-lived writer delays it.
+ * o == NULL means DEDUP_GC_OPTIONS_DEFAULT; ret may be NULL.
+ * Returns: 0, -EINVAL, or the first error (what was done before it stays
+ * done and is counted in *ret).
+ */
+int dedup_store_gc(DedupStore *s, const DedupGcOptions *o, DedupGcStats *ret);
+
+typedef struct DedupStoreStats {
+	uint64_t containers;
+	uint64_t stored_bytes;      /* sum of committed container sizes */
+	uint64_t live_bytes;        /* frame bytes of referenced chunks */
+	uint64_t chunks;            /* unique chunks in the index */
+	uint64_t dead_chunks;       /* of which unreferenced, waiting for the collector */
+	uint64_t live_plain_bytes;  /* plain bytes of the referenced chunks */
+	uint64_t referenced_bytes;  /* sum of plain size x refs: the logical bytes the chunks serve */
+	uint64_t filter_bytes;      /* RAM of the chunk filter */
+	uint64_t filter_capacity;   /* chunks it is sized for */
+	uint64_t locality_bytes;    /* RAM of the locality cache (allocated bound) */
+	uint64_t chunk_cache_bytes; /* decompressed chunks cached now */
+} DedupStoreStats;
+
+/*
+ * Space and index statistics of the tier, from the catalog (one pass over
+ * the tier's chunks: O(chunks), for reports, not for hot paths).
+ */
+int dedup_store_stats(DedupStore *s, DedupStoreStats *ret);

@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The chunk store when things go wrong: damaged containers read as -EIO for
+ * exactly the affected ranges (never wrong bytes), writers that never
+ * commit leave garbage the store cuts off on reopen and the collector
+ * reclaims, and readers keep reading exact bytes while the collector moves
+ * and deletes containers under them and writers append beside it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/dedup/store-test.h"
+
+typedef struct Range {
+	uint64_t start, end;
+} Range;
+
+typedef struct BadChunk {
+	uint64_t chunk;
+	Range ranges[64]; /* file ranges made of it */
+	size_t n;
+} BadChunk;
+
+static int bad_ranges_cb(uint64_t start, const void *blob, size_t size, void *userdata) {
+	BadChunk *b = userdata;
+	DedupRecipeSegment *seg;
+	ASSERT_OK(dedup_recipe_segment_decode(blob, size, &seg));
+	uint64_t off = seg->start;
+	for (size_t i = 0; i < seg->n_entries; i++) {
+		if (seg->entries[i].chunk == b->chunk && b->n < ELEMENTSOF(b->ranges))
+			b->ranges[b->n++] = (Range) { off, off + seg->entries[i].length };
+		off += seg->entries[i].length;
+	}
+	free(seg);
+	return 0;
+}
+
+typedef struct Chunks {
+	CatalogChunk items[4096];
+	size_t n;
+} Chunks;
+
+static int collect_chunk(const CatalogChunk *ch, void *userdata) {
+	Chunks *c = userdata;
+	ASSERT(c->n < ELEMENTSOF(c->items));
+	c->items[c->n++] = *ch;
+	return 0;
+}
+
+/* The index-th chunk (counting from 0, wrapping) that lies in a full container. */
+static CatalogChunk pick_chunk(Env *e, size_t index) {
+	static Chunks c;
+	c.n = 0;
+	ASSERT_OK(catalog_chunks_foreach(e->catalog, 0, collect_chunk, &c));
+	for (size_t k = 0; k < 2 * c.n; k++) {
+		CatalogContainer ct;
+		const CatalogChunk *ch = c.items + (index + k) % c.n;
+		ASSERT_OK(catalog_container_get(e->catalog, ch->container, &ct));
+		if (ct.full)
+			return *ch;
+	}
+	abort();
+}
+
+static void flip_byte(Env *e, uint64_t container, uint64_t offset) {
+	char name[DEDUP_CONTAINER_NAME_MAX], path[256];
+	uint8_t c;
+	snprintf(path, sizeof(path), "%s/%s", e->tier_dir, dedup_container_name(container, name));
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT(pread(fd, &c, 1, (off_t) offset) == 1);
+	c ^= 0x10;
+	ASSERT(pwrite(fd, &c, 1, (off_t) offset) == 1);
+	close(fd);
+}
+
+static bool overlaps(const BadChunk *b, uint64_t start, uint64_t end) {
+	for (size_t i = 0; i < b->n; i++)
+		if (start < b->ranges[i].end && b->ranges[i].start < end)
+			return true;
+	return false;
+}
+
+/* Reads the file in pieces: those touching a bad range fail with -EIO, the rest are exact. */
+static void check_damage(Env *e, uint64_t ino, const uint8_t *data, size_t len, const BadChunk *b, size_t piece) {
+	uint8_t *buf = test_malloc(piece);
+	size_t failed = 0;
+	for (size_t off = 0; off < len; off += piece) {
+		size_t n = MIN(piece, len - off);
+		memset(buf, 0xa5, n);
+		ssize_t got = dedup_file_read(e->store, ino, len, off, buf, n);
+		if (overlaps(b, off, off + n)) {
+			ASSERT(got == -EIO);
+			failed++;
+		} else {
+			ASSERT(got == (ssize_t) n);
+			ASSERT(memcmp(buf, data + off, n) == 0);
+		}
+	}
+	ASSERT(failed > 0);
+	/* Copying the whole file out fails too, rather than writing wrong bytes. */
+	char path[160];
+	snprintf(path, sizeof(path), "%s/copy", e->dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ASSERT(fd >= 0);
+	ASSERT_RET(dedup_file_write_to_fd(e->store, ino, len, fd), -EIO);
+	close(fd);
+	unlink(path);
+	free(buf);
+}
+
+static void damage_one(DedupVerify verify, uint64_t which, bool header) {
+	TestRng rng = { 20 + which };
+	DedupStoreOptions o = { .container_size = 256 * KiB, .chunk_cache_bytes = 512 * KiB, .verify = verify };
+	size_t len = 4 * MiB;
+	uint8_t *data = test_malloc(len);
+	Env e;
+
+	env_open(&e, &o);
+	if (which % 2)
+		fill_text(&rng, data, len);
+	else
+		test_rng_fill(&rng, data, len);
+	uint64_t ino = env_seal(&e, data, len, &rng, NULL);
+
+	CatalogChunk ch = pick_chunk(&e, which * 7);
+	/* In the frame header (a size or the id) or in the payload. */
+	uint64_t at = ch.offset + (header ? 20 : DEDUP_FRAME_HEADER_SIZE + ch.frame_size / 3);
+	ASSERT(at < ch.offset + ch.frame_size);
+	flip_byte(&e, ch.container, at);
+
+	BadChunk b = { .chunk = ch.id };
+	ASSERT_OK(catalog_recipe_foreach(e.catalog, ino, bad_ranges_cb, &b));
+	ASSERT(b.n > 0);
+
+	env_reopen_store(&e); /* nothing verified before the damage is cached */
+	check_damage(&e, ino, data, len, &b, 64 * KiB);
+	check_damage(&e, ino, data, len, &b, 1 * MiB);
+
+	/* The collector does not spread a damaged frame: it leaves that container alone. */
+	DedupGcStats gc;
+	DedupGcOptions go = { .live_threshold = 1.0 };
+	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
+	ASSERT(gc.containers_skipped >= 1);
+	check_damage(&e, ino, data, len, &b, 64 * KiB);
+	free(data);
+	env_close(&e);
+}
+
+static void test_damaged_frames(void) {
+	damage_one(DEDUP_VERIFY_AUTO, 1, false);
+	damage_one(DEDUP_VERIFY_CHECKSUM, 2, false);
+	damage_one(DEDUP_VERIFY_CONTENT, 3, true);
+	damage_one(DEDUP_VERIFY_AUTO, 4, true);
+}
+
+/* A container cut short or deleted: reads of its chunks fail, the rest read. */
+static void test_missing_container(void) {
+	TestRng rng = { 30 };
+	DedupStoreOptions o = { .container_size = 512 * KiB, .chunk_cache_bytes = 128 * KiB };
+	size_t len = 3 * MiB;
+	uint8_t *data = test_malloc(len);
+	char name[DEDUP_CONTAINER_NAME_MAX], path[256];
+	Env e;
+
+	env_open(&e, &o);
+	test_rng_fill(&rng, data, len);
+	uint64_t ino = env_seal(&e, data, len, &rng, NULL);
+	CatalogChunk ch = pick_chunk(&e, 60);
+	BadChunk b = { .chunk = ch.id };
+	ASSERT_OK(catalog_recipe_foreach(e.catalog, ino, bad_ranges_cb, &b));
+	snprintf(path, sizeof(path), "%s/%s", e.tier_dir, dedup_container_name(ch.container, name));
+	/* Cut inside that chunk's frame: it and every frame after it in the container are gone. */
+	ASSERT(truncate(path, (off_t) (ch.offset + ch.frame_size - 1)) == 0);
+	env_reopen_store(&e);
+	ASSERT(dedup_file_read(e.store, ino, len, b.ranges[0].start, data, 1) == -EIO);
+	ASSERT(unlink(path) == 0);
+	env_reopen_store(&e);
+	ASSERT(dedup_file_read(e.store, ino, len, b.ranges[0].start, data, 1) == -EIO);
+	free(data);
+	env_close(&e);
+}
+
+typedef struct OpenContainer {
+	uint64_t id, size;
+	bool found;
+} OpenContainer;
+
+static int find_open(const CatalogContainer *ct, void *userdata) {
+	OpenContainer *o = userdata;
+	if (!ct->full) {
+		o->id = ct->id;
+		o->size = ct->size;
+		o->found = true;
+	}
+	return 0;
+}
+
+static void test_recovery(void) {
+	TestRng rng = { 40 };
+	/* Writers register only at finish: an unfinished writer leaves unregistered frames. */
+	DedupStoreOptions o = { .sync_bytes = 1ull << 40, .container_size = 64 * MiB };
+	size_t len = 3 * MiB;
+	uint8_t *a = test_malloc(len), *b = test_malloc(len), *c = test_malloc(len);
+	DedupWriterStats st;
+	DedupStoreStats ss;
+	DedupGcStats gc;
+	Env e;
+
+	env_open(&e, &o);
+	test_rng_fill(&rng, a, len);
+	test_rng_fill(&rng, b, len);
+	test_rng_fill(&rng, c, len);
+	uint64_t ia = env_seal(&e, a, len, &rng, NULL);
+
+	/* B: finished, never committed: its chunks are registered, dead. */
+	DedupWriter *w = env_write(&e, NULL, b, len, &rng);
+	dedup_writer_stats(w, &st);
+	dedup_writer_free(w);
+	ASSERT_OK(dedup_store_stats(e.store, &ss));
+	ASSERT(ss.dead_chunks == st.new_chunks && st.new_chunks > 0);
+
+	/* C: frames appended, never registered: past the committed size. */
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 3, &w));
+	ASSERT_OK(dedup_writer_feed(w, c, len));
+	dedup_writer_free(w);
+	OpenContainer oc = {};
+	ASSERT_OK(catalog_containers_foreach(e.catalog, 0, find_open, &oc));
+	ASSERT(oc.found);
+	ASSERT(env_object_size(&e, oc.id) > (int64_t) oc.size);
+
+	/* And a torn frame at the end, as a crash in the middle of a write leaves. */
+	{
+		char name[DEDUP_CONTAINER_NAME_MAX], path[256];
+		snprintf(path, sizeof(path), "%s/%s", e.tier_dir, dedup_container_name(oc.id, name));
+		int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+		ASSERT(fd >= 0);
+		ASSERT(write(fd, "\x89" "FTC\x01garbage", 12) == 12);
+		close(fd);
+	}
+
+	env_reopen_store(&e);
+	ASSERT(env_object_size(&e, oc.id) == (int64_t) oc.size);
+	env_check_file(&e, ia, a, len, &rng);
+
+	/* New writes go on from the committed size and read back. */
+	uint64_t ic = env_seal(&e, c, len, &rng, NULL);
+	env_check_file(&e, ic, c, len, &rng);
+
+	ASSERT_OK(dedup_store_gc(e.store, NULL, &gc));
+	ASSERT(gc.chunks_deleted == st.new_chunks);
+	ASSERT_OK(dedup_store_stats(e.store, &ss));
+	ASSERT(ss.dead_chunks == 0);
+	uint64_t inos[] = { ia, ic };
+	env_check_refs(&e, inos, 2);
+	env_check_file(&e, ia, a, len, &rng);
+	env_check_file(&e, ic, c, len, &rng);
+
+	/* An orphan object (its row gone, as after a crash between the two) is removed. */
+	{
+		char name[DEDUP_CONTAINER_NAME_MAX], path[256];
+		snprintf(path, sizeof(path), "%s/c", e.tier_dir);
+		(void) mkdir(path, 0755);
+		snprintf(path, sizeof(path), "%s/c/3f", e.tier_dir);
+		(void) mkdir(path, 0755);
+		snprintf(path, sizeof(path), "%s/%s", e.tier_dir, dedup_container_name(0x3f3f, name));
+		int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		ASSERT(fd >= 0);
+		close(fd);
+		ASSERT_OK(dedup_store_gc(e.store, NULL, &gc));
+		ASSERT(gc.orphans_deleted == 1);
+		ASSERT(access(path, F_OK) < 0);
+	}
+	free(a);
+	free(b);
+	free(c);
+	env_close(&e);
+}
+
+/* ---- readers while the collector runs ---- */
+
+#define N_FILES 8
+#define N_READERS 3
+
+typedef struct Shared {
+	Env *env;
+	uint8_t *data[N_FILES];
+	uint64_t ino[N_FILES];
+	size_t len;
+	bool live[N_FILES];
+	int stop;        /* atomic */
+	unsigned failures; /* atomic */
+} Shared;
+
+typedef struct Reader {
+	Shared *sh;
+	unsigned seed;
+	uint64_t reads;
+} Reader;
+
+static void *reader_main(void *arg) {
+	Reader *rd = arg;
+	Shared *sh = rd->sh;
+	TestRng rng = { rd->seed };
+	uint8_t *buf = test_malloc(600 * KiB);
+
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_SEQ_CST) || rd->reads < 200) {
+		size_t f = (size_t) (test_rng_next(&rng) % N_FILES);
+		if (!sh->live[f])
+			continue;
+		size_t off = (size_t) (test_rng_next(&rng) % sh->len), n = 1 + (size_t) (test_rng_next(&rng) % (600 * KiB));
+		ssize_t got = dedup_file_read(sh->env->store, sh->ino[f], sh->len, off, buf, n);
+		if (got != (ssize_t) MIN(n, sh->len - off) || memcmp(buf, sh->data[f] + off, (size_t) got) != 0) {
+			fprintf(stderr, "reader: file %zu at %zu+%zu returned %zd\n", f, off, n, got);
+			__atomic_add_fetch(&sh->failures, 1, __ATOMIC_SEQ_CST);
+		}
+		rd->reads++;
+	}
+	free(buf);
+	return NULL;
+}
+
+typedef struct Writer {
+	Shared *sh;
+	uint8_t *data;
+	size_t len;
+	uint64_t ino[3];
+} Writer;
+
+static void *writer_main(void *arg) {
+	Writer *wr = arg;
+	Env *e = wr->sh->env;
+	TestRng rng = { 77 };
+	for (int i = 0; i < 3; i++) {
+		uint64_t ino = env_new_inode(e);
+		DedupWriter *w = env_write(e, NULL, wr->data + (size_t) i * (wr->len / 4), wr->len / 2, &rng);
+		env_commit(e, w, ino);
+		dedup_writer_free(w);
+		wr->ino[i] = ino;
+	}
+	return NULL;
+}
+
+static void test_readers_during_gc(void) {
+	TestRng rng = { 50 };
+	DedupStoreOptions o = { .container_size = 256 * KiB, .chunk_cache_bytes = 512 * KiB, .readahead_bytes = 256 * KiB };
+	Shared sh = { .len = 1 * MiB + 4321 };
+	Reader rd[N_READERS];
+	pthread_t threads[N_READERS + 1];
+	Writer wr = { .sh = &sh, .len = 2 * MiB };
+	Env e;
+
+	env_open(&e, &o);
+	sh.env = &e;
+	uint8_t *common = test_malloc(sh.len);
+	test_rng_fill(&rng, common, sh.len);
+	for (int i = 0; i < N_FILES; i++) {
+		sh.data[i] = test_malloc(sh.len);
+		/* Half shared with the others, half its own: compaction moves shared and private chunks. */
+		memcpy(sh.data[i], common, sh.len);
+		test_rng_fill(&rng, sh.data[i] + (size_t) (i % 4) * (sh.len / 4), sh.len / 4);
+		if (i % 3 == 0)
+			fill_text(&rng, sh.data[i], sh.len / 8);
+		sh.ino[i] = env_seal(&e, sh.data[i], sh.len, &rng, NULL);
+		sh.live[i] = true;
+	}
+	/* The dropped files are never read again: readers pick only live ones. */
+	for (int i = 0; i < N_FILES; i += 2) {
+		sh.live[i] = false;
+		env_drop(&e, sh.ino[i]);
+	}
+	wr.data = test_malloc(wr.len);
+	test_rng_fill(&rng, wr.data, wr.len);
+
+	for (int i = 0; i < N_READERS; i++) {
+		rd[i] = (Reader) { .sh = &sh, .seed = 100 + (unsigned) i };
+		ASSERT(pthread_create(&threads[i], NULL, reader_main, &rd[i]) == 0);
+	}
+	ASSERT(pthread_create(&threads[N_READERS], NULL, writer_main, &wr) == 0);
+
+	DedupGcOptions go = { .live_threshold = 1.0 };
+	uint64_t compacted = 0;
+	for (int round = 0; round < 4; round++) {
+		DedupGcStats gc;
+		ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
+		compacted += gc.containers_compacted;
+	}
+	ASSERT(pthread_join(threads[N_READERS], NULL) == 0);
+	__atomic_store_n(&sh.stop, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < N_READERS; i++)
+		ASSERT(pthread_join(threads[i], NULL) == 0);
+
+	ASSERT(sh.failures == 0);
+	ASSERT(compacted > 0);
+	for (int i = 1; i < N_FILES; i += 2)
+		env_check_file(&e, sh.ino[i], sh.data[i], sh.len, &rng);
+	for (int i = 0; i < 3; i++)
+		env_check_file(&e, wr.ino[i], wr.data + (size_t) i * (wr.len / 4), wr.len / 2, &rng);
+	uint64_t inos[N_FILES / 2 + 3];
+	size_t n = 0;
+	for (int i = 1; i < N_FILES; i += 2)
+		inos[n++] = sh.ino[i];
+	for (int i = 0; i < 3; i++)
+		inos[n++] = wr.ino[i];
+	env_check_refs(&e, inos, n);
+
+	for (int i = 0; i < N_FILES; i++)
+		free(sh.data[i]);
+	free(common);
+	free(wr.data);
+	env_close(&e);
+}
+
+int main(void) {
+	test_damaged_frames();
+	test_missing_container();
+	test_recovery();
+	test_readers_during_gc();
+	return 0;
+}

@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The chunk store end to end, on a real SQLite catalog and a real directory
+ * backend: round trips of every kind of data and size, deduplication within
+ * and across files (and across a shift), exact reference counts through
+ * drops, the collector (never freeing what is referenced, compacting,
+ * leaving nothing behind), corruption turning into -EIO for exactly the
+ * affected ranges, recovery from writers that never committed, and readers
+ * running while the collector moves their chunks.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dedup/frame.h"
+#include "tests/dedup/store-test.h"
+
+static void test_roundtrip(void) {
+	static const size_t sizes[] = { 0, 1, 63, 4095, 64 * KiB, 64 * KiB + 1, 1 * MiB + 123, 9 * MiB + 7 };
+	TestRng rng = { 1 };
+	Env e;
+	env_open(&e, NULL);
+
+	for (size_t k = 0; k < 4; k++)
+		for (size_t i = 0; i < ELEMENTSOF(sizes); i++) {
+			size_t len = sizes[i];
+			uint8_t *data = test_malloc(len);
+			switch (k) {
+			case 0:
+				test_rng_fill(&rng, data, len);
+				break;
+			case 1:
+				fill_text(&rng, data, len);
+				break;
+			case 2:
+				memset(data, 0, len);
+				break;
+			default:
+				fill_sparse(&rng, data, len);
+			}
+			DedupWriterStats st;
+			uint64_t ino = env_seal(&e, data, len, &rng, &st);
+			ASSERT(st.logical_bytes == len);
+			if (k == 2)
+				ASSERT(st.zero_bytes == len && st.new_chunks == 0);
+			if (k == 1 && len >= MiB)
+				ASSERT(st.stored_bytes < st.new_bytes / 2);
+			env_check_file(&e, ino, data, len, &rng);
+			free(data);
+		}
+
+	/* Everything again from a reopened store: nothing lived only in memory. */
+	env_reopen_store(&e);
+	uint8_t *data = test_malloc(3 * MiB);
+	fill_sparse(&rng, data, 3 * MiB);
+	uint64_t ino = env_seal(&e, data, 3 * MiB, &rng, NULL);
+	env_reopen_store(&e);
+	env_check_file(&e, ino, data, 3 * MiB, &rng);
+	free(data);
+	env_close(&e);
+}
+
+static void test_fixed_chunks(void) {
+	DedupChunkerParams p = DEDUP_CHUNKER_PARAMS_FIXED(8 * KiB);
+	TestRng rng = { 2 };
+	size_t len = 2 * MiB + 100;
+	uint8_t *data = test_malloc(len);
+	Env e;
+
+	env_open(&e, NULL);
+	fill_text(&rng, data, len);
+	/* Every other 8 KiB block repeats the first: fixed blocks dedup exactly. */
+	for (size_t off = 16 * KiB; off + 8 * KiB <= len; off += 16 * KiB)
+		memcpy(data + off, data, 8 * KiB);
+	uint64_t ino = env_new_inode(&e);
+	DedupWriter *w = env_write(&e, &p, data, len, &rng);
+	DedupWriterStats st;
+	dedup_writer_stats(w, &st);
+	ASSERT(st.chunks == (len + 8 * KiB - 1) / (8 * KiB));
+	ASSERT(st.dup_chunks >= len / (16 * KiB) - 1);
+	env_commit(&e, w, ino);
+	dedup_writer_free(w);
+	env_check_file(&e, ino, data, len, &rng);
+	free(data);
+	env_close(&e);
+}
+
+static void test_shifted_copy(void) {
+	TestRng rng = { 3 };
+	size_t len = 8 * MiB;
+	uint8_t *a = test_malloc(len), *b = test_malloc(len + 1000);
+	DedupWriterStats st;
+	Env e;
+
+	env_open(&e, NULL);
+	test_rng_fill(&rng, a, len);
+	test_rng_fill(&rng, b, 1000);
+	memcpy(b + 1000, a, len);
+
+	uint64_t ia = env_seal(&e, a, len, &rng, &st);
+	ASSERT(st.new_bytes == len);
+	uint64_t ib = env_seal(&e, b, len + 1000, &rng, &st);
+	/* Only the chunks around the shift are new (content-defined chunking resynchronises). */
+	ASSERT(st.new_bytes < 256 * KiB);
+	ASSERT(st.dup_bytes > len - 256 * KiB);
+	env_check_file(&e, ia, a, len, &rng);
+	env_check_file(&e, ib, b, len + 1000, &rng);
+	uint64_t inos[] = { ia, ib };
+	env_check_refs(&e, inos, 2);
+	free(a);
+	free(b);
+	env_close(&e);
+}
+
+static void test_dedup_within_and_across(void) {
+	TestRng rng = { 4 };
+	size_t half = 3 * MiB;
+	uint8_t *x = test_malloc(2 * half);
+	DedupWriterStats st;
+	Env e;
+
+	env_open(&e, NULL);
+	test_rng_fill(&rng, x, half);
+	memcpy(x + half, x, half);
+	uint64_t i1 = env_seal(&e, x, 2 * half, &rng, &st);
+	/* The second half repeats the first: stored once (give or take the chunk at the seam). */
+	ASSERT(st.new_bytes <= half + 256 * KiB);
+	ASSERT(st.dup_bytes >= half - 256 * KiB);
+
+	uint64_t i2 = env_seal(&e, x, 2 * half, &rng, &st);
+	ASSERT(st.new_chunks == 0 && st.dup_bytes == 2 * half);
+
+	env_check_file(&e, i1, x, 2 * half, &rng);
+	env_check_file(&e, i2, x, 2 * half, &rng);
+	uint64_t inos[] = { i1, i2 };
+	env_check_refs(&e, inos, 2);
+	free(x);
+	env_close(&e);
+}
+
+/* A second "full backup" with 5% of its 8 KiB blocks changed: few new bytes, few index lookups. */
+static void test_second_backup(void) {
+	TestRng rng = { 5 };
+	size_t len = 16 * MiB;
+	uint8_t *a = test_malloc(len), *b = test_malloc(len);
+	DedupWriterStats st;
+	Env e;
+
+	env_open(&e, NULL);
+	test_rng_fill(&rng, a, len);
+	memcpy(b, a, len);
+	for (size_t blk = 0; blk < len / (8 * KiB); blk++)
+		if (test_rng_next(&rng) % 20 == 0)
+			test_rng_fill(&rng, b + blk * 8 * KiB, 8 * KiB);
+	uint64_t ia = env_seal(&e, a, len, &rng, NULL);
+	env_reopen_store(&e); /* cold caches: everything the second pass knows comes from the catalog */
+	uint64_t ib = env_seal(&e, b, len, &rng, &st);
+	ASSERT(st.new_bytes < len / 4);
+	ASSERT(st.dup_bytes > len / 2);
+	/* The locality cache answers almost every duplicate after the first one of the container. */
+	ASSERT(st.index_lookups < st.chunks / 10);
+	env_check_file(&e, ia, a, len, &rng);
+	env_check_file(&e, ib, b, len, &rng);
+	free(a);
+	free(b);
+	env_close(&e);
+}
+
+/* Two writers store the same new data at once: the second registration finds the first's chunks. */
+static void test_racing_writers(void) {
+	TestRng rng = { 6 };
+	size_t len = 2 * MiB;
+	uint8_t *data = test_malloc(len);
+	DedupWriter *w1, *w2;
+	DedupWriterStats s1, s2;
+	Env e;
+
+	env_open(&e, NULL);
+	test_rng_fill(&rng, data, len);
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 1, &w1));
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 1, &w2));
+	ASSERT_OK(dedup_writer_feed(w1, data, len));
+	ASSERT_OK(dedup_writer_feed(w2, data, len));
+	ASSERT_OK(dedup_writer_finish(w1));
+	ASSERT_OK(dedup_writer_finish(w2));
+	dedup_writer_stats(w1, &s1);
+	dedup_writer_stats(w2, &s2);
+	ASSERT(s1.new_bytes == len);
+	ASSERT(s2.new_chunks == 0 && s2.dup_bytes == len);
+
+	uint64_t i1 = env_new_inode(&e), i2 = env_new_inode(&e);
+	env_commit(&e, w1, i1);
+	env_commit(&e, w2, i2);
+	dedup_writer_free(w1);
+	dedup_writer_free(w2);
+	env_check_file(&e, i1, data, len, &rng);
+	env_check_file(&e, i2, data, len, &rng);
+	uint64_t inos[] = { i1, i2 };
+	env_check_refs(&e, inos, 2);
+
+	/* w2's frames are garbage: the collector compacts them away and the data stays. */
+	DedupGcStats gc;
+	DedupGcOptions o = { .live_threshold = 0.9 };
+	ASSERT_OK(dedup_store_gc(e.store, &o, &gc));
+	env_check_file(&e, i1, data, len, &rng);
+	free(data);
+	env_close(&e);
+}
+
+static void test_commit_rules(void) {
+	TestRng rng = { 7 };
+	uint8_t data[100 * 1024];
+	DedupWriter *w;
+	Env e;
+
+	env_open(&e, NULL);
+	test_rng_fill(&rng, data, sizeof(data));
+	ASSERT_RET(dedup_writer_new(e.store, NULL, 99, &w), -EINVAL);
+	DedupChunkerParams bad = { .mode = DEDUP_CHUNKER_CDC, .min_size = 1, .avg_size = 3, .max_size = 2 };
+	ASSERT_RET(dedup_writer_new(e.store, &bad, 0, &w), -EINVAL);
+
+	uint64_t ino = env_new_inode(&e);
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 0, &w));
+	ASSERT_OK(dedup_writer_feed(w, data, sizeof(data)));
+	ASSERT_OK(catalog_begin(e.catalog));
+	ASSERT_RET(dedup_writer_commit(w, ino), -EINVAL); /* not finished */
+	catalog_rollback(e.catalog);
+	ASSERT_OK(dedup_writer_finish(w));
+	ASSERT_RET(dedup_writer_feed(w, data, 1), -EINVAL);
+	ASSERT_RET(dedup_writer_finish(w), -EINVAL);
+	dedup_writer_free(w);
+
+	/* A rolled-back commit leaves the writer able to commit again. */
+	w = env_write(&e, NULL, data, sizeof(data), &rng);
+	ASSERT_OK(catalog_begin(e.catalog));
+	ASSERT_OK(dedup_writer_commit(w, ino));
+	catalog_rollback(e.catalog);
+	ASSERT(dedup_file_read(e.store, ino, sizeof(data), 0, data, 10) == -EIO);
+	env_commit(&e, w, ino);
+	/* A second recipe for the same file is refused. */
+	ASSERT_OK(catalog_begin(e.catalog));
+	ASSERT_RET(dedup_writer_commit(w, ino), -EEXIST);
+	catalog_rollback(e.catalog);
+	dedup_writer_free(w);
+	uint8_t back[sizeof(data)];
+	ASSERT(dedup_file_read(e.store, ino, sizeof(data), 0, back, sizeof(back)) == (ssize_t) sizeof(back));
+	ASSERT(memcmp(back, data, sizeof(data)) == 0);
+	/* A file_size beyond the recipe is damage, not zeros. */
+	ASSERT(dedup_file_read(e.store, ino, sizeof(data) + 5, sizeof(data), back, 5) == -EIO);
+	env_check_refs(&e, &ino, 1);
+
+	/* Dropping a file without a recipe is fine. */
+	env_drop(&e, env_new_inode(&e));
+
+	/* Options out of range are refused. */
+	DedupStore *other;
+	DedupStoreOptions bad_opts[] = {
+		{ .container_size = DEDUP_STORE_CONTAINER_SIZE_MIN - 1 },
+		{ .container_size = DEDUP_STORE_CONTAINER_SIZE_MAX + 1 },
+		{ .zstd_level = 20 },
+		{ .verify = _DEDUP_VERIFY_MAX },
+		{ .readahead_bytes = DEDUP_STORE_READAHEAD_MAX + 1 },
+	};
+	for (size_t i = 0; i < ELEMENTSOF(bad_opts); i++)
+		ASSERT_RET(dedup_store_open(e.catalog, 0, e.backend, &bad_opts[i], &other), -EINVAL);
+	env_close(&e);
+}
+
+static void test_refcounts_drop_gc(void) {
+	TestRng rng = { 8 };
+	size_t len = 4 * MiB;
+	uint8_t *base = test_malloc(len), *f[3];
+	uint64_t ino[3];
+	DedupStoreOptions o = { .container_size = 256 * KiB };
+	Env e;
+
+	env_open(&e, &o);
+	test_rng_fill(&rng, base, len);
+	for (int i = 0; i < 3; i++) {
+		f[i] = test_malloc(len);
+		memcpy(f[i], base, len);
+		/* Each file changes its own third, and repeats a block inside itself. */
+		test_rng_fill(&rng, f[i] + (size_t) i * len / 3, len / 3);
+		memcpy(f[i] + len - 300 * KiB, f[i] + 100 * KiB, 200 * KiB);
+		ino[i] = env_seal(&e, f[i], len, &rng, NULL);
+	}
+	env_check_refs(&e, ino, 3);
+
+	env_drop(&e, ino[1]);
+	uint64_t keep[] = { ino[0], ino[2] };
+	env_check_refs(&e, keep, 2);
+	DedupGcStats gc;
+	ASSERT_OK(dedup_store_gc(e.store, NULL, &gc));
+	ASSERT(gc.chunks_deleted > 0);
+	env_check_refs(&e, keep, 2);
+	env_check_file(&e, ino[0], f[0], len, &rng);
+	env_check_file(&e, ino[2], f[2], len, &rng);
+
+	env_drop(&e, ino[0]);
+	env_drop(&e, ino[2]);
+	DedupStoreStats st;
+	ASSERT_OK(dedup_store_stats(e.store, &st));
+	ASSERT(st.dead_chunks == st.chunks && st.live_bytes == 0 && st.referenced_bytes == 0);
+	ASSERT_OK(dedup_store_gc(e.store, NULL, &gc));
+	ASSERT_OK(dedup_store_stats(e.store, &st));
+	ASSERT(st.chunks == 0 && st.containers == 0 && st.stored_bytes == 0);
+	ASSERT(env_count_objects(&e) == 0);
+
+	/* The store keeps working after it was emptied. */
+	uint64_t again = env_seal(&e, f[1], len, &rng, NULL);
+	env_check_file(&e, again, f[1], len, &rng);
+	env_check_refs(&e, &again, 1);
+	for (int i = 0; i < 3; i++)
+		free(f[i]);
+	free(base);
+	env_close(&e);
+}
+
+/* A and B share chunks; dropping A and collecting (with compaction) must leave B exact. */
+static void test_gc_keeps_shared(void) {
+	TestRng rng = { 9 };
+	size_t len = 5 * MiB;
+	uint8_t *a = test_malloc(len), *b = test_malloc(len);
+	DedupStoreOptions o = { .container_size = 512 * KiB, .chunk_cache_bytes = 256 * KiB };
+	Env e;
+
+	env_open(&e, &o);
+	test_rng_fill(&rng, a, len);
+	memcpy(b, a, len);
+	for (size_t off = 0; off < len; off += 512 * KiB)
+		test_rng_fill(&rng, b + off, 100 * KiB);
+	uint64_t ia = env_seal(&e, a, len, &rng, NULL);
+	uint64_t ib = env_seal(&e, b, len, &rng, NULL);
+	env_drop(&e, ia);
+
+	DedupGcStats gc;
+	DedupGcOptions go = { .live_threshold = 1.0 };
+	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
+	ASSERT(gc.chunks_deleted > 0 && gc.containers_compacted > 0);
+	env_check_file(&e, ib, b, len, &rng);
+	env_check_refs(&e, &ib, 1);
+	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
+	env_reopen_store(&e);
+	env_check_file(&e, ib, b, len, &rng);
+	free(a);
+	free(b);
+	env_close(&e);
+}
+
+static void test_compaction(void) {
+	TestRng rng = { 10 };
+	DedupStoreOptions o = { .container_size = 128 * KiB, .chunk_cache_bytes = 128 * KiB };
+	size_t len = 1 * MiB + 333;
+	uint8_t *data[8];
+	uint64_t ino[8];
+	Env e;
+
+	env_open(&e, &o);
+	for (int i = 0; i < 8; i++) {
+		data[i] = test_malloc(len);
+		if (i % 2)
+			fill_text(&rng, data[i], len);
+		else
+			test_rng_fill(&rng, data[i], len);
+		ino[i] = env_seal(&e, data[i], len, &rng, NULL);
+	}
+	DedupStoreStats before, after;
+	ASSERT_OK(dedup_store_stats(e.store, &before));
+	for (int i = 0; i < 8; i += 2)
+		env_drop(&e, ino[i]);
+
+	/* Threshold 0: dead chunks and empty containers go, nothing is copied. */
+	DedupGcStats gc;
+	DedupGcOptions none = { .live_threshold = 0 };
+	ASSERT_OK(dedup_store_gc(e.store, &none, &gc));
+	ASSERT(gc.bytes_copied == 0 && gc.containers_compacted == 0);
+
+	ASSERT_OK(dedup_store_gc(e.store, NULL, &gc));
+	ASSERT_OK(dedup_store_stats(e.store, &after));
+	ASSERT(after.stored_bytes < before.stored_bytes * 3 / 4);
+	ASSERT(after.live_bytes <= after.stored_bytes);
+	uint64_t keep[4];
+	for (int i = 1, k = 0; i < 8; i += 2, k++) {
+		env_check_file(&e, ino[i], data[i], len, &rng);
+		keep[k] = ino[i];
+	}
+	env_check_refs(&e, keep, 4);
+
+	/* Sparse containers (drop three of the four left, keep one) get compacted. */
+	for (int i = 1; i < 7; i += 2)
+		env_drop(&e, ino[i]);
+	ASSERT_OK(dedup_store_gc(e.store, NULL, &gc));
+	env_check_file(&e, ino[7], data[7], len, &rng);
+	env_reopen_store(&e);
+	env_check_file(&e, ino[7], data[7], len, &rng);
+	env_check_refs(&e, &ino[7], 1);
+	ASSERT_OK(dedup_store_stats(e.store, &after));
+	/* Every container but the open one is at least half live after compaction. */
+	ASSERT(after.live_bytes * 2 + 2 * o.container_size >= after.stored_bytes);
+	for (int i = 0; i < 8; i++)
+		free(data[i]);
+	env_close(&e);
+}
+
+static int container_walk_count(const DedupContainerEntry *entry, void *userdata) {
+	(*(size_t *) userdata)++;
+	return 0;
+}
+
+typedef struct FullCheck {
+	Env *env;
+	size_t full;
+} FullCheck;
+
+static int check_full_container(const CatalogContainer *ct, void *userdata) {
+	FullCheck *c = userdata;
+	char name[DEDUP_CONTAINER_NAME_MAX], path[256];
+	if (!ct->full)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", c->env->tier_dir, dedup_container_name(ct->id, name));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT(fd >= 0);
+	struct stat st;
+	ASSERT(fstat(fd, &st) == 0 && (uint64_t) st.st_size == ct->size);
+	uint8_t *buf = test_malloc((size_t) st.st_size);
+	ASSERT(pread(fd, buf, (size_t) st.st_size, 0) == st.st_size);
+	close(fd);
+
+	DedupFrameDecoder *dec;
+	DedupHasher *sha;
+	DedupContainerInfo info;
+	size_t frames = 0;
+	ASSERT_OK(dedup_frame_decoder_new(&dec));
+	ASSERT_OK(dedup_hasher_new(&sha));
+	ASSERT_OK(dedup_container_walk(buf, (size_t) st.st_size, DEDUP_CONTAINER_SEALED, dec, sha, container_walk_count,
+				       &frames, &info));
+	ASSERT(info.sealed && info.header.id == ct->id && info.header.tier == 0 && info.count == frames);
+	/* Every chunk the catalog places here is a frame the trailer lists. */
+	ASSERT(frames > 0);
+	c->full++;
+	dedup_frame_decoder_free(dec);
+	dedup_hasher_free(sha);
+	free(buf);
+	return 0;
+}
+
+/* Every full container is self-describing: its trailer indexes exactly its frames. */
+static void test_self_describing(void) {
+	TestRng rng = { 11 };
+	DedupStoreOptions o = { .container_size = 200 * KiB };
+	size_t len = 3 * MiB;
+	uint8_t *data = test_malloc(len);
+	Env e;
+
+	env_open(&e, &o);
+	fill_sparse(&rng, data, len);
+	uint64_t ino = env_seal(&e, data, len, &rng, NULL);
+	FullCheck c = { .env = &e };
+	ASSERT_OK(catalog_containers_foreach(e.catalog, 0, check_full_container, &c));
+	ASSERT(c.full >= 3);
+
+	/* Reopening seals nothing new (the open container is resumed) and loses nothing. */
+	env_reopen_store(&e);
+	env_check_file(&e, ino, data, len, &rng);
+	c.full = 0;
+	ASSERT_OK(catalog_containers_foreach(e.catalog, 0, check_full_container, &c));
+	free(data);
+	env_close(&e);
+}
+
+int main(void) {
+	test_roundtrip();
+	test_fixed_chunks();
+	test_shifted_copy();
+	test_dedup_within_and_across();
+	test_second_backup();
+	test_racing_writers();
+	test_commit_rules();
+	test_refcounts_drop_gc();
+	test_gc_keeps_shared();
+	test_compaction();
+	test_self_describing();
+	return 0;
+}
