@@ -3,15 +3,18 @@
 /* private to fs/: do not include outside fs/ */
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 #include "catalog/catalog.h"
 #include "common/config.h"
+#include "dedup/store.h"
 
 /*
  * Lock order, outermost first:
+ *   0. FsInode.data_lock (shared by every use of the data, exclusive to switch raw <-> sealed)
  *   1. the catalog lock (catalog_begin() .. commit/rollback, or any catalog call)
  *   2. Fs.table_lock
  *   3. FsInode.lock
@@ -34,7 +37,37 @@ typedef struct FsInode {
 	pthread_mutex_t lock;     /* order: after table_lock */
 	int fd;                   /* protected by lock: staging descriptor while open, else -1 */
 	int xattrs;               /* protected by lock: -1 unknown, 0 none, 1 some (spares a catalog query per write) */
+
+	/*
+	 * Where the data is.  A raw file with an open handle has fd >= 0; a
+	 * sealed one is read through its recipe and turned back into a raw
+	 * file (copy-on-write) by the first change.
+	 */
+	pthread_rwlock_t data_lock;
+	bool state_known;         /* protected by data_lock */
+	bool sealed;              /* protected by data_lock */
+	uint64_t sealed_size;     /* protected by data_lock */
+	atomic_uint_fast64_t data_gen;   /* bumped by every change of the bytes, so a seal can tell it raced one */
+	atomic_bool written;             /* changed since it was last queued for sealing */
+	atomic_bool overwritten;         /* rewritten in place: never sealed (online redo, control files) */
+	atomic_uint_fast64_t written_end; /* highest byte written so far, to spot rewrites */
 } FsInode;
+
+/* File classes, from Oracle names and FRA layout; they decide sealing and chunking. */
+typedef enum FsFileClass {
+	FS_CLASS_OTHER,
+	FS_CLASS_ARCHIVELOG,
+	FS_CLASS_BACKUPPIECE,
+	FS_CLASS_IMAGECOPY,
+	FS_CLASS_PASSTHROUGH,     /* online redo, control files, flashback logs: always raw */
+	_FS_CLASS_MAX,
+} FsFileClass;
+
+typedef struct FsSealItem {
+	uint64_t ino;
+	int64_t due_ns;           /* CLOCK_MONOTONIC */
+	struct FsSealItem *next;
+} FsSealItem;
 
 typedef struct Fs {
 	Config *config;
@@ -50,6 +83,19 @@ typedef struct Fs {
 	 */
 	pthread_mutex_t staging_dir_lock[FS_STAGING_FANOUT];
 	bool staging_dir_dirty[FS_STAGING_FANOUT]; /* protected by staging_dir_lock[] */
+
+	DedupBackend *hot_backend;
+	DedupStore *store;        /* the hot tier's chunk store */
+	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
+	unsigned gc_interval_s;
+
+	pthread_mutex_t seal_lock; /* order: after table_lock, taken with no other lock held */
+	pthread_cond_t seal_cond;
+	FsSealItem *seal_queue;   /* protected by seal_lock: files waiting to be sealed */
+	bool seal_stop;           /* protected by seal_lock */
+	atomic_bool seal_stopping; /* read without the lock by a seal in progress, to give up */
+	bool seal_thread_started;
+	pthread_t seal_thread;
 
 	pthread_mutex_t table_lock;
 	FsInode **buckets;        /* protected by table_lock */
@@ -70,6 +116,7 @@ FsInode *fs_inode_find(Fs *fs, uint64_t ino);
  * the inode and its staging file.
  */
 void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n);
+bool fs_inode_is_open(Fs *fs, uint64_t ino);
 /* Counts an open handle / releases it (closing the staging fd at the last one). */
 void fs_inode_open(Fs *fs, FsInode *i);
 void fs_inode_release(Fs *fs, FsInode *i);
@@ -83,6 +130,8 @@ int fs_staging_create(Fs *fs, uint64_t ino);
 /* Returns the inode's staging fd, opening it (and re-creating it empty if lost) when needed. */
 int fs_staging_fd(Fs *fs, FsInode *i);
 int fs_staging_stat(Fs *fs, uint64_t ino, struct stat *ret);
+/* A private read-only descriptor (sealing reads with it). */
+int fs_staging_open_ro(Fs *fs, uint64_t ino);
 int fs_staging_unlink(Fs *fs, uint64_t ino);
 /* Size and time changes by name, so they need no open descriptor. */
 int fs_staging_truncate(Fs *fs, uint64_t ino, off_t size);
@@ -91,6 +140,34 @@ int fs_staging_set_times(Fs *fs, uint64_t ino, const struct timespec times[2]);
 int fs_staging_sync_dir(Fs *fs, uint64_t ino);
 /* Mount-time recovery: drops staging files without an inode and inodes without links. */
 int fs_staging_recover(Fs *fs, uint64_t *ret_orphans, uint64_t *ret_strays);
+
+/* classify.c */
+FsFileClass fs_classify(const char *dir_name, const char *name);
+bool fs_class_is_sealed(FsFileClass c);
+const char *fs_class_to_string(FsFileClass c);
+
+/* data.c: raw <-> sealed. */
+/* Takes data_lock shared with the inode's state known. */
+int fs_data_lock_read(Fs *fs, FsInode *i);
+void fs_data_unlock(FsInode *i);
+/*
+ * Makes a sealed file raw again (copy-on-write), keeping its bytes, or
+ * dropping them when truncate_to_zero.  Takes data_lock exclusively; a no-op
+ * for a raw file.
+ */
+int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
+/* Seals one raw file if it is still raw, unchanged, and of a sealed class. */
+int fs_data_seal(Fs *fs, uint64_t ino);
+/* Releases a sealed file's chunks; called inside the caller's catalog transaction. */
+int fs_data_drop(Fs *fs, const CatalogInode *ci);
+
+/* seal.c: the sealing worker and the collector. */
+int fs_sealer_start(Fs *fs);
+void fs_sealer_stop(Fs *fs);
+/* Queues ino for sealing after the quiet time. */
+void fs_seal_schedule(Fs *fs, uint64_t ino);
+/* Queues every raw file of a sealed class (work left from before a restart). */
+int fs_seal_schedule_pending(Fs *fs);
 
 /* ops.c */
 struct fuse_lowlevel_ops;

@@ -37,6 +37,7 @@ static void inode_free(FsInode *i) {
 	if (i->fd >= 0)
 		close(i->fd);
 	pthread_mutex_destroy(&i->lock);
+	pthread_rwlock_destroy(&i->data_lock);
 	free(i);
 }
 
@@ -102,6 +103,7 @@ int fs_inode_ref(Fs *fs, uint64_t ino, uint64_t n, FsInode **ret) {
 		i->fd = -1;
 		i->xattrs = -1;
 		pthread_mutex_init(&i->lock, NULL);
+		pthread_rwlock_init(&i->data_lock, NULL);
 		if (fs->n_inodes >= fs->n_buckets * 2)
 			table_grow(fs);
 		size_t at = bucket_of(fs, ino);
@@ -121,6 +123,14 @@ FsInode *fs_inode_find(Fs *fs, uint64_t ino) {
 	FsInode *i = table_find(fs, ino);
 	pthread_mutex_unlock(&fs->table_lock);
 	return i;
+}
+
+bool fs_inode_is_open(Fs *fs, uint64_t ino) {
+	pthread_mutex_lock(&fs->table_lock);
+	FsInode *i = table_find(fs, ino);
+	bool open = i && i->nopen > 0;
+	pthread_mutex_unlock(&fs->table_lock);
+	return open;
 }
 
 /* Deletes the inode if it has no links; the caller made sure no entry exists. */
@@ -146,6 +156,8 @@ static void inode_delete_if_unlinked(Fs *fs, uint64_t ino) {
 		catalog_rollback(fs->catalog);
 		return;
 	}
+	if (r >= 0)
+		r = fs_data_drop(fs, &ci);
 	if (r >= 0)
 		r = catalog_inode_delete(fs->catalog, ino);
 	if (r < 0) {

@@ -27,13 +27,19 @@
 #include "common/log.h"
 #include "common/macros.h"
 #include "fs/fs-internal.h"
+#include "tier/backend-dir.h"
 
 #define CATALOG_FILE "catalog.db"
+#define CONTAINERS_DIR "containers"
+#define SEAL_DELAY_DEFAULT_S 10
+#define GC_INTERVAL_DEFAULT_S 60
 #define LOCK_FILE "fratier.lock"
 
 typedef struct Args {
 	char *data;
 	char *config;
+	unsigned seal_delay_s;
+	unsigned gc_interval_s;
 	char *positional[2];
 	unsigned n_positional;
 	bool show_help;
@@ -49,6 +55,8 @@ enum {
 static const struct fuse_opt arg_table[] = {
 	{ "data=%s", offsetof(Args, data), 0 },
 	{ "config=%s", offsetof(Args, config), 0 },
+	{ "seal_delay=%u", offsetof(Args, seal_delay_s), 0 },
+	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -91,13 +99,15 @@ static void help(const char *argv0) {
 	       "\n"
 	       "  -o data=DIR      embedded default: tiers are DIR/hot and DIR/capacity (created if missing)\n"
 	       "  -o config=FILE   tiers and policies from an INI file\n"
+	       "  -o seal_delay=S  seconds a closed file stays quiet before it is deduplicated (default %d)\n"
+	       "  -o gc_interval=S seconds between chunk collections (default %d)\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
 	       "  -h, --help       this help\n"
 	       "  -V, --version    version\n"
 	       "\n"
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
-	       argv0, argv0, argv0);
+	       argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S);
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -170,6 +180,20 @@ static int catalog_start(Fs *fs) {
 	r = fs_staging_init(fs);
 	if (r < 0)
 		return log_error_errno(r, "cannot prepare staging area in %s: %m", fs->hot_path);
+
+	/* The hot tier's chunk store: tier 0, containers next to the staging area. */
+	_cleanup_free_ char *containers = NULL;
+	if (asprintf(&containers, "%s/%s", fs->hot_path, CONTAINERS_DIR) < 0)
+		return log_oom();
+	if (mkdir(containers, 0700) < 0 && errno != EEXIST)
+		return log_error_errno(errno, "cannot create %s: %m", containers);
+	r = tier_backend_dir_open(containers, &fs->hot_backend);
+	if (r < 0)
+		return log_error_errno(r, "cannot open %s: %m", containers);
+	r = dedup_store_open(fs->catalog, 0, fs->hot_backend, NULL, &fs->store);
+	if (r < 0)
+		return log_error_errno(r, "cannot open the chunk store in %s: %m", containers);
+
 	r = fs_staging_recover(fs, &orphans, &strays);
 	if (r < 0)
 		return log_error_errno(r, "recovery of %s failed: %m", fs->hot_path);
@@ -181,6 +205,8 @@ static int catalog_start(Fs *fs) {
 
 static void fs_done(Fs *fs) {
 	fs_inode_table_done(fs);
+	fs->store = dedup_store_free(fs->store);
+	fs->hot_backend = dedup_backend_free(fs->hot_backend);
 	fs->catalog = catalog_close(fs->catalog);
 	if (fs->staging_fd >= 0)
 		close(fs->staging_fd);
@@ -209,7 +235,7 @@ static int run(int argc, char **argv) {
 	struct fuse_loop_config *loop = NULL;
 	_cleanup_free_ char *config_error = NULL;
 	Config config = {};
-	Args a = {};
+	Args a = { .seal_delay_s = SEAL_DELAY_DEFAULT_S, .gc_interval_s = GC_INTERVAL_DEFAULT_S };
 	Fs fs = { .hot_fd = -1, .staging_fd = -1, .lock_fd = -1 };
 	int r, ret = EXIT_FAILURE;
 
@@ -263,6 +289,8 @@ static int run(int argc, char **argv) {
 	}
 	fs.config = &config;
 	fs.hot_path = hot->path;
+	fs.seal_delay_s = a.seal_delay_s;
+	fs.gc_interval_s = a.gc_interval_s ?: 1;
 	/* Tiers named in a config must exist: creating one could fill the wrong disk. */
 	if (hot_tier_open(&fs, !a.config) < 0)
 		goto out_fs;
@@ -294,6 +322,14 @@ static int run(int argc, char **argv) {
 		goto out_unmount;
 	log_info("fratierfs %s mounted %s on %s", PACKAGE_VERSION, config.data_dir, opts.mountpoint);
 
+	r = fs_seal_schedule_pending(&fs);
+	if (r >= 0)
+		r = fs_sealer_start(&fs);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the sealing worker: %m");
+		goto out_unmount;
+	}
+
 	loop = fuse_loop_cfg_create();
 	if (!loop) {
 		log_oom();
@@ -314,6 +350,7 @@ static int run(int argc, char **argv) {
 	fuse_loop_cfg_destroy(loop);
 
 out_unmount:
+	fs_sealer_stop(&fs);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

@@ -108,6 +108,16 @@ out:
 	return fd;
 }
 
+int fs_staging_open_ro(Fs *fs, uint64_t ino) {
+	char name[STAGING_NAME_MAX];
+
+	staging_name(ino, name);
+	int fd = openat(fs->staging_fd, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(fs->staging_fd, name, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
 int fs_staging_stat(Fs *fs, uint64_t ino, struct stat *ret) {
 	char name[STAGING_NAME_MAX];
 
@@ -196,7 +206,20 @@ static int recover_orphans(Fs *fs, uint64_t *ret_count) {
 	/* Collected first: the catalog cannot be changed while it is being iterated. */
 	r = catalog_orphans_foreach(fs->catalog, ino_list_add, &list);
 	for (size_t k = 0; r >= 0 && k < list.n; k++) {
-		r = catalog_inode_delete(fs->catalog, list.items[k]);
+		CatalogInode ci;
+		r = catalog_begin(fs->catalog);
+		if (r < 0)
+			break;
+		r = catalog_inode_get(fs->catalog, list.items[k], &ci);
+		if (r >= 0)
+			r = fs_data_drop(fs, &ci);
+		if (r >= 0)
+			r = catalog_inode_delete(fs->catalog, list.items[k]);
+		if (r < 0) {
+			catalog_rollback(fs->catalog);
+			break;
+		}
+		r = catalog_commit(fs->catalog);
 		if (r >= 0)
 			r = fs_staging_unlink(fs, list.items[k]);
 	}
@@ -206,7 +229,11 @@ static int recover_orphans(Fs *fs, uint64_t *ret_count) {
 	return r;
 }
 
-/* Staging files whose inode never reached the catalog (a crash mid-create). */
+/*
+ * Staging files whose inode never reached the catalog (a crash mid-create),
+ * or whose inode was sealed (a crash between the seal's commit and the
+ * deletion of its staging file).
+ */
 static int recover_strays(Fs *fs, uint64_t *ret_count) {
 	uint64_t count = 0;
 
@@ -229,12 +256,13 @@ static int recover_strays(Fs *fs, uint64_t *ret_count) {
 			errno = 0;
 			uint64_t ino = strtoull(de->d_name, &end, 16);
 			bool ours = errno == 0 && *end == 0 && strlen(de->d_name) == 16 && (ino & 0xff) == b;
-			int exists = ours ? catalog_inode_exists(fs->catalog, ino) : 0;
-			if (exists < 0) {
+			CatalogInode ci;
+			int exists = ours ? catalog_inode_get(fs->catalog, ino, &ci) : -ENOENT;
+			if (exists < 0 && exists != -ENOENT) {
 				closedir(d);
 				return exists;
 			}
-			if (!exists) {
+			if (exists == -ENOENT || ci.state != CATALOG_FILE_RAW) {
 				if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
 					int r = -errno;
 					closedir(d);

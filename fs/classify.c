@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * classify.c — file classes from Oracle names and the FRA layout.
+ *
+ * The class is decided once, at create, from the file's name and the name of
+ * the directory it is created in (OMF puts archivelogs under
+ * archivelog/YYYY_MM_DD/, backup pieces under backupset/YYYY_MM_DD/, image
+ * copies under datafile/, online redo under onlinelog/, ...).  Files rewritten
+ * in place are kept raw whatever their class (see FsInode.overwritten).
+ */
+#include <fnmatch.h>
+#include <string.h>
+
+#include "common/macros.h"
+#include "fs/fs-internal.h"
+
+typedef struct ClassRule {
+	const char *dir;   /* fnmatch pattern on the parent directory's name, or NULL */
+	const char *name;  /* fnmatch pattern on the file name, or NULL */
+	FsFileClass class;
+} ClassRule;
+
+/* First match wins: passthrough before everything, so a redo log is never sealed. */
+static const ClassRule rules[] = {
+	{ "onlinelog", NULL, FS_CLASS_PASSTHROUGH },
+	{ "controlfile", NULL, FS_CLASS_PASSTHROUGH },
+	{ "flashback", NULL, FS_CLASS_PASSTHROUGH },
+	{ NULL, "*.ctl", FS_CLASS_PASSTHROUGH },
+	{ NULL, "*.flb", FS_CLASS_PASSTHROUGH },
+	{ NULL, "*.rdo", FS_CLASS_PASSTHROUGH },
+	{ NULL, "redo*.log", FS_CLASS_PASSTHROUGH },
+	{ NULL, "o1_mf_*_*_*.log", FS_CLASS_PASSTHROUGH },
+	{ NULL, "*.arc", FS_CLASS_ARCHIVELOG },
+	{ "archivelog", NULL, FS_CLASS_ARCHIVELOG },
+	{ NULL, "*.bkp", FS_CLASS_BACKUPPIECE },
+	{ NULL, "*.bck", FS_CLASS_BACKUPPIECE },
+	{ "backupset", NULL, FS_CLASS_BACKUPPIECE },
+	{ "autobackup", NULL, FS_CLASS_BACKUPPIECE },
+	{ "datafile", NULL, FS_CLASS_IMAGECOPY },
+	{ NULL, "*.dbf", FS_CLASS_IMAGECOPY },
+	{ NULL, "*.cpy", FS_CLASS_IMAGECOPY },
+};
+
+static const char *const class_names[_FS_CLASS_MAX] = {
+	[FS_CLASS_OTHER] = "other",
+	[FS_CLASS_ARCHIVELOG] = "archivelog",
+	[FS_CLASS_BACKUPPIECE] = "backuppiece",
+	[FS_CLASS_IMAGECOPY] = "imagecopy",
+	[FS_CLASS_PASSTHROUGH] = "passthrough",
+};
+
+FsFileClass fs_classify(const char *dir_name, const char *name) {
+	for (size_t k = 0; k < ELEMENTSOF(rules); k++) {
+		const ClassRule *r = &rules[k];
+		if (r->dir && (!dir_name || fnmatch(r->dir, dir_name, 0) != 0))
+			continue;
+		if (r->name && fnmatch(r->name, name, 0) != 0)
+			continue;
+		return r->class;
+	}
+	return FS_CLASS_OTHER;
+}
+
+bool fs_class_is_sealed(FsFileClass c) {
+	return c != FS_CLASS_PASSTHROUGH && c < _FS_CLASS_MAX;
+}
+
+const char *fs_class_to_string(FsFileClass c) {
+	return c < _FS_CLASS_MAX ? class_names[c] : "unknown";
+}
