@@ -70,6 +70,7 @@ typedef enum StatementId {
 	STMT_CHUNK_DELETE,
 	STMT_CHUNKS_IN_CONTAINER,
 	STMT_CHUNKS_TIER,
+	STMT_CHUNKS_DEAD,
 	STMT_RECIPE_PUT,
 	STMT_RECIPE_FIND,
 	STMT_RECIPE_ALL,
@@ -131,6 +132,8 @@ static const char *const statement_sql[_STMT_MAX] = {
 				     "FROM chunks WHERE container = ? ORDER BY offset",
 	[STMT_CHUNKS_TIER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs "
 			     "FROM chunks WHERE tier = ?",
+	[STMT_CHUNKS_DEAD] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs "
+			     "FROM chunks WHERE tier = ? AND refs = 0",
 	[STMT_RECIPE_PUT] = "INSERT OR REPLACE INTO recipes (ino, offset, segment) VALUES (?, ?, ?)",
 	[STMT_RECIPE_FIND] = "SELECT offset, segment FROM recipes WHERE ino = ? AND offset <= ? "
 			     "ORDER BY offset DESC LIMIT 1",
@@ -194,6 +197,7 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  refs INTEGER NOT NULL CHECK (refs >= 0),"
 	"  UNIQUE (tier, digest));"
 	"CREATE INDEX chunks_container ON chunks (container, offset);"
+	"CREATE INDEX chunks_dead ON chunks (tier) WHERE refs = 0;"
 	"CREATE TABLE recipes ("
 	"  ino INTEGER NOT NULL REFERENCES inodes (ino),"
 	"  offset INTEGER NOT NULL,"
@@ -1302,6 +1306,11 @@ int catalog_chunks_foreach_in_container(Catalog *c, uint64_t container,
 int catalog_chunks_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
 			   void *userdata) {
 	return chunks_foreach(c, STMT_CHUNKS_TIER, tier, cb, userdata);
+}
+
+int catalog_chunks_foreach_dead(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
+				void *userdata) {
+	return chunks_foreach(c, STMT_CHUNKS_DEAD, tier, cb, userdata);
 }
 
 int catalog_recipe_put(Catalog *c, uint64_t ino, uint64_t offset, const void *blob, size_t size) {

@@ -189,6 +189,9 @@ int catalog_chunk_delete(Catalog *c, uint64_t id);
 /* Visits the chunks of one container in offset order; cb must not call into the catalog. */
 int catalog_chunks_foreach_in_container(Catalog *c, uint64_t container,
 					int (*cb)(const CatalogChunk *ch, void *userdata), void *userdata);
+/* Visits the dead chunks (refs 0) of a tier, through an index of them alone; same rule for cb. */
+int catalog_chunks_foreach_dead(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
+				void *userdata);
 /* Visits every chunk of a tier (to build in-memory filters); same rule for cb. */
 int catalog_chunks_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
 			   void *userdata);

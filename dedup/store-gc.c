@@ -62,7 +62,7 @@ static int idvec_push(IdVec *v, uint64_t id) {
 }
 
 static int collect_dead(const CatalogChunk *ch, void *userdata) {
-	return ch->refs == 0 ? idvec_push(userdata, ch->id) : 0;
+	return idvec_push(userdata, ch->id);
 }
 
 static int collect_object(const char *name, void *userdata) {
@@ -76,7 +76,7 @@ static int delete_dead_chunks(DedupStore *s, DedupGcStats *st) {
 	IdVec dead = {};
 	int r;
 
-	r = catalog_chunks_foreach(s->catalog, s->tier, collect_dead, &dead);
+	r = catalog_chunks_foreach_dead(s->catalog, s->tier, collect_dead, &dead);
 	for (size_t i = 0; r >= 0 && i < dead.n; i += GC_DELETE_BATCH) {
 		size_t n = MIN(dead.n - i, (size_t) GC_DELETE_BATCH), deleted = 0;
 		r = catalog_begin(s->catalog);
