@@ -68,6 +68,7 @@ typedef enum StatementId {
 	STMT_CHUNK_REF,
 	STMT_CHUNK_MOVE,
 	STMT_CHUNK_DELETE,
+	STMT_CHUNK_RETIRE,
 	STMT_CHUNKS_IN_CONTAINER,
 	STMT_CHUNKS_TIER,
 	STMT_CHUNKS_DEAD,
@@ -127,6 +128,7 @@ static const char *const statement_sql[_STMT_MAX] = {
 			   "VALUES (?, ?, ?, ?, ?, ?, ?)",
 	[STMT_CHUNK_REF] = "UPDATE chunks SET refs = refs + ? WHERE id = ? RETURNING refs, container, frame_size",
 	[STMT_CHUNK_MOVE] = "UPDATE chunks SET container = ?, offset = ? WHERE id = ?",
+	[STMT_CHUNK_RETIRE] = "UPDATE chunks SET digest = ? WHERE id = ?",
 	[STMT_CHUNK_DELETE] = "DELETE FROM chunks WHERE id = ? AND refs = 0",
 	[STMT_CHUNKS_IN_CONTAINER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs "
 				     "FROM chunks WHERE container = ? ORDER BY offset",
@@ -1257,6 +1259,29 @@ int catalog_chunk_move(Catalog *c, uint64_t id, uint64_t container, uint64_t off
 		if (r >= 0)
 			r = container_live_add(c, container, ch.frame_size);
 	}
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_chunk_retire(Catalog *c, uint64_t id) {
+	uint8_t digest[CATALOG_DIGEST_SIZE] = {};
+	int r;
+
+	memset(digest, 0xff, 8);
+	for (unsigned k = 0; k < 8; k++)
+		digest[8 + k] = (uint8_t) (id >> (8 * k));
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_RETIRE);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_blob(s, 1, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) id);
+	r = step_done(c, s);
+	if (r >= 0 && sqlite3_changes(c->db) == 0)
+		r = -ENOENT;
 out:
 	unlock(c);
 	return r;

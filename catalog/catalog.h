@@ -184,6 +184,13 @@ int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
 int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta);
 /* Points a chunk at a new location (compaction); live bytes move with it. */
 int catalog_chunk_move(Catalog *c, uint64_t id, uint64_t container, uint64_t offset);
+/*
+ * Takes a damaged chunk out of the index: its digest is replaced by one no
+ * chunk can have (0xff x 8, then its id), so new data with that content is
+ * stored afresh instead of deduplicated against bytes that fail their checks.
+ * Files already referencing it keep it (and keep failing with EIO).
+ */
+int catalog_chunk_retire(Catalog *c, uint64_t id);
 /* Deletes a dead chunk (refs 0); -EBUSY if it is referenced again. */
 int catalog_chunk_delete(Catalog *c, uint64_t id);
 /* Visits the chunks of one container in offset order; cb must not call into the catalog. */

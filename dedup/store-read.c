@@ -340,6 +340,13 @@ static int frame_check_decode(DedupStore *s, StoreReadCtx *ctx, const uint8_t *f
 	if (r < 0 || h.plain_size != length || dedup_frame_header_frame_size(&h) != loc->frame_size ||
 	    !dedup_chunk_id_equal(&h.id, &loc->id)) {
 		dedup_chunk_cache_release(s->chunk_cache, ch);
+		/*
+		 * Damaged: no new file may deduplicate against it.  Out of the
+		 * index and out of the locality cache; a failure here only
+		 * means a later writer may hit the damage too.
+		 */
+		(void) catalog_chunk_retire(s->catalog, chunk);
+		dedup_locality_clear(s->locality);
 		return -EIO;
 	}
 	*ret = dedup_chunk_cache_insert(s->chunk_cache, ch);

@@ -141,7 +141,12 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	i->fd = TAKE_FD(fd);
 	pthread_mutex_unlock(&i->lock);
 	i->sealed = false;
-	atomic_store(&i->written_end, truncate_to_zero ? 0 : ci.size);
+	/*
+	 * The bytes copied back count as not yet written: only a rewrite within
+	 * this raw session marks the file as rewritten in place, so an image
+	 * copy updated block by block (RECOVER COPY) is sealed again.
+	 */
+	atomic_store(&i->written_end, 0);
 	goto out;
 
 err_unlink:

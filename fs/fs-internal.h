@@ -116,7 +116,6 @@ FsInode *fs_inode_find(Fs *fs, uint64_t ino);
  * the inode and its staging file.
  */
 void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n);
-bool fs_inode_is_open(Fs *fs, uint64_t ino);
 /* Counts an open handle / releases it (closing the staging fd at the last one). */
 void fs_inode_open(Fs *fs, FsInode *i);
 void fs_inode_release(Fs *fs, FsInode *i);

@@ -125,14 +125,6 @@ FsInode *fs_inode_find(Fs *fs, uint64_t ino) {
 	return i;
 }
 
-bool fs_inode_is_open(Fs *fs, uint64_t ino) {
-	pthread_mutex_lock(&fs->table_lock);
-	FsInode *i = table_find(fs, ino);
-	bool open = i && i->nopen > 0;
-	pthread_mutex_unlock(&fs->table_lock);
-	return open;
-}
-
 /* Deletes the inode if it has no links; the caller made sure no entry exists. */
 static void inode_delete_if_unlinked(Fs *fs, uint64_t ino) {
 	CatalogInode ci;

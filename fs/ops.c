@@ -824,13 +824,14 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 
-	if (atomic_exchange(&i->written, false)) {
-		if (atomic_load(&i->overwritten))
+	bool written = atomic_exchange(&i->written, false), rewritten = atomic_load(&i->overwritten);
+	fs_inode_release(fs, i);
+	if (written) {
+		if (rewritten)
 			mark_passthrough(fs, ino);
 		else
 			fs_seal_schedule(fs, ino);
 	}
-	fs_inode_release(fs, i);
 	fuse_reply_err(req, 0);
 }
 

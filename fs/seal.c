@@ -97,15 +97,16 @@ static void *sealer_main(void *userdata) {
 
 			uint64_t ino = item->ino;
 			free(item);
-			if (fs_inode_is_open(fs, ino))
-				/* Still being written or read: its last close queues it again. */
-				;
-			else {
-				int r = fs_data_seal(fs, ino);
-				if (r < 0)
-					log_warning_errno(r, "Failed to seal inode %llu (it stays raw): %m",
-							  (unsigned long long) ino);
-			}
+			/*
+			 * Open files are sealed too: readers switch to the recipe
+			 * under the data lock, and a writer that changes the bytes
+			 * meanwhile makes the seal give up; its next close queues
+			 * the file again.
+			 */
+			int r = fs_data_seal(fs, ino);
+			if (r < 0)
+				log_warning_errno(r, "Failed to seal inode %llu (it stays raw): %m",
+						  (unsigned long long) ino);
 			pthread_mutex_lock(&fs->seal_lock);
 			continue;
 		}
