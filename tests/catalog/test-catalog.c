@@ -305,6 +305,19 @@ static void test_chunks_and_recipes(void) {
 	n = 0;
 	CHECK(catalog_chunks_foreach(c, 1, count_chunk, &n) == 0 && n == 1);
 
+	/* Dead chunks are found through their own index; a retired chunk is no longer found by digest. */
+	CHECK(catalog_chunk_ref(c, other, -1) == 0);
+	n = 0;
+	CHECK(catalog_chunks_foreach_dead(c, 1, count_chunk, &n) == 0 && n == 1);
+	n = 0;
+	CHECK(catalog_chunks_foreach_dead(c, 0, count_chunk, &n) == 0 && n == 0);
+	CHECK(catalog_chunk_retire(c, id) == 0);
+	CHECK(catalog_chunk_find(c, 0, ch.digest, &got) == -ENOENT);
+	CHECK(catalog_chunk_get(c, id, &got) == 0 && got.refs == 1 && got.container == cont2);
+	CHECK(catalog_chunk_add(c, &(CatalogChunk) { .tier = 0, .container = cont, .frame_size = 1, .plain_size = 1,
+						     .digest = { 0xab, 0xab } }, &other) == 0);
+	CHECK(catalog_chunk_retire(c, 999999) == -ENOENT);
+
 	ct = (CatalogContainer) { .id = cont, .size = 12345, .full = true };
 	CHECK(catalog_container_update(c, &ct) == 0);
 	CHECK(catalog_container_get(c, cont, &ct) == 0 && ct.size == 12345 && ct.full);
