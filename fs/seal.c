@@ -52,7 +52,8 @@ static int schedule_one(uint64_t ino, void *userdata) {
 	if (!item)
 		return -ENOMEM;
 	item->ino = ino;
-	item->due_ns = monotonic_ns();
+	/* The same quiet time as after a close: a restarted archiver comes first. */
+	item->due_ns = monotonic_ns() + (int64_t) fs->seal_delay_s * 1000000000;
 	/* Called before the worker starts: no lock contention, order does not matter. */
 	item->next = fs->seal_queue;
 	fs->seal_queue = item;
