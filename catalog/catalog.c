@@ -468,6 +468,28 @@ int catalog_sync(Catalog *c) {
 	return r;
 }
 
+int catalog_checkpoint(Catalog *c) {
+	int r;
+
+	lock(c);
+	if (!sqlite3_get_autocommit(c->db)) {
+		unlock(c);
+		return -EBUSY;
+	}
+	uint64_t target = c->commits;
+	r = catalog_result(sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL));
+	unlock(c);
+	if (r < 0)
+		return r;
+
+	/* synchronous = NORMAL syncs the database file at the end of a checkpoint. */
+	pthread_mutex_lock(&c->sync_lock);
+	if (c->synced < target)
+		c->synced = target;
+	pthread_mutex_unlock(&c->sync_lock);
+	return 0;
+}
+
 int catalog_begin(Catalog *c) {
 	lock(c);
 	sqlite3_stmt *s = stmt(c, STMT_BEGIN);

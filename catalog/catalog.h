@@ -106,6 +106,16 @@ Catalog *catalog_close(Catalog *c);
 /* Makes every committed change durable (fdatasync of the WAL). */
 int catalog_sync(Catalog *c);
 
+/*
+ * Copies the WAL into the database file, syncs it, and cuts the WAL to zero
+ * bytes.  SQLite checkpoints by itself every ~4 MiB of WAL but never shrinks
+ * the file; the daemon calls this when it runs out of background work, so
+ * an idle catalog takes only its real size on the hot tier.  Every commit so
+ * far is durable when it returns 0.  Must not be called inside a
+ * transaction (-EBUSY).
+ */
+int catalog_checkpoint(Catalog *c);
+
 /* Transactions; begin takes the catalog lock until commit or rollback. */
 int catalog_begin(Catalog *c);
 int catalog_commit(Catalog *c);

@@ -21,6 +21,11 @@
  *   capacity = 2T                 ; optional cap on what fratier may use, IEC suffixes K M G T P
  *   reserve = 16G                 ; optional space kept free
  *
+ *   [class backuppiece]           ; "class NAME", NAME = archivelog | backuppiece | imagecopy | other
+ *   chunking = cdc                ; cdc (content-defined) | fixed
+ *   chunk_size = 8K               ; cdc: the average, a power of two (min = /4, max = x4); fixed: the size
+ *   zstd_level = 3                ; -7 .. 19 (negative: zstd's fast levels)
+ *
  * Rules beyond the sketch above:
  *  - Unknown sections and keys, a key given twice, a section given twice and
  *    an empty value are errors.  Keys and section names are case-sensitive.
@@ -42,6 +47,11 @@
  *    glue an indented line onto the previous value.  Comments start a line
  *    with ';' or '#', or follow a value after " ;".
  *  - Files: at most CONFIG_FILE_SIZE_MAX bytes, no NUL bytes.
+ *  - A [class NAME] section overrides only the keys it gives; the others
+ *    keep their defaults (config_class_default()).  Online redo logs,
+ *    control files and flashback logs are never deduplicated and have no
+ *    section.  chunk_size: cdc CONFIG_CDC_SIZE_MIN..CONFIG_CDC_SIZE_MAX,
+ *    fixed CONFIG_FIXED_SIZE_MIN..CONFIG_FIXED_SIZE_MAX in multiples of 512.
  */
 
 #include <stdbool.h>
@@ -69,6 +79,37 @@ typedef enum TierBackend {
 	_TIER_BACKEND_INVALID = -22,
 } TierBackend;
 
+/* The file classes a config can tune; fs/ maps its own classes onto these. */
+typedef enum ConfigClass {
+	CONFIG_CLASS_ARCHIVELOG,
+	CONFIG_CLASS_BACKUPPIECE,
+	CONFIG_CLASS_IMAGECOPY,
+	CONFIG_CLASS_OTHER,
+	_CONFIG_CLASS_MAX,
+	_CONFIG_CLASS_INVALID = -22,
+} ConfigClass;
+
+typedef enum ConfigChunking {
+	CONFIG_CHUNKING_CDC,
+	CONFIG_CHUNKING_FIXED,
+	_CONFIG_CHUNKING_MAX,
+	_CONFIG_CHUNKING_INVALID = -22,
+} ConfigChunking;
+
+/* Bounds that keep the chunker's min (size/4) and max (size*4) within its own limits. */
+#define CONFIG_CDC_SIZE_MIN (1u << 10)
+#define CONFIG_CDC_SIZE_MAX (1u << 20)
+#define CONFIG_FIXED_SIZE_MIN 512u
+#define CONFIG_FIXED_SIZE_MAX (4u << 20)
+#define CONFIG_ZSTD_LEVEL_MIN (-7)
+#define CONFIG_ZSTD_LEVEL_MAX 19
+
+typedef struct ConfigClassPolicy {
+	ConfigChunking chunking;
+	uint32_t chunk_size;   /* cdc: average; fixed: every chunk */
+	int zstd_level;
+} ConfigClassPolicy;
+
 typedef struct ConfigTier {
 	char *name;
 	TierRole role;
@@ -85,6 +126,7 @@ typedef struct Config {
 	int log_level;         /* LOG_ERR .. LOG_DEBUG */
 	ConfigTier tiers[CONFIG_TIERS_MAX];
 	size_t n_tiers;
+	ConfigClassPolicy classes[_CONFIG_CLASS_MAX];
 } Config;
 
 /* Static strings ("hot", "dir", ...), NULL when out of range; from_string is exact and returns _INVALID otherwise. */
@@ -92,6 +134,14 @@ const char *tier_role_to_string(TierRole r);
 TierRole tier_role_from_string(const char *s);
 const char *tier_backend_to_string(TierBackend b);
 TierBackend tier_backend_from_string(const char *s);
+
+const char *config_class_to_string(ConfigClass c);
+ConfigClass config_class_from_string(const char *s);
+const char *config_chunking_to_string(ConfigChunking c);
+ConfigChunking config_chunking_from_string(const char *s);
+
+/* What a class gets when the config says nothing about it.  c must be valid. */
+ConfigClassPolicy config_class_default(ConfigClass c);
 
 /*
  * Parses a config held in memory (need not be NUL-terminated).  filename is
@@ -115,7 +165,7 @@ int config_load_file(const char *path, Config *ret, char **ret_error);
  * The embedded default: hot tier DATA_DIR/hot, capacity tier DATA_DIR/capacity.
  * data_dir is made absolute (a relative one against the current directory;
  * nothing is resolved on disk, so it need not exist yet) and normalized like
- * tier paths.  allow_other off, log_level LOG_INFO, source NULL.  Returns 0,
+ * tier paths.  allow_other off, log_level LOG_INFO, default class policies, source NULL.  Returns 0,
  * -EINVAL (empty data_dir), -ENAMETOOLONG (CONFIG_PATH_MAX), -ENOMEM or
  * -errno of getcwd().  On error *ret is left zeroed.
  */

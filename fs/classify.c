@@ -32,6 +32,12 @@ static const ClassRule rules[] = {
 	{ NULL, "o1_mf_*_*_*.log", FS_CLASS_PASSTHROUGH },
 	{ NULL, "*.arc", FS_CLASS_ARCHIVELOG },
 	{ "archivelog", NULL, FS_CLASS_ARCHIVELOG },
+	/*
+	 * OMF names an archivelog backup set's pieces o1_mf_annnn_TAG_*: they
+	 * carry archived logs' bytes, which dedup against the logs only when
+	 * cut by the same chunker.
+	 */
+	{ NULL, "o1_mf_annnn_*", FS_CLASS_ARCHIVELOG_BACKUP },
 	{ NULL, "*.bkp", FS_CLASS_BACKUPPIECE },
 	{ NULL, "*.bck", FS_CLASS_BACKUPPIECE },
 	{ "backupset", NULL, FS_CLASS_BACKUPPIECE },
@@ -47,6 +53,7 @@ static const char *const class_names[_FS_CLASS_MAX] = {
 	[FS_CLASS_BACKUPPIECE] = "backuppiece",
 	[FS_CLASS_IMAGECOPY] = "imagecopy",
 	[FS_CLASS_PASSTHROUGH] = "passthrough",
+	[FS_CLASS_ARCHIVELOG_BACKUP] = "archivelogbackup",
 };
 
 FsFileClass fs_classify(const char *dir_name, const char *name) {
@@ -67,4 +74,21 @@ bool fs_class_is_sealed(FsFileClass c) {
 
 const char *fs_class_to_string(FsFileClass c) {
 	return c < _FS_CLASS_MAX ? class_names[c] : "unknown";
+}
+
+/* The config's settings for a sealed class; NULL for passthrough. */
+const ConfigClassPolicy *fs_class_policy(const Fs *fs, FsFileClass c) {
+	static const ConfigClass map[_FS_CLASS_MAX] = {
+		[FS_CLASS_OTHER] = CONFIG_CLASS_OTHER,
+		[FS_CLASS_ARCHIVELOG] = CONFIG_CLASS_ARCHIVELOG,
+		[FS_CLASS_BACKUPPIECE] = CONFIG_CLASS_BACKUPPIECE,
+		[FS_CLASS_IMAGECOPY] = CONFIG_CLASS_IMAGECOPY,
+		[FS_CLASS_ARCHIVELOG_BACKUP] = CONFIG_CLASS_ARCHIVELOG,
+	};
+	return fs_class_is_sealed(c) ? &fs->config->classes[map[c]] : NULL;
+}
+
+DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p) {
+	return p->chunking == CONFIG_CHUNKING_FIXED ? DEDUP_CHUNKER_PARAMS_FIXED(p->chunk_size)
+						    : DEDUP_CHUNKER_PARAMS_CDC(p->chunk_size);
 }

@@ -31,13 +31,6 @@
 
 #define SEAL_READ_SIZE (1u << 20)
 
-static const DedupChunkerParams *class_chunker(FsFileClass c) {
-	static const DedupChunkerParams cdc = DEDUP_CHUNKER_PARAMS_DEFAULT;
-	/* Image copies keep Oracle's block alignment: fixed chunks of two 8 KiB blocks. */
-	static const DedupChunkerParams fixed = DEDUP_CHUNKER_PARAMS_FIXED(16u << 10);
-	return c == FS_CLASS_IMAGECOPY ? &fixed : &cdc;
-}
-
 /* Loads whether the file is sealed; data_lock held exclusively. */
 static int state_load(Fs *fs, FsInode *i) {
 	CatalogInode ci;
@@ -187,7 +180,11 @@ static int seal_ingest(Fs *fs, uint64_t ino, FsFileClass class, DedupWriter **re
 	/* The data will be read once, sequentially: say so, and let the pages go after. */
 	(void) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 
-	r = dedup_writer_new(fs->store, class_chunker(class), 0, &w);
+	const ConfigClassPolicy *policy = fs_class_policy(fs, class);
+	if (!policy)
+		return -EINVAL; /* passthrough: never sealed */
+	DedupChunkerParams params = fs_class_chunker(policy);
+	r = dedup_writer_new(fs->store, &params, policy->zstd_level, &w);
 	if (r < 0)
 		return r;
 	for (uint64_t off = 0; off < (uint64_t) ret_st->st_size;) {

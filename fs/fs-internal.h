@@ -60,6 +60,7 @@ typedef enum FsFileClass {
 	FS_CLASS_BACKUPPIECE,
 	FS_CLASS_IMAGECOPY,
 	FS_CLASS_PASSTHROUGH,     /* online redo, control files, flashback logs: always raw */
+	FS_CLASS_ARCHIVELOG_BACKUP, /* BACKUP ARCHIVELOG pieces: archived logs' bytes, chunked like them */
 	_FS_CLASS_MAX,
 } FsFileClass;
 
@@ -144,6 +145,8 @@ int fs_staging_recover(Fs *fs, uint64_t *ret_orphans, uint64_t *ret_strays);
 FsFileClass fs_classify(const char *dir_name, const char *name);
 bool fs_class_is_sealed(FsFileClass c);
 const char *fs_class_to_string(FsFileClass c);
+const ConfigClassPolicy *fs_class_policy(const Fs *fs, FsFileClass c);
+DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p);
 
 /* data.c: raw <-> sealed. */
 /* Takes data_lock shared with the inode's state known. */

@@ -73,6 +73,9 @@ static void run_gc(Fs *fs) {
 	else if (st.chunks_deleted || st.containers_deleted)
 		log_info("collected %llu dead chunks, %llu containers",
 			 (unsigned long long) st.chunks_deleted, (unsigned long long) st.containers_deleted);
+	r = catalog_checkpoint(fs->catalog);
+	if (r < 0)
+		log_warning_errno(r, "Catalog checkpoint failed: %m");
 }
 
 static void *sealer_main(void *userdata) {

@@ -339,6 +339,45 @@ static void test_chunks_and_recipes(void) {
 	catalog_close(c);
 }
 
+static off_t file_size(const char *p) {
+	struct stat st;
+	return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+static void test_checkpoint(void) {
+	char wal[300], name[32];
+	Catalog *c = NULL;
+	uint64_t ino;
+
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	CHECK(catalog_open(path, 0, 0, &c) == 0);
+	uint64_t d = make(c, CATALOG_ROOT_INO, "checkpointed", S_IFDIR | 0755);
+	for (int k = 0; k < 200; k++) {
+		snprintf(name, sizeof(name), "f%d", k);
+		make(c, d, name, S_IFREG | 0644);
+	}
+	CHECK(file_size(wal) > 0);
+
+	/* Not inside a transaction: the checkpoint would have to commit it half-done. */
+	CHECK(catalog_begin(c) == 0);
+	CHECK(catalog_checkpoint(c) == -EBUSY);
+	catalog_rollback(c);
+
+	CHECK(catalog_checkpoint(c) == 0);
+	CHECK(file_size(wal) == 0);
+	/* The catalog goes on working on the emptied WAL, and the data is in the database file. */
+	make(c, d, "after", S_IFREG | 0644);
+	CHECK(file_size(wal) > 0);
+	CHECK(catalog_checkpoint(c) == 0);
+	catalog_close(c);
+
+	CHECK(catalog_open(path, 0, 0, &c) == 0);
+	CHECK(catalog_dirent_lookup(c, d, "f199", &ino) == 0);
+	CHECK(catalog_dirent_lookup(c, d, "after", &ino) == 0);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
 int main(void) {
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
@@ -351,6 +390,7 @@ int main(void) {
 	test_xattrs();
 	test_orphans_and_reuse();
 	test_chunks_and_recipes();
+	test_checkpoint();
 	test_bad_files();
 
 	char cmd[300];

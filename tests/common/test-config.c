@@ -266,6 +266,74 @@ static void test_errors(void) {
 		    FILE_NAME ":6: tier 'capacity' has the same path as tier 'hot': '/srv/fratier/c'");
 }
 
+static void test_classes(void) {
+	_cleanup_(config_done) Config c = {};
+
+	/* Defaults, in a file and in the embedded default alike. */
+	parse_ok(MAIN "[tier hot]\n", &c);
+	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {
+		ConfigClassPolicy d = config_class_default(k);
+		assert(memcmp(&c.classes[k], &d, sizeof(d)) == 0);
+	}
+	assert(c.classes[CONFIG_CLASS_IMAGECOPY].chunking == CONFIG_CHUNKING_FIXED);
+	assert(c.classes[CONFIG_CLASS_BACKUPPIECE].chunking == CONFIG_CHUNKING_CDC);
+	config_done(&c);
+	assert(config_default("/srv/x", &c) == 0);
+	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {
+		ConfigClassPolicy d = config_class_default(k);
+		assert(memcmp(&c.classes[k], &d, sizeof(d)) == 0);
+	}
+	config_done(&c);
+
+	/* A section overrides only what it names. */
+	parse_ok(MAIN "[tier hot]\n[class archivelog]\nchunk_size = 32K\nzstd_level = -3\n"
+		      "[class imagecopy]\nchunking = cdc\n[class other]\nchunking = fixed\nchunk_size = 1536\n", &c);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].chunking == CONFIG_CHUNKING_CDC);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].chunk_size == 32u << 10);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].zstd_level == -3);
+	assert(c.classes[CONFIG_CLASS_IMAGECOPY].chunking == CONFIG_CHUNKING_CDC);
+	assert(c.classes[CONFIG_CLASS_IMAGECOPY].chunk_size == config_class_default(CONFIG_CLASS_IMAGECOPY).chunk_size);
+	assert(c.classes[CONFIG_CLASS_OTHER].chunking == CONFIG_CHUNKING_FIXED);
+	assert(c.classes[CONFIG_CLASS_OTHER].chunk_size == 1536);
+	assert(memcmp(&c.classes[CONFIG_CLASS_BACKUPPIECE], &(ConfigClassPolicy) { 0 }, sizeof(ConfigClassPolicy)) != 0);
+	config_done(&c);
+
+	assert(config_class_from_string("backuppiece") == CONFIG_CLASS_BACKUPPIECE);
+	assert(config_class_from_string("passthrough") == _CONFIG_CLASS_INVALID);
+	assert(config_class_from_string(NULL) == _CONFIG_CLASS_INVALID);
+	assert(strcmp(config_class_to_string(CONFIG_CLASS_OTHER), "other") == 0);
+	assert(!config_class_to_string(_CONFIG_CLASS_MAX));
+	assert(config_chunking_from_string("fixed") == CONFIG_CHUNKING_FIXED);
+	assert(config_chunking_from_string("CDC") == _CONFIG_CHUNKING_INVALID);
+	assert(strcmp(config_chunking_to_string(CONFIG_CHUNKING_CDC), "cdc") == 0);
+
+	parse_fails(MAIN "[tier hot]\n[class redo]\n",
+		    FILE_NAME ":4: unknown class 'redo' (expected archivelog, backuppiece, imagecopy or other)");
+	parse_fails(MAIN "[tier hot]\n[class]\n",
+		    FILE_NAME ":4: unknown class '' (expected archivelog, backuppiece, imagecopy or other)");
+	parse_fails(MAIN "[class other]\n[tier hot]\n[class other]\n",
+		    FILE_NAME ":5: duplicate section [class other] (first on line 3)");
+	parse_fails(MAIN "[class other]\nrole = hot\n", FILE_NAME ":4: unknown key 'role' in section [class other]");
+	parse_fails(MAIN "[class other]\nchunking = rabin\n",
+		    FILE_NAME ":4: invalid chunking 'rabin' for 'chunking' (expected cdc or fixed)");
+	parse_fails(MAIN "[class other]\nzstd_level = 20\n",
+		    FILE_NAME ":4: invalid 'zstd_level' '20' (expected an integer from -7 to 19)");
+	parse_fails(MAIN "[class other]\nzstd_level = 3x\n",
+		    FILE_NAME ":4: invalid 'zstd_level' '3x' (expected an integer from -7 to 19)");
+	parse_fails(MAIN "[class other]\nzstd_level = -8\n",
+		    FILE_NAME ":4: invalid 'zstd_level' '-8' (expected an integer from -7 to 19)");
+	parse_fails(MAIN "[class other]\nchunk_size = 5M\n", FILE_NAME ":4: 'chunk_size' is at most 4M, got '5M'");
+	parse_fails(MAIN "[class other]\nchunk_size = lots\n", FILE_NAME ":4: invalid size 'lots' for 'chunk_size'");
+	parse_fails(MAIN "[tier hot]\n[class other]\nchunk_size = 12K\n",
+		    FILE_NAME ":5: chunk_size of class other (cdc) must be a power of two from 1K to 1M, got 12288");
+	parse_fails(MAIN "[tier hot]\n[class other]\nchunk_size = 2M\n",
+		    FILE_NAME ":5: chunk_size of class other (cdc) must be a power of two from 1K to 1M, got 2097152");
+	parse_fails(MAIN "[tier hot]\n[class archivelog]\nchunking = fixed\nchunk_size = 1000\n",
+		    FILE_NAME ":6: chunk_size of class archivelog (fixed) must be a multiple of 512 from 512 to 4M, got 1000");
+	parse_fails(MAIN "[tier hot]\n[class imagecopy]\nchunking = cdc\nchunk_size = 0\n",
+		    FILE_NAME ":6: chunk_size of class imagecopy (cdc) must be a power of two from 1K to 1M, got 0");
+}
+
 static void test_lines(void) {
 	/* Syntax errors are found by inih; the first problem in the file wins either way. */
 	parse_fails(MAIN "[tier hot]\njunk\n", FILE_NAME ":4: syntax error (expected [section], key = value or a comment)");
@@ -548,6 +616,7 @@ int main(void) {
 	test_minimal();
 	test_syntax_variants();
 	test_errors();
+	test_classes();
 	test_lines();
 	test_sizes();
 	test_strings();

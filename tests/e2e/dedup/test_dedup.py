@@ -55,13 +55,15 @@ libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_
 
 
 def expected_class(rel):
-    """The class the naming rules give a file (see DEDUP.md), or None for passthrough."""
+    """The class the naming rules in fs/classify.c give a file, or None for passthrough."""
     parts = rel.split("/")
     parent, name = parts[-2] if len(parts) > 1 else "", parts[-1]
     if parent in ("onlinelog", "controlfile", "flashback") or name.endswith((".ctl", ".flb", ".rdo")):
         return None
     if name.endswith(".arc") or parent == "archivelog":
         return "archivelog"
+    if name.startswith("o1_mf_annnn_"):
+        return "archivelogbackup"
     if name.endswith((".bkp", ".bck")) or parent in ("backupset", "autobackup"):
         return "backuppiece"
     if parent == "datafile" or name.endswith((".dbf", ".cpy")):
@@ -210,7 +212,7 @@ class DedupTest:
         self.put("ORCL/onlinelog/o1_mf_1_kx3m4n5p_.log", self.content.make(1 << 20))
         self.put("ORCL/controlfile/o1_mf_ab12cd34_.ctl", self.content.make(512 << 10))
         classes = sorted(set(str(self.klass[r]) for r in self.model))
-        self.res.check(classes == ["None", "archivelog", "backuppiece", "imagecopy", "other"],
+        self.res.check(classes == ["None", "archivelog", "archivelogbackup", "backuppiece", "imagecopy", "other"],
                        "the test files do not cover every class: %s" % classes)
         self.check_states(list(self.model), "day 1")
 
@@ -421,7 +423,7 @@ class DedupTest:
         os.link(self.p(a), self.p(hard))
         sa, sh = os.stat(self.p(a)), os.stat(self.p(hard))
         self.res.check(sa.st_ino == sh.st_ino and sh.st_nlink == 2, "link: not the same inode or nlink %d" % sh.st_nlink)
-        self.res.check(dc.state(self.p(hard)) == ("sealed", "backuppiece"), "link: state via the new name %s"
+        self.res.check(dc.state(self.p(hard)) == ("sealed", "archivelogbackup"), "link: state via the new name %s"
                        % " ".join(dc.state(self.p(hard))))
         self.model[hard], self.klass[hard] = self.model[a], self.klass[a]
         dc.compare(self.res, self.p(hard), self.model[hard], "hard link")
@@ -432,7 +434,7 @@ class DedupTest:
         moved = "ORCL/backupset/moved_annnn.bkp"
         os.rename(self.p(hard), self.p(moved))
         self.model[moved], self.klass[moved] = self.model.pop(hard), self.klass.pop(hard)
-        self.res.check(dc.state(self.p(moved)) == ("sealed", "backuppiece"), "rename: state %s"
+        self.res.check(dc.state(self.p(moved)) == ("sealed", "archivelogbackup"), "rename: state %s"
                        % " ".join(dc.state(self.p(moved))))
         dc.compare(self.res, self.p(moved), self.model[moved], "renamed")
 
