@@ -36,6 +36,10 @@ typedef enum StatementId {
 	STMT_INODE_CREATE,
 	STMT_INODE_UPDATE,
 	STMT_INODE_DELETE,
+	STMT_INODE_ARCHIVELOG_DELETE,
+	STMT_ARCHIVELOG_SET,
+	STMT_ARCHIVELOG_GET,
+	STMT_ARCHIVELOGS,
 	STMT_INODE_EXISTS,
 	STMT_INODE_XATTRS_DELETE,
 	STMT_SYMLINK_GET,
@@ -92,6 +96,14 @@ static const char *const statement_sql[_STMT_MAX] = {
 			      "size = ?, atime_ns = ?, mtime_ns = ?, ctime_ns = ?, state = ?, file_class = ?, tier = ?, "
 			      "stored = ? WHERE ino = ?",
 	[STMT_INODE_DELETE] = "DELETE FROM inodes WHERE ino = ?",
+	[STMT_INODE_ARCHIVELOG_DELETE] = "DELETE FROM archivelogs WHERE ino = ?",
+	[STMT_ARCHIVELOG_SET] = "INSERT OR REPLACE INTO archivelogs (ino, dbid, db_name, resetlogs_id, thread, sequence, "
+				"low_scn, next_scn, low_time, next_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	[STMT_ARCHIVELOG_GET] = "SELECT ino, dbid, db_name, resetlogs_id, thread, sequence, low_scn, next_scn, low_time, "
+				"next_time FROM archivelogs WHERE ino = ?",
+	[STMT_ARCHIVELOGS] = "SELECT ino, dbid, db_name, resetlogs_id, thread, sequence, low_scn, next_scn, low_time, "
+			     "next_time FROM archivelogs WHERE (?1 = 0 OR thread = ?1) AND sequence BETWEEN ?2 AND ?3 "
+			     "AND (?4 = 0 OR dbid = ?4) ORDER BY thread, sequence, ino",
 	[STMT_INODE_EXISTS] = "SELECT 1 FROM inodes WHERE ino = ?",
 	[STMT_INODE_XATTRS_DELETE] = "DELETE FROM xattrs WHERE ino = ?",
 	[STMT_SYMLINK_GET] = "SELECT target FROM inodes WHERE ino = ?",
@@ -205,6 +217,20 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  offset INTEGER NOT NULL,"
 	"  segment BLOB NOT NULL,"
 	"  PRIMARY KEY (ino, offset)) WITHOUT ROWID;",
+
+	/* 2 -> 3: archived logs' headers, for recall by sequence and reports by database. */
+	"CREATE TABLE archivelogs ("
+	"  ino INTEGER PRIMARY KEY REFERENCES inodes (ino),"
+	"  dbid INTEGER NOT NULL,"
+	"  db_name BLOB NOT NULL,"
+	"  resetlogs_id INTEGER NOT NULL,"
+	"  thread INTEGER NOT NULL,"
+	"  sequence INTEGER NOT NULL,"
+	"  low_scn INTEGER NOT NULL,"
+	"  next_scn INTEGER NOT NULL,"
+	"  low_time INTEGER NOT NULL,"
+	"  next_time INTEGER NOT NULL);"
+	"CREATE INDEX archivelogs_sequence ON archivelogs (thread, sequence);",
 };
 
 struct Catalog {
@@ -633,6 +659,8 @@ int catalog_inode_delete(Catalog *c, uint64_t ino) {
 	lock(c);
 	r = run_ino(c, STMT_INODE_XATTRS_DELETE, ino);
 	if (r >= 0)
+		r = run_ino(c, STMT_INODE_ARCHIVELOG_DELETE, ino);
+	if (r >= 0)
 		r = run_ino(c, STMT_INODE_DELETE, ino);
 	unlock(c);
 	return r;
@@ -728,6 +756,116 @@ out:
 
 int catalog_orphans_foreach(Catalog *c, int (*cb)(uint64_t ino, void *userdata), void *userdata) {
 	return inos_foreach(c, STMT_ORPHANS, 0, cb, userdata);
+}
+
+int catalog_archivelog_set(Catalog *c, uint64_t ino, const CatalogArchivelog *a) {
+	int r;
+
+	if (!memchr(a->db_name, '\0', sizeof(a->db_name)))
+		return -EINVAL;
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_ARCHIVELOG_SET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	sqlite3_bind_int64(s, 2, a->dbid);
+	sqlite3_bind_blob(s, 3, a->db_name, (int) strlen(a->db_name), SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, a->resetlogs_id);
+	sqlite3_bind_int64(s, 5, a->thread);
+	sqlite3_bind_int64(s, 6, a->sequence);
+	/* SCNs are 48 bits: they fit SQLite's signed 64-bit integers as they are. */
+	sqlite3_bind_int64(s, 7, (sqlite3_int64) a->low_scn);
+	sqlite3_bind_int64(s, 8, (sqlite3_int64) a->next_scn);
+	sqlite3_bind_int64(s, 9, a->low_time);
+	sqlite3_bind_int64(s, 10, a->next_time);
+	r = step_done(c, s);
+out:
+	unlock(c);
+	return r;
+}
+
+/* Fills *ret from a row of STMT_ARCHIVELOG_GET's columns; -EUCLEAN if the row is not one this module wrote. */
+static int archivelog_from_row(sqlite3_stmt *s, uint64_t *ret_ino, CatalogArchivelog *ret) {
+	int n = sqlite3_column_bytes(s, 2);
+	const void *name = sqlite3_column_blob(s, 2);
+	sqlite3_int64 v[] = {
+		sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4),
+		sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6), sqlite3_column_int64(s, 7),
+	};
+
+	if (n < 0 || (size_t) n >= sizeof(ret->db_name) || (n > 0 && !name) || v[0] < 0 || v[0] > UINT32_MAX ||
+	    v[1] < 0 || v[1] > UINT32_MAX || v[2] < 0 || v[2] > UINT16_MAX || v[3] < 0 || v[3] > UINT32_MAX ||
+	    v[4] < 0 || v[5] < 0)
+		return -EUCLEAN;
+	*ret = (CatalogArchivelog) {
+		.dbid = (uint32_t) v[0],
+		.resetlogs_id = (uint32_t) v[1],
+		.thread = (uint16_t) v[2],
+		.sequence = (uint32_t) v[3],
+		.low_scn = (uint64_t) v[4],
+		.next_scn = (uint64_t) v[5],
+		.low_time = sqlite3_column_int64(s, 8),
+		.next_time = sqlite3_column_int64(s, 9),
+	};
+	if (n > 0)
+		memcpy(ret->db_name, name, (size_t) n);
+	*ret_ino = (uint64_t) sqlite3_column_int64(s, 0);
+	return 0;
+}
+
+int catalog_archivelog_get(Catalog *c, uint64_t ino, CatalogArchivelog *ret) {
+	uint64_t found;
+	int r, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_ARCHIVELOG_GET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		r = archivelog_from_row(s, &found, ret);
+	else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_archivelogs_foreach(Catalog *c, uint32_t dbid, uint16_t thread, uint32_t first, uint32_t last,
+				int (*cb)(uint64_t ino, const CatalogArchivelog *a, void *userdata), void *userdata) {
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_ARCHIVELOGS);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, thread);
+	sqlite3_bind_int64(s, 2, first);
+	sqlite3_bind_int64(s, 3, last);
+	sqlite3_bind_int64(s, 4, dbid);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		CatalogArchivelog a;
+		uint64_t ino;
+		r = archivelog_from_row(s, &ino, &a);
+		if (r >= 0)
+			r = cb(ino, &a, userdata);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
 }
 
 int catalog_files_foreach_state(Catalog *c, CatalogFileState state, int (*cb)(uint64_t ino, void *userdata),

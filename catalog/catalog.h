@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 2
+#define CATALOG_SCHEMA_VERSION 3
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -137,6 +137,35 @@ int catalog_symlink_get(Catalog *c, uint64_t ino, char *buf, size_t size);
  * during the callbacks: cb must not call back into the catalog.
  */
 int catalog_orphans_foreach(Catalog *c, int (*cb)(uint64_t ino, void *userdata), void *userdata);
+/*
+ * What an archived redo log's own header says (tier/oracle-header.h), kept
+ * per file so that archivelogs can be found by thread and sequence (recall
+ * before a recovery) and reported by database, whatever their names.
+ */
+typedef struct CatalogArchivelog {
+	uint32_t dbid;
+	char db_name[9];          /* NUL-terminated */
+	uint32_t resetlogs_id;
+	uint16_t thread;
+	uint32_t sequence;
+	uint64_t low_scn;
+	uint64_t next_scn;
+	int64_t low_time;         /* Unix seconds */
+	int64_t next_time;
+} CatalogArchivelog;
+
+/* Records (or replaces) ino's archivelog header.  -EINVAL for a db_name that is not NUL-terminated. */
+int catalog_archivelog_set(Catalog *c, uint64_t ino, const CatalogArchivelog *a);
+/* -ENOENT when ino has none (not an archived log, or its header did not parse). */
+int catalog_archivelog_get(Catalog *c, uint64_t ino, CatalogArchivelog *ret);
+/*
+ * Calls cb, in (thread, sequence) order, for every recorded log of thread
+ * (0: every thread) with first <= sequence <= last, of database dbid (0:
+ * any).  Same rule for cb as for catalog_orphans_foreach().
+ */
+int catalog_archivelogs_foreach(Catalog *c, uint32_t dbid, uint16_t thread, uint32_t first, uint32_t last,
+				int (*cb)(uint64_t ino, const CatalogArchivelog *a, void *userdata), void *userdata);
+
 /* Visits the regular files in a state (sealing work left from before a restart); same rule for cb. */
 int catalog_files_foreach_state(Catalog *c, CatalogFileState state, int (*cb)(uint64_t ino, void *userdata),
 				void *userdata);

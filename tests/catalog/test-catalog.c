@@ -378,6 +378,79 @@ static void test_checkpoint(void) {
 	catalog_close(c);
 }
 
+static int collect_logs(uint64_t ino, const CatalogArchivelog *a, void *userdata) {
+	char *out = userdata;
+	size_t n = strlen(out);
+	snprintf(out + n, 256 - n, "%llu:%u/%u ", (unsigned long long) ino, (unsigned) a->thread, (unsigned) a->sequence);
+	return 0;
+}
+
+static void test_archivelogs(void) {
+	char p3[300], cmd[700], seen[256];
+	Catalog *c = NULL;
+	CatalogArchivelog a, got;
+	uint64_t logs[5];
+
+	snprintf(p3, sizeof(p3), "%s/archivelogs.db", dir);
+	CHECK(catalog_open(p3, 0, 0, &c) == 0);
+	for (int k = 0; k < 5; k++) {
+		char name[16];
+		snprintf(name, sizeof(name), "log%d", k);
+		logs[k] = make(c, CATALOG_ROOT_INO, name, S_IFREG | 0640);
+		a = (CatalogArchivelog) { .dbid = k == 4 ? 7 : 1234567890u, .resetlogs_id = 99, .thread = k < 3 ? 1 : 2,
+					  .sequence = 100 + (uint32_t) k, .low_scn = UINT64_C(0xffffffffffff) - 10 + (uint64_t) k,
+					  .next_scn = UINT64_C(0xffffffffffff) - 9 + (uint64_t) k, .low_time = 1700000000,
+					  .next_time = 1700000600 };
+		snprintf(a.db_name, sizeof(a.db_name), "%s", k == 4 ? "OTHERDB1" : "ORCL");
+		CHECK(catalog_archivelog_set(c, logs[k], &a) == 0);
+	}
+	CHECK(catalog_archivelog_get(c, logs[1], &got) == 0);
+	CHECK(got.dbid == 1234567890u && got.thread == 1 && got.sequence == 101 && strcmp(got.db_name, "ORCL") == 0);
+	CHECK(got.low_scn == UINT64_C(0xffffffffffff) - 9 && got.next_time == 1700000600 && got.resetlogs_id == 99);
+	CHECK(catalog_archivelog_get(c, CATALOG_ROOT_INO, &got) == -ENOENT);
+
+	/* A second header for the same file replaces the first. */
+	a.sequence = 104;
+	CHECK(catalog_archivelog_set(c, logs[4], &a) == 0);
+	CHECK(catalog_archivelog_get(c, logs[4], &got) == 0 && got.sequence == 104 && strcmp(got.db_name, "OTHERDB1") == 0);
+	memset(a.db_name, 'X', sizeof(a.db_name));
+	CHECK(catalog_archivelog_set(c, logs[4], &a) == -EINVAL);
+
+	seen[0] = 0;
+	CHECK(catalog_archivelogs_foreach(c, 0, 1, 101, 200, collect_logs, seen) == 0);
+	snprintf(cmd, sizeof(cmd), "%llu:1/101 %llu:1/102 ", (unsigned long long) logs[1], (unsigned long long) logs[2]);
+	CHECK(strcmp(seen, cmd) == 0);
+	seen[0] = 0;
+	CHECK(catalog_archivelogs_foreach(c, 1234567890u, 0, 0, UINT32_MAX, collect_logs, seen) == 0);
+	snprintf(cmd, sizeof(cmd), "%llu:1/100 %llu:1/101 %llu:1/102 %llu:2/103 ", (unsigned long long) logs[0],
+		 (unsigned long long) logs[1], (unsigned long long) logs[2], (unsigned long long) logs[3]);
+	CHECK(strcmp(seen, cmd) == 0);
+
+	/* Deleting the inode deletes its header. */
+	CHECK(catalog_begin(c) == 0);
+	CHECK(catalog_dirent_remove(c, CATALOG_ROOT_INO, "log0") == 0);
+	CHECK(catalog_inode_delete(c, logs[0]) == 0);
+	CHECK(catalog_commit(c) == 0);
+	CHECK(catalog_archivelog_get(c, logs[0], &got) == -ENOENT);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+
+	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
+		 "PRAGMA user_version = 2'", p3);
+	CHECK(system(cmd) == 0);
+	CHECK(catalog_open(p3, 0, 0, &c) == 0);
+	uint64_t ino;
+	CHECK(catalog_dirent_lookup(c, CATALOG_ROOT_INO, "log3", &ino) == 0 && ino == logs[3]);
+	CHECK(catalog_archivelog_get(c, logs[3], &got) == -ENOENT);
+	CHECK(catalog_archivelog_set(c, logs[3], &a) == -EINVAL);
+	snprintf(a.db_name, sizeof(a.db_name), "ORCL");
+	CHECK(catalog_archivelog_set(c, logs[3], &a) == 0);
+	CHECK(catalog_archivelog_get(c, logs[3], &got) == 0 && got.sequence == 104);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
 int main(void) {
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
@@ -391,6 +464,7 @@ int main(void) {
 	test_orphans_and_reuse();
 	test_chunks_and_recipes();
 	test_checkpoint();
+	test_archivelogs();
 	test_bad_files();
 
 	char cmd[300];
