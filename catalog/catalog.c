@@ -78,6 +78,7 @@ typedef enum StatementId {
 	STMT_RECIPE_DELETE,
 	STMT_FILES_ALL,
 	STMT_DIRENT_OF,
+	STMT_FILES_TOTALS,
 	STMT_BEGIN,
 	STMT_COMMIT,
 	STMT_ROLLBACK,
@@ -146,6 +147,8 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_FILES_ALL] = "SELECT ino, parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, ctime_ns, state, "
 			   "file_class, tier, stored FROM inodes WHERE (mode & 0xf000) = 0x8000 AND nlink > 0 ORDER BY ino",
 	[STMT_DIRENT_OF] = "SELECT parent, name FROM dirents WHERE ino = ? ORDER BY cookie LIMIT 1",
+	[STMT_FILES_TOTALS] = "SELECT state, COUNT(*), TOTAL(size) FROM inodes "
+			      "WHERE (mode & 0xf000) = 0x8000 AND nlink > 0 GROUP BY state",
 	[STMT_BEGIN] = "BEGIN IMMEDIATE",
 	[STMT_COMMIT] = "COMMIT",
 	[STMT_ROLLBACK] = "ROLLBACK",
@@ -1569,5 +1572,35 @@ int catalog_dirent_find(Catalog *c, uint64_t ino, uint64_t *ret_parent, char *na
 	finish(s);
 out:
 	unlock(c);
+	return r;
+}
+
+int catalog_files_totals(Catalog *c, CatalogFileTotals *ret) {
+	CatalogFileTotals t = {};
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_FILES_TOTALS);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t state = sqlite3_column_int64(s, 0);
+		if (state < 0 || state >= _CATALOG_FILE_STATE_MAX) {
+			r = -EUCLEAN;
+			break;
+		}
+		t.files[state] = (uint64_t) sqlite3_column_int64(s, 1);
+		/* TOTAL() is a double: exact up to 2^53 bytes (8 PiB). */
+		t.bytes[state] = (uint64_t) sqlite3_column_double(s, 2);
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	if (r >= 0)
+		*ret = t;
 	return r;
 }

@@ -241,5 +241,13 @@ int catalog_files_foreach(Catalog *c, int (*cb)(const CatalogInode *ci, void *us
  */
 int catalog_dirent_find(Catalog *c, uint64_t ino, uint64_t *ret_parent, char *name, size_t size);
 
+typedef struct CatalogFileTotals {
+	uint64_t files[_CATALOG_FILE_STATE_MAX]; /* regular files with links, per state */
+	uint64_t bytes[_CATALOG_FILE_STATE_MAX]; /* their sizes (advisory for raw files, see CatalogInode) */
+} CatalogFileTotals;
+
+/* Counts and sizes of the regular files per state, in one aggregate query. */
+int catalog_files_totals(Catalog *c, CatalogFileTotals *ret);
+
 /* Integrity check of the database file (PRAGMA integrity_check + foreign_key_check). */
 int catalog_check(Catalog *c);

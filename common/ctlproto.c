@@ -24,7 +24,6 @@ static const char *const command_names[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_LS] = "ls",
 	[CTL_COMMAND_REPORT] = "report",
 	[CTL_COMMAND_POLICY] = "policy",
-	[CTL_COMMAND_METRICS] = "metrics",
 	[CTL_COMMAND_GC] = "gc",
 	[CTL_COMMAND_SCRUB] = "scrub",
 };
@@ -63,7 +62,6 @@ static const CommandDef commands[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_LS] = { ARG_PATH, "path", 1, CTL_PATHS_MAX },
 	[CTL_COMMAND_REPORT] = { ARG_BY, "by", 1, 1 },
 	[CTL_COMMAND_POLICY] = { ARG_NONE },
-	[CTL_COMMAND_METRICS] = { ARG_NONE },
 	[CTL_COMMAND_GC] = { ARG_NONE, .privileged = true },
 	[CTL_COMMAND_SCRUB] = { ARG_TIER, "tier", 0, 1, .privileged = true },
 };
