@@ -1234,10 +1234,11 @@ static int serve(Conn *c) {
 	r = recv_full(c->fd, payload, len, deadline);
 	if (r < 0)
 		return r;
-	r = ctl_request_parse(payload, len, &req, &c->error);
+	_cleanup_free_ char *why = NULL;
+	r = ctl_request_parse(payload, len, &req, &why);
 	if (r < 0) {
-		log_debug("tierctl request from uid %u refused: %s", (unsigned) c->cred.uid, c->error ?: "");
-		return conn_done(c, conn_fail(c, r, "bad request: %s", c->error ?: strerror(-r)));
+		log_debug("tierctl request from uid %u refused: %s", (unsigned) c->cred.uid, why ?: "");
+		return conn_done(c, conn_fail(c, r, "bad request: %s", why ?: strerror(-r)));
 	}
 
 	r = catalog_open_reader(c->fs->catalog, &c->reader);

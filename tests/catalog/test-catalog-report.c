@@ -94,6 +94,17 @@ int main(void) {
 	int calls = 0;
 	CHECK(catalog_files_foreach(reader, stop_early, &calls) == -ECANCELED && calls == 1);
 
+	CatalogFileTotals t;
+	CHECK(catalog_files_totals(reader, &t) == 0);
+	CHECK(t.files[CATALOG_FILE_RAW] == 2 && t.bytes[CATALOG_FILE_RAW] == 3000);
+	CHECK(t.files[CATALOG_FILE_SEALED] == 0 && t.bytes[CATALOG_FILE_SEALED] == 0);
+	CHECK(catalog_inode_get(c, f2, &ci) == 0);
+	ci.state = CATALOG_FILE_SEALED;
+	CHECK(catalog_inode_update(c, &ci) == 0);
+	CHECK(catalog_files_totals(reader, &t) == 0);
+	CHECK(t.files[CATALOG_FILE_RAW] == 1 && t.bytes[CATALOG_FILE_RAW] == 1000);
+	CHECK(t.files[CATALOG_FILE_SEALED] == 1 && t.bytes[CATALOG_FILE_SEALED] == 2000);
+
 	/* The way up: file -> directory entry -> directory's parent -> root. */
 	CHECK(catalog_dirent_find(reader, f1, &parent, name, sizeof(name)) == 0);
 	CHECK(parent == d && strcmp(name, "1_1.arc") == 0);
