@@ -1075,7 +1075,8 @@ static int scrub_progress(const DedupScrubResult *res, uint64_t total, void *use
 	if (atomic_load(&c->ctl->stopping) || peer_gone(c))
 		return -ECANCELED;
 	int64_t now = now_ns(CLOCK_MONOTONIC);
-	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS)
+	/* The last one is sent by do_scrub(), with the final figures. */
+	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS || res->bytes >= total)
 		return 0;
 	c->last_progress_ns = now;
 	int r = send_progress(c, "verify", res->bytes, total, res->damaged_chunks);
