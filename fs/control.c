@@ -54,6 +54,8 @@
 #define CONTROL_CONNECTIONS_MAX 16
 #define CONTROL_REQUEST_TIMEOUT_MS 5000
 #define CONTROL_SEND_TIMEOUT_S 10
+/* How long a finished connection waits for the client to close before closing itself. */
+#define CONTROL_DRAIN_MS 1000
 #define CONTROL_SAMPLE_INTERVAL_MS 10000
 /* Samples kept for throughput: one minute at CONTROL_SAMPLE_INTERVAL_MS. */
 #define CONTROL_SAMPLES 7
@@ -777,8 +779,7 @@ static int tree_usage(Conn *c, const CatalogInode *top, Usage *u) {
 	return r;
 }
 
-static int path_failed(Conn *c, const char *path, int err, uint64_t *failures) {
-	(*failures)++;
+static int path_failed(Conn *c, const char *path, int err) {
 	int r = row(c, "failed");
 	if (r >= 0)
 		r = add(c, "path", path);
@@ -790,7 +791,6 @@ static int path_failed(Conn *c, const char *path, int err, uint64_t *failures) {
 }
 
 static int do_du(Conn *c, const CtlRequest *req) {
-	uint64_t failures = 0;
 	int r = 0;
 	for (size_t i = 0; r >= 0 && i < req->n_paths; i++) {
 		CatalogInode ci;
@@ -801,7 +801,7 @@ static int do_du(Conn *c, const CtlRequest *req) {
 		if (q == -ECANCELED || q == -ENOMEM)
 			return q;
 		if (q < 0) {
-			r = path_failed(c, req->paths[i], q, &failures);
+			r = path_failed(c, req->paths[i], q);
 			continue;
 		}
 		r = row(c, "du");
@@ -816,8 +816,6 @@ static int do_du(Conn *c, const CtlRequest *req) {
 		if (r >= 0)
 			r = add_file_state(c, &ci);
 	}
-	if (r >= 0 && failures)
-		r = add_u64(c, "failures", failures);
 	return r;
 }
 
@@ -859,7 +857,6 @@ static int ls_entry(Conn *c, const char *dir, const char *name, const CatalogIno
 
 static int do_ls(Conn *c, const CtlRequest *req) {
 	_cleanup_free_ CatalogDirent *ents = malloc(CONTROL_DIR_BATCH * sizeof(CatalogDirent));
-	uint64_t failures = 0;
 	int r = 0;
 
 	if (!ents)
@@ -871,7 +868,7 @@ static int do_ls(Conn *c, const CtlRequest *req) {
 		if (q >= 0 && S_ISDIR(ci.mode) && !may_access(c, &ci, 5))
 			q = -EACCES;
 		if (q < 0) {
-			r = path_failed(c, path, q, &failures);
+			r = path_failed(c, path, q);
 			continue;
 		}
 		if (!S_ISDIR(ci.mode)) {
@@ -897,8 +894,6 @@ static int do_ls(Conn *c, const CtlRequest *req) {
 			}
 		}
 	}
-	if (r >= 0 && failures)
-		r = add_u64(c, "failures", failures);
 	return r;
 }
 
@@ -1146,25 +1141,24 @@ static int do_scrub(Conn *c, const CtlRequest *req) {
 	}
 	r = send_progress(c, "verify", res.bytes, res.bytes, res.damaged_chunks);
 
-	/* Which files the damage reaches. */
+	/* Which files the damage reaches: counted first, since a reply's own fields precede its rows. */
+	_cleanup_free_ uint64_t *hit = NULL;
+	_cleanup_free_ bool *unreadable = NULL;
 	if (r >= 0 && res.n_damaged > 0) {
 		qsort(res.damaged, res.n_damaged, sizeof(uint64_t), id_compare);
 		r = census(c, &files);
+		hit = r >= 0 ? calloc(files.n + 1, sizeof(uint64_t)) : NULL;
+		unreadable = r >= 0 ? calloc(files.n + 1, sizeof(bool)) : NULL;
+		if (r >= 0 && (!hit || !unreadable))
+			r = -ENOMEM;
 		for (size_t i = 0; r >= 0 && i < files.n; i++) {
 			if (files.items[i].state != CATALOG_FILE_SEALED)
 				continue;
 			int q = dedup_file_references_any(c->reader, files.items[i].ino, res.damaged, res.n_damaged);
 			if (q == 0)
 				continue;
-			_cleanup_free_ char *path = NULL;
-			damaged_files++;
-			r = row(c, "damaged");
-			if (r >= 0 && path_of(c->reader, files.items[i].ino, &path) >= 0)
-				r = add(c, "path", path);
-			if (r >= 0)
-				r = add_u64(c, "ino", files.items[i].ino);
-			if (r >= 0 && q < 0)
-				r = add(c, "error", "recipe unreadable");
+			unreadable[damaged_files] = q < 0;
+			hit[damaged_files++] = files.items[i].ino;
 		}
 	}
 	if (r >= 0)
@@ -1179,6 +1173,16 @@ static int do_scrub(Conn *c, const CtlRequest *req) {
 		r = add_u64(c, "damaged_containers", res.damaged_containers);
 	if (r >= 0)
 		r = add_u64(c, "damaged_files", damaged_files);
+	for (size_t i = 0; r >= 0 && i < damaged_files; i++) {
+		_cleanup_free_ char *path = NULL;
+		r = row(c, "damaged");
+		if (r >= 0 && path_of(c->reader, hit[i], &path) >= 0)
+			r = add(c, "path", path);
+		if (r >= 0)
+			r = add_u64(c, "ino", hit[i]);
+		if (r >= 0 && unreadable[i])
+			r = add(c, "error", "recipe unreadable");
+	}
 	free(files.items);
 	dedup_scrub_result_done(&res);
 	return r;
@@ -1302,6 +1306,25 @@ static void *conn_main(void *userdata) {
 	if (r < 0)
 		log_debug_errno(r, "tierctl connection ended: %m");
 
+	/*
+	 * Read what the client may still be sending (a refused request's
+	 * rest) until it closes: closing with unread bytes would reset the
+	 * connection and could destroy the refusal before the client reads it.
+	 */
+	if (shutdown(c->fd, SHUT_WR) == 0) {
+		char sink[4096];
+		int64_t until = now_ns(CLOCK_MONOTONIC) + CONTROL_DRAIN_MS * 1000000;
+		for (size_t total = 0; total < CTL_REQUEST_SIZE_MAX;) {
+			int64_t left = (until - now_ns(CLOCK_MONOTONIC)) / 1000000;
+			struct pollfd p = { .fd = c->fd, .events = POLLIN };
+			if (left <= 0 || poll(&p, 1, (int) left) <= 0)
+				break;
+			ssize_t k = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+			if (k <= 0)
+				break;
+			total += (size_t) k;
+		}
+	}
 	c->reader = catalog_close(c->reader);
 	ctl_message_done(&c->out);
 	free(c->error);

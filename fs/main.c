@@ -44,6 +44,7 @@ typedef struct Args {
 	unsigned gc_interval_s;
 	char *positional[2];
 	unsigned n_positional;
+	bool allow_other;
 	bool show_help;
 	bool show_version;
 	bool too_many_args;
@@ -52,6 +53,7 @@ typedef struct Args {
 enum {
 	KEY_HELP,
 	KEY_VERSION,
+	KEY_ALLOW_OTHER,
 };
 
 static const struct fuse_opt arg_table[] = {
@@ -60,6 +62,7 @@ static const struct fuse_opt arg_table[] = {
 	{ "control=%s", offsetof(Args, control), 0 },
 	{ "seal_delay=%u", offsetof(Args, seal_delay_s), 0 },
 	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -77,6 +80,10 @@ static int arg_process(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_VERSION:
 		a->show_version = true;
 		return 0;
+	case KEY_ALLOW_OTHER:
+		/* Noted for the control socket's checks, and passed on to libfuse. */
+		a->allow_other = true;
+		return 1;
 	case FUSE_OPT_KEY_NONOPT:
 		/* "SOURCE MOUNTPOINT" from mount.fuse3, or just "MOUNTPOINT". */
 		if (a->n_positional >= ELEMENTSOF(a->positional)) {
@@ -292,6 +299,7 @@ static int run(int argc, char **argv) {
 		log_error("%s: the hot tier must be a local directory", config.source ?: "config");
 		goto out_config;
 	}
+	config.allow_other = config.allow_other || a.allow_other;
 	fs.config = &config;
 	fs.hot_path = hot->path;
 	fs.mountpoint = opts.mountpoint;
@@ -320,7 +328,7 @@ static int run(int argc, char **argv) {
 	if (add_mount_option(&args, "default_permissions", NULL) < 0 ||
 	    add_mount_option(&args, "fsname", config.data_dir) < 0 ||
 	    add_mount_option(&args, "subtype", "fratierfs") < 0 ||
-	    (config.allow_other && add_mount_option(&args, "allow_other", NULL) < 0)) {
+	    (config.allow_other && !a.allow_other && add_mount_option(&args, "allow_other", NULL) < 0)) {
 		log_error("cannot build mount options (a data directory containing ',' is not supported)");
 		goto out_fs;
 	}

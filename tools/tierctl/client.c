@@ -253,6 +253,9 @@ int tierctl_call(const char *socket_path, const CtlMessage *req, TierctlProgress
 		ssize_t k = send(fd, buf + off, size - off, MSG_NOSIGNAL);
 		if (k < 0 && errno == EINTR)
 			continue;
+		/* The daemon may have refused before reading it all (busy): its answer waits to be read. */
+		if (k < 0 && (errno == EPIPE || errno == ECONNRESET))
+			break;
 		if (k < 0) {
 			log_error_errno(errno, "cannot send the request to %s: %m", socket_path);
 			return TIERCTL_EXIT_NOT_RUNNING;
