@@ -70,7 +70,8 @@ static int occurrences_load(Catalog *c, uint64_t ino, Occurrences *o) {
 		*o = (Occurrences) {};
 		return r;
 	}
-	qsort(o->ids, o->n, sizeof(*o->ids), id_compare);
+	if (o->n > 1)
+		qsort(o->ids, o->n, sizeof(*o->ids), id_compare);
 	return 0;
 }
 
