@@ -384,7 +384,18 @@ static int run_paths(TierctlMount *mount, char **args, int n_args, CtlCommand cm
 			localtime_r(&tt, &tm);
 			strftime(mtime, sizeof(mtime), "%Y-%m-%d %H:%M", &tm);
 			snprintf(mode, sizeof(mode), "%04llo", (unsigned long long) tierctl_get_u64(m, at, "mode"));
+			/* Entries of several directories: each name with its directory (mount-relative). */
+			_cleanup_free_ char *qualified = NULL;
 			const char *name = tierctl_get(m, at, "name");
+			if (n_args > 1) {
+				const char *dir = tierctl_get(m, at, "dir");
+				if (asprintf(&qualified, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, name) < 0) {
+					qualified = NULL;
+					r = -ENOMEM;
+					break;
+				}
+				name = qualified;
+			}
 			if (arg_long) {
 				const char *cells[] = { tierctl_get(m, at, "type"),
 							mode,
