@@ -17,6 +17,7 @@ import errno
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -79,7 +80,6 @@ class Ctl:
         """Rows of a --bytes table (header first), split on runs of 2+ spaces."""
         rc, out, err = self.run(*args, "--bytes")
         self.res.check(rc == 0, "tierctl %s: exit %d: %s" % (" ".join(args), rc, err.strip()))
-        import re
         return [re.split(r"\s{2,}", line.strip()) for line in out.splitlines() if line.strip()]
 
 
@@ -421,6 +421,19 @@ def main():
                 rc, out, _ = ctl.run(cmd, "--help")
                 res.check(rc == 0 and out.startswith("usage: tierctl"), "%s --help" % cmd)
 
+            # ---- a client that leaves during a scrub (Ctrl-C) leaves nothing stuck ----
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sock)
+            payload = b"fratier 1\ncommand scrub\n"
+            s.sendall(struct.pack(">I", len(payload)) + payload)
+            s.close()
+            for _ in range(300):
+                rc, out, err = ctl.run("scrub", "--json")
+                if rc == 0 or "already running" not in err:
+                    break
+                time.sleep(0.1)
+            res.check(rc == 0, "scrub runs again after a client left one: %d %r" % (rc, err))
+
             # ---- scrub: clean, then one damaged chunk ----
             sc = ctl.json("scrub")
             res.check(sc is not None and sc.get("damaged_chunks") == 0 and sc.get("chunks", 0) > 0, "clean scrub %r" % sc)
@@ -433,6 +446,8 @@ def main():
             damaged = set(d["path"].lstrip("/") for d in sc.get("damaged", []))
             res.check(rc == EXIT_PARTIAL and sc.get("damaged_chunks", 0) >= 1 and damaged,
                       "scrub finds the damage: %d %r %r" % (rc, sc, err))
+            res.check(re.search(r"scrub: verify [0-9.]+ [KM]iB of [0-9.]+ [KM]iB \(100%\), .*/s, eta 0s, [1-9]\d* damaged", err),
+                      "scrub prints plain progress lines when not on a terminal: %r" % err)
         # Remount (no cached chunk can hide the damage): listed files fail, the others read back.
         with Fratier(base=base, options=["seal_delay=0", "gc_interval=3600"]) as fs:
             for rel, (data, _) in files.items():
