@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "tools/tierctl/client.h"
@@ -45,6 +48,74 @@ static void expect_size(uint64_t v, bool exact, const char *want) {
 
 static int http(const char *s, TierctlHttpRequest *req) {
 	return tierctl_http_request_parse(s, strlen(s), req);
+}
+
+/* A daemon that answers every request with one progress frame, then waits for the client to hang up. */
+typedef struct Fake {
+	int listen_fd;
+	bool saw_hangup;
+} Fake;
+
+static void *fake_daemon(void *userdata) {
+	Fake *fk = userdata;
+	int fd = accept(fk->listen_fd, NULL, NULL);
+	assert(fd >= 0);
+	uint8_t buf[4096];
+	assert(recv(fd, buf, sizeof(buf), 0) > 4);
+	CtlMessage m = {};
+	uint8_t *frame;
+	size_t size;
+	assert(ctl_reply_begin(&m, CTL_REPLY_PROGRESS) == 0);
+	assert(ctl_message_add(&m, "phase", "verify") == 0);
+	assert(ctl_message_format(&m, CTL_FRAME_SIZE_MAX, &frame, &size) == 0);
+	assert(send(fd, frame, size, 0) == (ssize_t) size);
+	free(frame);
+	ctl_message_done(&m);
+	fk->saw_hangup = recv(fd, buf, sizeof(buf), 0) == 0;
+	close(fd);
+	return NULL;
+}
+
+static volatile int interrupted;
+
+static int interrupt_on_progress(const CtlMessage *frame, void *userdata) {
+	(*(int *) userdata)++;
+	interrupted = 1; /* as the SIGINT handler does */
+	return 0;
+}
+
+/* Ctrl-C while waiting for a long request: the client stops reading and hangs up, so the daemon stops. */
+static void test_interrupt(void) {
+	char dir[] = "/tmp/fratier-test-tierctl-XXXXXX";
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	Fake fk = {};
+	pthread_t t;
+
+	assert(mkdtemp(dir));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/control.sock", dir);
+	fk.listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert(fk.listen_fd >= 0 && bind(fk.listen_fd, (struct sockaddr *) &sa, sizeof(sa)) == 0);
+	assert(listen(fk.listen_fd, 1) == 0);
+	assert(pthread_create(&t, NULL, fake_daemon, &fk) == 0);
+
+	CtlMessage req = {};
+	TierctlReply reply;
+	int progress = 0;
+	assert(ctl_request_begin(&req, CTL_COMMAND_SCRUB) == 0);
+	assert(tierctl_call(sa.sun_path, &req, interrupt_on_progress, &progress, &interrupted, &reply) == -EINTR);
+	assert(progress == 1);
+	pthread_join(t, NULL);
+	assert(fk.saw_hangup);
+	ctl_message_done(&req);
+	close(fk.listen_fd);
+	unlink(sa.sun_path);
+	rmdir(dir);
+
+	/* Nobody listening: "not running", with an exit code. */
+	interrupted = 0;
+	assert(ctl_request_begin(&req, CTL_COMMAND_STATUS) == 0);
+	assert(tierctl_call(sa.sun_path, &req, NULL, NULL, &interrupted, &reply) == TIERCTL_EXIT_NOT_RUNNING);
+	ctl_message_done(&req);
 }
 
 int main(void) {
@@ -127,6 +198,7 @@ int main(void) {
 	strcpy(longt + 5 + TIERCTL_HTTP_TARGET_MAX, " HTTP/1.1\r\n\r\n");
 	assert(http(longt, &req) == -E2BIG);
 
+	test_interrupt();
 	printf("tierctl: all tests passed\n");
 	return 0;
 }
