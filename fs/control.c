@@ -497,10 +497,10 @@ static int do_df(Conn *c) {
 
 static void throughput(FsControl *ctl, bool *ret_known, uint64_t *ret_sealed, uint64_t *ret_stored) {
 	pthread_mutex_lock(&ctl->lock);
-	*ret_known = ctl->n_samples >= 2;
+	const Sample *a = &ctl->samples[0], *b = &ctl->samples[ctl->n_samples ? ctl->n_samples - 1 : 0];
+	double dt = (double) (b->t_ns - a->t_ns) / 1e9;
+	*ret_known = ctl->n_samples >= 2 && dt > 0;
 	if (*ret_known) {
-		const Sample *a = &ctl->samples[0], *b = &ctl->samples[ctl->n_samples - 1];
-		double dt = (double) (b->t_ns - a->t_ns) / 1e9;
 		/* Net growth: deletions meanwhile count against it, and it never goes below zero. */
 		*ret_sealed = b->sealed_bytes > a->sealed_bytes ? (uint64_t) ((double) (b->sealed_bytes - a->sealed_bytes) / dt) : 0;
 		*ret_stored = b->stored_bytes > a->stored_bytes ? (uint64_t) ((double) (b->stored_bytes - a->stored_bytes) / dt) : 0;
