@@ -461,10 +461,33 @@ def main():
                     res.check(err == errno.EIO, "%s listed as damaged and reads EIO (%r)" % (rel, err))
                 else:
                     res.check(ok, "%s not listed and reads back intact (%r)" % (rel, err))
+        check_socket_options(res, base)
     finally:
         if not os.environ.get("FRATIER_KEEP"):
             shutil.rmtree(base, ignore_errors=True)
     res.finish()
+
+
+def check_socket_options(res, base):
+    """-o control=PATH moves the socket; a socket that cannot be made stops the start-up, with a message."""
+    custom = os.path.join(base, "custom.sock")
+    with Fratier(base=base, options=["control=" + custom]) as fs:
+        res.check(os.path.exists(custom) and not os.path.exists(os.path.join(fs.data, "control.sock")),
+                  "-o control=PATH puts the socket there")
+        rc, out, err = Ctl(fs.mnt, res).run("--socket", custom, "df", "--json")
+        res.check(rc == 0 and json.loads(out)["tiers"][0]["files"] == 6, "tierctl --socket PATH: %d %r" % (rc, err))
+    res.check(not os.path.exists(custom), "the socket goes with the daemon")
+    for bad, why in ((os.path.join(base, "missing-dir", "c.sock"), "No such file"),
+                     ("/tmp/" + "x" * 120 + ".sock", "too long"),
+                     (os.path.join(base, "data", "hot", "catalog.db"), "File exists")):
+        fs = Fratier(base=base, options=["control=" + bad])
+        try:
+            fs.start()
+            fs.stop()
+            res.check(False, "control=%s: the daemon started" % bad)
+        except RuntimeError as e:
+            res.check("control socket" in str(e) and why in str(e), "control=%s refused: %s" % (bad, str(e)[-300:]))
+    res.check(os.path.getsize(os.path.join(base, "data", "hot", "catalog.db")) > 0, "an existing file is never replaced")
 
 
 def damage_one_frame(fs):
