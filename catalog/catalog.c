@@ -80,6 +80,9 @@ typedef enum StatementId {
 	STMT_RECIPE_FIND,
 	STMT_RECIPE_ALL,
 	STMT_RECIPE_DELETE,
+	STMT_FILES_ALL,
+	STMT_DIRENT_OF,
+	STMT_FILES_TOTALS,
 	STMT_BEGIN,
 	STMT_COMMIT,
 	STMT_ROLLBACK,
@@ -153,6 +156,11 @@ static const char *const statement_sql[_STMT_MAX] = {
 			     "ORDER BY offset DESC LIMIT 1",
 	[STMT_RECIPE_ALL] = "SELECT offset, segment FROM recipes WHERE ino = ? ORDER BY offset",
 	[STMT_RECIPE_DELETE] = "DELETE FROM recipes WHERE ino = ?",
+	[STMT_FILES_ALL] = "SELECT ino, parent, mode, uid, gid, nlink, rdev, size, atime_ns, mtime_ns, ctime_ns, state, "
+			   "file_class, tier, stored FROM inodes WHERE (mode & 0xf000) = 0x8000 AND nlink > 0 ORDER BY ino",
+	[STMT_DIRENT_OF] = "SELECT parent, name FROM dirents WHERE ino = ? ORDER BY cookie LIMIT 1",
+	[STMT_FILES_TOTALS] = "SELECT state, COUNT(*), TOTAL(size) FROM inodes "
+			      "WHERE (mode & 0xf000) = 0x8000 AND nlink > 0 GROUP BY state",
 	[STMT_BEGIN] = "BEGIN IMMEDIATE",
 	[STMT_COMMIT] = "COMMIT",
 	[STMT_ROLLBACK] = "ROLLBACK",
@@ -1609,5 +1617,150 @@ int catalog_check(Catalog *c) {
 	if (r >= 0)
 		r = check_pragma(c, "PRAGMA foreign_key_check", false);
 	unlock(c);
+	return r;
+}
+
+/* ---- for reports (tierctl) ---- */
+
+int catalog_open_reader(Catalog *c, Catalog **ret) {
+	_cleanup_free_ Catalog *r = NULL;
+	int version = 0, e;
+
+	lock(c);
+	const char *path = sqlite3_db_filename(c->db, "main");
+	_cleanup_free_ char *copy = path && *path ? strdup(path) : NULL;
+	unlock(c);
+	if (!copy)
+		return path && *path ? -ENOMEM : -EINVAL;
+
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&r->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	pthread_mutex_init(&r->sync_lock, NULL);
+	int rc = sqlite3_open_v2(copy, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+				 NULL);
+	if (rc != SQLITE_OK) {
+		e = catalog_result(rc);
+		goto fail;
+	}
+	(void) sqlite3_busy_timeout(r->db, 5000);
+	e = schema_version(r, &version);
+	if (e >= 0 && version != CATALOG_SCHEMA_VERSION)
+		e = -EPROTONOSUPPORT;
+	if (e < 0)
+		goto fail;
+	*ret = TAKE_PTR(r);
+	return 0;
+
+fail:
+	catalog_close(TAKE_PTR(r));
+	return e;
+}
+
+int catalog_files_foreach(Catalog *c, int (*cb)(const CatalogInode *ci, void *userdata), void *userdata) {
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_FILES_ALL);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		CatalogInode ci;
+		/* Columns after the ino are those of STMT_INODE_GET, one further along. */
+		ci = (CatalogInode) {
+			.ino = (uint64_t) sqlite3_column_int64(s, 0),
+			.parent = (uint64_t) sqlite3_column_int64(s, 1),
+			.mode = (uint32_t) sqlite3_column_int64(s, 2),
+			.uid = (uint32_t) sqlite3_column_int64(s, 3),
+			.gid = (uint32_t) sqlite3_column_int64(s, 4),
+			.nlink = (uint32_t) sqlite3_column_int64(s, 5),
+			.rdev = (uint64_t) sqlite3_column_int64(s, 6),
+			.size = (uint64_t) sqlite3_column_int64(s, 7),
+			.atime_ns = sqlite3_column_int64(s, 8),
+			.mtime_ns = sqlite3_column_int64(s, 9),
+			.ctime_ns = sqlite3_column_int64(s, 10),
+			.state = (CatalogFileState) sqlite3_column_int(s, 11),
+			.file_class = (uint32_t) sqlite3_column_int64(s, 12),
+			.tier = (uint32_t) sqlite3_column_int64(s, 13),
+			.stored = (uint64_t) sqlite3_column_int64(s, 14),
+		};
+		r = cb(&ci, userdata);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_dirent_find(Catalog *c, uint64_t ino, uint64_t *ret_parent, char *name, size_t size) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DIRENT_OF);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		const void *blob = sqlite3_column_blob(s, 1);
+		size_t n = (size_t) sqlite3_column_bytes(s, 1);
+		if (!blob || n == 0 || n > CATALOG_NAME_MAX)
+			r = -EUCLEAN;
+		else if (n + 1 > size)
+			r = -ERANGE;
+		else {
+			memcpy(name, blob, n);
+			name[n] = 0;
+			*ret_parent = (uint64_t) sqlite3_column_int64(s, 0);
+			r = 0;
+		}
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_files_totals(Catalog *c, CatalogFileTotals *ret) {
+	CatalogFileTotals t = {};
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_FILES_TOTALS);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t state = sqlite3_column_int64(s, 0);
+		if (state < 0 || state >= _CATALOG_FILE_STATE_MAX) {
+			r = -EUCLEAN;
+			break;
+		}
+		t.files[state] = (uint64_t) sqlite3_column_int64(s, 1);
+		/* TOTAL() is a double: exact up to 2^53 bytes (8 PiB). */
+		t.bytes[state] = (uint64_t) sqlite3_column_double(s, 2);
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	if (r >= 0)
+		*ret = t;
 	return r;
 }

@@ -256,5 +256,37 @@ int catalog_recipe_foreach(Catalog *c, uint64_t ino,
 			   int (*cb)(uint64_t start, const void *blob, size_t size, void *userdata), void *userdata);
 int catalog_recipe_delete(Catalog *c, uint64_t ino);
 
+/*
+ * For reports (the daemon's control socket): a second, read-only connection
+ * to c's database.  In WAL mode its reads never wait for c's writers and
+ * take none of c's locks, so a long report does not stall the filesystem;
+ * each statement sees one committed state.  Close it with catalog_close().
+ * Returns: 0, -EPROTONOSUPPORT (schema not the current one), -ENOMEM, or a
+ * SQLite error.
+ */
+int catalog_open_reader(Catalog *c, Catalog **ret);
+
+/*
+ * Visits every regular file with links, in inode order.  For a raw file
+ * size is advisory (the staging file is authoritative).  The catalog lock is
+ * held during the callbacks: cb must not call into the catalog.
+ */
+int catalog_files_foreach(Catalog *c, int (*cb)(const CatalogInode *ci, void *userdata), void *userdata);
+
+/*
+ * Copies one name of ino (the oldest of its links) into name and its
+ * directory into *ret_parent: with CatalogInode.parent of directories, the
+ * way from a file up to the root.  Returns 0, -ENOENT (no link), -ERANGE.
+ */
+int catalog_dirent_find(Catalog *c, uint64_t ino, uint64_t *ret_parent, char *name, size_t size);
+
+typedef struct CatalogFileTotals {
+	uint64_t files[_CATALOG_FILE_STATE_MAX]; /* regular files with links, per state */
+	uint64_t bytes[_CATALOG_FILE_STATE_MAX]; /* their sizes (advisory for raw files, see CatalogInode) */
+} CatalogFileTotals;
+
+/* Counts and sizes of the regular files per state, in one aggregate query. */
+int catalog_files_totals(Catalog *c, CatalogFileTotals *ret);
+
 /* Integrity check of the database file (PRAGMA integrity_check + foreign_key_check). */
 int catalog_check(Catalog *c);

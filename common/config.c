@@ -255,6 +255,7 @@ void config_done(Config *c) {
 		return;
 	free(c->source);
 	free(c->data_dir);
+	free(c->control_socket);
 	/* All slots, not just n_tiers: a half-built Config may have filled one more. */
 	for (size_t i = 0; i < CONFIG_TIERS_MAX; i++) {
 		free(c->tiers[i].name);
@@ -445,6 +446,16 @@ static int parse_data_dir(Parser *p, const char *key, const char *value) {
 	return 0;
 }
 
+static int parse_control_socket(Parser *p, const char *key, const char *value) {
+	if (value[0] != '/')
+		return parser_fail(p, p->line, "'%s' must be an absolute path, got '%s'", key, ESC(value));
+	if (path_has_control_chars(value))
+		return parser_fail(p, p->line, "control character in '%s': '%s'", key, ESC(value));
+	if (path_normalize(NULL, value, &p->config.control_socket) < 0)
+		return parser_oom(p);
+	return 0;
+}
+
 static int parse_allow_other(Parser *p, const char *key, const char *value) {
 	int b = parse_boolean(value);
 	if (b < 0)
@@ -554,6 +565,7 @@ static const KeyDef main_keys[] = {
 	{ "data_dir", parse_data_dir },
 	{ "allow_other", parse_allow_other },
 	{ "log_level", parse_log_level },
+	{ "control_socket", parse_control_socket },
 };
 
 static const KeyDef tier_keys[] = {

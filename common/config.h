@@ -13,6 +13,7 @@
  *   data_dir = /srv/fratier       ; required, absolute: daemon state, base of relative and default tier paths
  *   allow_other = no              ; let other users (oracle) use the mount
  *   log_level = info              ; err, warning, notice, info, debug
+ *   control_socket = /run/fratier.sock ; tierctl's socket (absolute); default DATA_DIR/control.sock
  *
  *   [tier hot]                    ; "tier NAME", NAME = [A-Za-z0-9_-]{1,32}
  *   role = hot                    ; hot | capacity | nfs (default: NAME, if NAME is one of these)
@@ -124,6 +125,7 @@ typedef struct Config {
 	char *data_dir;        /* absolute and normalized; never NULL after success */
 	bool allow_other;
 	int log_level;         /* LOG_ERR .. LOG_DEBUG */
+	char *control_socket;  /* absolute and normalized, or NULL: DATA_DIR/control.sock */
 	ConfigTier tiers[CONFIG_TIERS_MAX];
 	size_t n_tiers;
 	ConfigClassPolicy classes[_CONFIG_CLASS_MAX];

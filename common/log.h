@@ -22,6 +22,26 @@ void log_open_syslog(const char *ident);
 /* Prefix every line with this program name on stderr (tools). */
 void log_set_program_name(const char *name);
 
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define LOG_RECENT_MAX 16
+#define LOG_RECENT_MESSAGE_MAX 256
+
+typedef struct LogRecent {
+	time_t time;
+	int level;
+	char message[LOG_RECENT_MESSAGE_MAX];
+} LogRecent;
+
+/*
+ * Copies up to n of the last LOG_RECENT_MAX messages logged at LOG_WARNING
+ * or above, newest first, and returns how many; *ret_total (optional) gets
+ * how many were ever logged.  Thread-safe.
+ */
+size_t log_recent_get(LogRecent *buf, size_t n, uint64_t *ret_total);
+
 /* Returns -abs(error) when error != 0, else -EIO, so callers can "return log_..._errno()". */
 int log_internal(int level, int error, const char *file, int line, const char *format, ...) _printf_(5, 6);
 

@@ -268,3 +268,58 @@ typedef struct DedupStoreStats {
  * the tier's chunks: O(chunks), for reports, not for hot paths).
  */
 int dedup_store_stats(DedupStore *s, DedupStoreStats *ret);
+
+typedef struct DedupScrubResult {
+	uint64_t containers;         /* verified */
+	uint64_t bytes;              /* their committed bytes */
+	uint64_t chunks;             /* chunk frames read and checked */
+	uint64_t damaged_containers; /* whose header or footer is unreadable: all their chunks count as damaged */
+	uint64_t damaged_chunks;
+	uint64_t *damaged;           /* ids of the damaged chunks (retired now), in the order found */
+	size_t n_damaged, cap_damaged;
+} DedupScrubResult;
+
+/*
+ * Verifies every chunk of the tier: each chunk the catalog lists is read
+ * from its container and fully checked (frame checksums, decompression,
+ * SHA-256 against its id, sizes), and every container's header (and
+ * footer, once full) must name it.  A chunk that fails is retired
+ * (catalog_chunk_retire()): files that reference it keep failing with EIO,
+ * but no new file deduplicates against it.  Runs alongside writers, readers
+ * and the collector (which waits for at most one container at a time).
+ * progress (optional) is called after each container with the running
+ * result and the bytes to verify in all; its negative return stops the
+ * scrub and is returned.  Not to be called holding a catalog transaction.
+ * *ret gets what was done even on error; free it with
+ * dedup_scrub_result_done().
+ * Returns: 0, -ENOMEM, a catalog error, or progress's error.
+ */
+int dedup_store_scrub(DedupStore *s, int (*progress)(const DedupScrubResult *res, uint64_t total, void *userdata),
+		      void *userdata, DedupScrubResult *ret);
+void dedup_scrub_result_done(DedupScrubResult *res);
+
+typedef struct DedupFileUsage {
+	uint64_t logical;          /* bytes the recipe covers */
+	uint64_t zero_bytes;       /* in zero runs: never stored */
+	uint64_t chunk_bytes;      /* in chunks: logical - zero_bytes */
+	uint64_t chunks;           /* chunk references of the file */
+	uint64_t distinct_chunks;
+	uint64_t unique;           /* frame bytes of the chunks no other file references */
+	uint64_t shared;           /* frame bytes of the chunks others reference too */
+	double attributed;         /* frame bytes split evenly over every reference of each chunk */
+	double attributed_plain;   /* the same, in plain bytes (what dedup left of the file) */
+} DedupFileUsage;
+
+/*
+ * What sealed file ino costs, from its recipe and the chunk index read
+ * through c (any connection to the catalog, a read-only one included).
+ * Reads no container.  Returns: 0, -EIO (a recipe that does not decode or
+ * names a chunk the index lacks), -ENOMEM, or a catalog error.
+ */
+int dedup_file_usage(Catalog *c, uint64_t ino, DedupFileUsage *ret);
+
+/*
+ * Returns 1 if the recipe of ino references any of ids[0, n) (sorted
+ * ascending), 0 if not, or an error as dedup_file_usage().
+ */
+int dedup_file_references_any(Catalog *c, uint64_t ino, const uint64_t *sorted_ids, size_t n);

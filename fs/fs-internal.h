@@ -98,6 +98,9 @@ typedef struct Fs {
 	bool seal_thread_started;
 	pthread_t seal_thread;
 
+	const char *mountpoint;
+	struct FsControl *control; /* tierctl's socket, see control.c */
+
 	pthread_mutex_t table_lock;
 	FsInode **buckets;        /* protected by table_lock */
 	size_t n_buckets;
@@ -170,6 +173,18 @@ void fs_sealer_stop(Fs *fs);
 void fs_seal_schedule(Fs *fs, uint64_t ino);
 /* Queues every raw file of a sealed class (work left from before a restart). */
 int fs_seal_schedule_pending(Fs *fs);
+
+/* control.c: the control socket tierctl talks to (docs/CONTROL.md). */
+typedef struct FsControl FsControl;
+/*
+ * Binds path (replacing a dead socket left by a crash), before the mount, so
+ * a socket that cannot be made stops the start-up; start() serves it, after
+ * the daemon has detached.
+ */
+int fs_control_open(Fs *fs, const char *path);
+int fs_control_start(Fs *fs);
+/* Stops serving (waiting for the connections being served; a scrub stops early) and removes the socket. */
+void fs_control_stop(Fs *fs);
 
 /* ops.c */
 struct fuse_lowlevel_ops;

@@ -34,14 +34,17 @@
 #define SEAL_DELAY_DEFAULT_S 10
 #define GC_INTERVAL_DEFAULT_S 60
 #define LOCK_FILE "fratier.lock"
+#define CONTROL_SOCKET "control.sock"
 
 typedef struct Args {
 	char *data;
 	char *config;
+	char *control;
 	unsigned seal_delay_s;
 	unsigned gc_interval_s;
 	char *positional[2];
 	unsigned n_positional;
+	bool allow_other;
 	bool show_help;
 	bool show_version;
 	bool too_many_args;
@@ -50,13 +53,16 @@ typedef struct Args {
 enum {
 	KEY_HELP,
 	KEY_VERSION,
+	KEY_ALLOW_OTHER,
 };
 
 static const struct fuse_opt arg_table[] = {
 	{ "data=%s", offsetof(Args, data), 0 },
 	{ "config=%s", offsetof(Args, config), 0 },
+	{ "control=%s", offsetof(Args, control), 0 },
 	{ "seal_delay=%u", offsetof(Args, seal_delay_s), 0 },
 	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -74,6 +80,10 @@ static int arg_process(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_VERSION:
 		a->show_version = true;
 		return 0;
+	case KEY_ALLOW_OTHER:
+		/* Noted for the control socket's checks, and passed on to libfuse. */
+		a->allow_other = true;
+		return 1;
 	case FUSE_OPT_KEY_NONOPT:
 		/* "SOURCE MOUNTPOINT" from mount.fuse3, or just "MOUNTPOINT". */
 		if (a->n_positional >= ELEMENTSOF(a->positional)) {
@@ -101,6 +111,7 @@ static void help(const char *argv0) {
 	       "  -o config=FILE   tiers and policies from an INI file\n"
 	       "  -o seal_delay=S  seconds a closed file stays quiet before it is deduplicated (default %d)\n"
 	       "  -o gc_interval=S seconds between chunk collections (default %d)\n"
+	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
 	       "  -h, --help       this help\n"
@@ -204,6 +215,7 @@ static int catalog_start(Fs *fs) {
 }
 
 static void fs_done(Fs *fs) {
+	fs_control_stop(fs);
 	fs_inode_table_done(fs);
 	fs->store = dedup_store_free(fs->store);
 	fs->hot_backend = dedup_backend_free(fs->hot_backend);
@@ -233,7 +245,7 @@ static int run(int argc, char **argv) {
 	struct fuse_cmdline_opts opts = {};
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
-	_cleanup_free_ char *config_error = NULL;
+	_cleanup_free_ char *config_error = NULL, *control_path = NULL;
 	Config config = {};
 	Args a = { .seal_delay_s = SEAL_DELAY_DEFAULT_S, .gc_interval_s = GC_INTERVAL_DEFAULT_S };
 	Fs fs = { .hot_fd = -1, .staging_fd = -1, .lock_fd = -1 };
@@ -287,8 +299,20 @@ static int run(int argc, char **argv) {
 		log_error("%s: the hot tier must be a local directory", config.source ?: "config");
 		goto out_config;
 	}
+	config.allow_other = config.allow_other || a.allow_other;
 	fs.config = &config;
 	fs.hot_path = hot->path;
+	fs.mountpoint = opts.mountpoint;
+	if (a.control)
+		control_path = strdup(a.control);
+	else if (config.control_socket)
+		control_path = strdup(config.control_socket);
+	else if (asprintf(&control_path, "%s/%s", config.data_dir, CONTROL_SOCKET) < 0)
+		control_path = NULL;
+	if (!control_path) {
+		log_oom();
+		goto out_config;
+	}
 	fs.seal_delay_s = a.seal_delay_s;
 	fs.gc_interval_s = a.gc_interval_s ?: 1;
 	/* Tiers named in a config must exist: creating one could fill the wrong disk. */
@@ -304,8 +328,19 @@ static int run(int argc, char **argv) {
 	if (add_mount_option(&args, "default_permissions", NULL) < 0 ||
 	    add_mount_option(&args, "fsname", config.data_dir) < 0 ||
 	    add_mount_option(&args, "subtype", "fratierfs") < 0 ||
-	    (config.allow_other && add_mount_option(&args, "allow_other", NULL) < 0)) {
+	    (config.allow_other && !a.allow_other && add_mount_option(&args, "allow_other", NULL) < 0)) {
 		log_error("cannot build mount options (a data directory containing ',' is not supported)");
+		goto out_fs;
+	}
+	r = fs_control_open(&fs, control_path);
+	if (r == -EADDRINUSE) {
+		log_error("control socket %s is in use by another fratierfs; give this one its own with -o control=PATH",
+			  control_path);
+		goto out_fs;
+	}
+	if (r < 0) {
+		log_error_errno(r, "cannot create the control socket %s (choose another with -o control=PATH): %m",
+				control_path);
 		goto out_fs;
 	}
 	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
@@ -329,6 +364,11 @@ static int run(int argc, char **argv) {
 		log_error_errno(r, "cannot start the sealing worker: %m");
 		goto out_unmount;
 	}
+	r = fs_control_start(&fs);
+	if (r < 0) {
+		log_error_errno(r, "cannot serve the control socket %s: %m", control_path);
+		goto out_unmount;
+	}
 
 	loop = fuse_loop_cfg_create();
 	if (!loop) {
@@ -350,6 +390,7 @@ static int run(int argc, char **argv) {
 	fuse_loop_cfg_destroy(loop);
 
 out_unmount:
+	fs_control_stop(&fs);
 	fs_sealer_stop(&fs);
 	fuse_session_unmount(se);
 out_signals:
@@ -366,6 +407,7 @@ out_args:
 	fuse_opt_free_args(&args);
 	free(a.data);
 	free(a.config);
+	free(a.control);
 	for (unsigned k = 0; k < a.n_positional; k++)
 		free(a.positional[k]);
 	return ret;

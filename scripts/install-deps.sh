@@ -15,4 +15,5 @@ apt-get install -y -qq --no-install-recommends \
 	libzstd-dev libxxhash-dev libssl-dev libsqlite3-dev sqlite3 libinih-dev \
 	libnfs-dev libnfs-utils \
 	python3 attr acl xfsprogs e2fsprogs util-linux procps psmisc rsync systemd \
-	valgrind
+	valgrind \
+	python3-prometheus-client chromium

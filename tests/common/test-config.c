@@ -151,6 +151,17 @@ static void test_minimal(void) {
 	assert(strcmp(c.tiers[0].path, "/srv/fratier/hot") == 0);
 	assert(strcmp(c.tiers[1].path, "/srv/fratier/capacity") == 0);
 	assert(!config_tier_by_role(&c, TIER_ROLE_NFS));
+	assert(!c.control_socket && !d.control_socket);
+}
+
+static void test_control_socket(void) {
+	_cleanup_(config_done) Config c = {};
+	parse_ok(MAIN "control_socket = /run//fratier/./ctl.sock\n[tier hot]\n", &c);
+	assert(strcmp(c.control_socket, "/run/fratier/ctl.sock") == 0);
+	parse_fails(MAIN "control_socket = ctl.sock\n[tier hot]\n",
+		    FILE_NAME ":3: 'control_socket' must be an absolute path, got 'ctl.sock'");
+	parse_fails(MAIN "control_socket = /a\x01/z\n[tier hot]\n",
+		    FILE_NAME ":3: control character in 'control_socket': '/a\\x01/z'");
 }
 
 static void test_syntax_variants(void) {
@@ -614,6 +625,7 @@ static void test_load_file(void) {
 int main(void) {
 	test_full();
 	test_minimal();
+	test_control_socket();
 	test_syntax_variants();
 	test_errors();
 	test_classes();

@@ -1,0 +1,497 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ctlproto.c — the control protocol's encoding, parser and request checks.
+ *
+ * Invariants:
+ *  1. Every message has one encoding: ctl_message_format() of a parsed
+ *     payload gives back exactly the payload (the fuzz target checks it).
+ *  2. Nothing the parser returns exceeds a limit of ctlproto.h, and every
+ *     value is a NUL-free C string.
+ *  3. A request that ctl_request_parse() accepts names a known command and
+ *     only the arguments that command takes, each well-formed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ctlproto.h"
+
+static const char *const command_names[_CTL_COMMAND_MAX] = {
+	[CTL_COMMAND_STATUS] = "status",
+	[CTL_COMMAND_DF] = "df",
+	[CTL_COMMAND_DU] = "du",
+	[CTL_COMMAND_LS] = "ls",
+	[CTL_COMMAND_REPORT] = "report",
+	[CTL_COMMAND_POLICY] = "policy",
+	[CTL_COMMAND_GC] = "gc",
+	[CTL_COMMAND_SCRUB] = "scrub",
+};
+
+static const char *const report_by_names[_CTL_REPORT_BY_MAX] = {
+	[CTL_REPORT_BY_CLASS] = "class",
+	[CTL_REPORT_BY_DAY] = "day",
+	[CTL_REPORT_BY_TIER] = "tier",
+};
+
+static const char *const reply_kind_names[_CTL_REPLY_MAX] = {
+	[CTL_REPLY_DATA] = "data",
+	[CTL_REPLY_PROGRESS] = "progress",
+	[CTL_REPLY_DONE] = "done",
+};
+
+/* What each command takes: at most one kind of argument, between min and max times. */
+typedef enum ArgKind {
+	ARG_NONE,
+	ARG_PATH,
+	ARG_BY,
+	ARG_TIER,
+} ArgKind;
+
+typedef struct CommandDef {
+	ArgKind arg;
+	const char *arg_name;
+	unsigned min, max;
+	bool privileged;
+} CommandDef;
+
+static const CommandDef commands[_CTL_COMMAND_MAX] = {
+	[CTL_COMMAND_STATUS] = { ARG_NONE },
+	[CTL_COMMAND_DF] = { ARG_NONE },
+	[CTL_COMMAND_DU] = { ARG_PATH, "path", 1, CTL_PATHS_MAX },
+	[CTL_COMMAND_LS] = { ARG_PATH, "path", 1, CTL_PATHS_MAX },
+	[CTL_COMMAND_REPORT] = { ARG_BY, "by", 1, 1 },
+	[CTL_COMMAND_POLICY] = { ARG_NONE },
+	[CTL_COMMAND_GC] = { ARG_NONE, .privileged = true },
+	[CTL_COMMAND_SCRUB] = { ARG_TIER, "tier", 0, 1, .privileged = true },
+};
+
+static int lookup(const char *const *table, size_t n, const char *s) {
+	for (size_t i = 0; s && i < n; i++)
+		if (table[i] && strcmp(table[i], s) == 0)
+			return (int) i;
+	return -EINVAL;
+}
+
+const char *ctl_command_to_string(CtlCommand c) {
+	return c >= 0 && c < _CTL_COMMAND_MAX ? command_names[c] : NULL;
+}
+
+CtlCommand ctl_command_from_string(const char *s) {
+	return (CtlCommand) lookup(command_names, _CTL_COMMAND_MAX, s);
+}
+
+const char *ctl_report_by_to_string(CtlReportBy b) {
+	return b >= 0 && b < _CTL_REPORT_BY_MAX ? report_by_names[b] : NULL;
+}
+
+CtlReportBy ctl_report_by_from_string(const char *s) {
+	return (CtlReportBy) lookup(report_by_names, _CTL_REPORT_BY_MAX, s);
+}
+
+const char *ctl_reply_kind_to_string(CtlReplyKind k) {
+	return k >= 0 && k < _CTL_REPLY_MAX ? reply_kind_names[k] : NULL;
+}
+
+CtlReplyKind ctl_reply_kind_from_string(const char *s) {
+	return (CtlReplyKind) lookup(reply_kind_names, _CTL_REPLY_MAX, s);
+}
+
+bool ctl_command_is_privileged(CtlCommand c) {
+	return c >= 0 && c < _CTL_COMMAND_MAX && commands[c].privileged;
+}
+
+/* ---- messages ---- */
+
+void ctl_message_done(CtlMessage *m) {
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n_strings; i++)
+		free(m->strings[i]);
+	free(m->strings);
+	free(m->fields);
+	*m = (CtlMessage) {};
+}
+
+static bool name_is_valid(const char *s, size_t len) {
+	if (len == 0 || len > CTL_NAME_MAX || s[0] < 'a' || s[0] > 'z')
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return false;
+	return true;
+}
+
+static int keep_string(CtlMessage *m, char *s) {
+	if (m->n_strings == m->cap_strings) {
+		size_t cap = MAX(m->cap_strings * 2, (size_t) 16);
+		char **p = realloc(m->strings, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		m->strings = p;
+		m->cap_strings = cap;
+	}
+	m->strings[m->n_strings++] = s;
+	return 0;
+}
+
+static int push_field(CtlMessage *m, const char *name, const char *value) {
+	if (m->n >= CTL_FIELDS_MAX)
+		return -E2BIG;
+	if (m->n == m->cap) {
+		size_t cap = MAX(m->cap * 2, (size_t) 16);
+		CtlField *p = realloc(m->fields, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		m->fields = p;
+		m->cap = cap;
+	}
+	m->fields[m->n++] = (CtlField) { name, value };
+	return 0;
+}
+
+int ctl_message_add(CtlMessage *m, const char *name, const char *value) {
+	if (!name || !value || !name_is_valid(name, strlen(name)))
+		return -EINVAL;
+	size_t nl = strlen(name), vl = strlen(value);
+	if (vl > CTL_VALUE_MAX)
+		return -E2BIG;
+	char *s = malloc(nl + 1 + vl + 1);
+	if (!s)
+		return -ENOMEM;
+	memcpy(s, name, nl + 1);
+	memcpy(s + nl + 1, value, vl + 1);
+	int r = keep_string(m, s);
+	if (r < 0) {
+		free(s);
+		return r;
+	}
+	return push_field(m, s, s + nl + 1);
+}
+
+int ctl_message_addf(CtlMessage *m, const char *name, const char *format, ...) {
+	_cleanup_free_ char *v = NULL;
+	va_list ap;
+	va_start(ap, format);
+	int n = vasprintf(&v, format, ap);
+	va_end(ap);
+	if (n < 0) {
+		v = NULL;
+		return -ENOMEM;
+	}
+	return ctl_message_add(m, name, v);
+}
+
+int ctl_message_add_u64(CtlMessage *m, const char *name, uint64_t value) {
+	char buf[24];
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long) value);
+	return ctl_message_add(m, name, buf);
+}
+
+static bool byte_is_plain(unsigned char c) {
+	return c >= 0x20 && c <= 0x7e && c != '%';
+}
+
+int ctl_message_format(const CtlMessage *m, size_t max_size, uint8_t **ret, size_t *ret_size) {
+	static const char hex[] = "0123456789ABCDEF";
+	size_t size = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		size += strlen(m->fields[i].name) + 2;
+		for (const unsigned char *p = (const unsigned char *) m->fields[i].value; *p; p++)
+			size += byte_is_plain(*p) ? 1 : 3;
+		if (size > max_size)
+			return -E2BIG;
+	}
+	uint8_t *buf = malloc(CTL_FRAME_HEADER_SIZE + size);
+	if (!buf)
+		return -ENOMEM;
+	buf[0] = (uint8_t) (size >> 24);
+	buf[1] = (uint8_t) (size >> 16);
+	buf[2] = (uint8_t) (size >> 8);
+	buf[3] = (uint8_t) size;
+	uint8_t *o = buf + CTL_FRAME_HEADER_SIZE;
+	for (size_t i = 0; i < m->n; i++) {
+		size_t nl = strlen(m->fields[i].name);
+		memcpy(o, m->fields[i].name, nl);
+		o += nl;
+		*o++ = ' ';
+		for (const unsigned char *p = (const unsigned char *) m->fields[i].value; *p; p++) {
+			if (byte_is_plain(*p))
+				*o++ = *p;
+			else {
+				*o++ = '%';
+				*o++ = (uint8_t) hex[*p >> 4];
+				*o++ = (uint8_t) hex[*p & 15];
+			}
+		}
+		*o++ = '\n';
+	}
+	*ret = buf;
+	*ret_size = CTL_FRAME_HEADER_SIZE + size;
+	return 0;
+}
+
+int ctl_frame_header_parse(const uint8_t hdr[static CTL_FRAME_HEADER_SIZE], uint32_t max, uint32_t *ret) {
+	uint32_t n = (uint32_t) hdr[0] << 24 | (uint32_t) hdr[1] << 16 | (uint32_t) hdr[2] << 8 | hdr[3];
+	if (n == 0)
+		return -EBADMSG;
+	if (n > max)
+		return -E2BIG;
+	*ret = n;
+	return 0;
+}
+
+static int fail(char **ret_error, int r, const char *format, ...) _printf_(3, 4);
+static int fail(char **ret_error, int r, const char *format, ...) {
+	if (ret_error) {
+		va_list ap;
+		va_start(ap, format);
+		if (vasprintf(ret_error, format, ap) < 0)
+			*ret_error = NULL;
+		va_end(ap);
+	}
+	return r;
+}
+
+static int hex_digit(unsigned char c) {
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int ctl_message_parse(const void *buf, size_t len, CtlMessage *ret, char **ret_error) {
+	_cleanup_(ctl_message_done) CtlMessage m = {};
+	const unsigned char *p = buf, *end = p + len;
+	size_t line = 0;
+	int r;
+
+	*ret = (CtlMessage) {};
+	if (ret_error)
+		*ret_error = NULL;
+	if (len == 0)
+		return fail(ret_error, -EBADMSG, "empty message");
+	if (len > CTL_FRAME_SIZE_MAX)
+		return fail(ret_error, -E2BIG, "message of %zu bytes is above the limit of %u", len,
+			    (unsigned) CTL_FRAME_SIZE_MAX);
+	if (end[-1] != '\n')
+		return fail(ret_error, -EBADMSG, "message does not end with a newline");
+
+	/* One copy of the payload, decoded in place: decoding never grows it. */
+	char *store = malloc(len + 1);
+	if (!store)
+		return -ENOMEM;
+	r = keep_string(&m, store);
+	if (r < 0) {
+		free(store);
+		return r;
+	}
+	char *o = store;
+	while (p < end) {
+		line++;
+		const unsigned char *eol = memchr(p, '\n', (size_t) (end - p));
+		const unsigned char *sp = memchr(p, ' ', (size_t) (eol - p));
+		if (!sp)
+			return fail(ret_error, -EBADMSG, "line %zu: no space after the field name", line);
+		if (!name_is_valid((const char *) p, (size_t) (sp - p)))
+			return fail(ret_error, -EBADMSG, "line %zu: invalid field name", line);
+		char *name = o;
+		memcpy(o, p, (size_t) (sp - p));
+		o += sp - p;
+		*o++ = 0;
+		char *value = o;
+		for (const unsigned char *q = sp + 1; q < eol; q++) {
+			if (*q == '%') {
+				int hi = eol - q > 2 ? hex_digit(q[1]) : -1, lo = hi >= 0 ? hex_digit(q[2]) : -1;
+				if (lo < 0)
+					return fail(ret_error, -EBADMSG, "line %zu: bad %% escape", line);
+				unsigned char c = (unsigned char) (hi << 4 | lo);
+				/* Invariant 1: a byte that may be written plain must be. */
+				if (c == 0 || byte_is_plain(c))
+					return fail(ret_error, -EBADMSG, "line %zu: needless or NUL %% escape", line);
+				*o++ = (char) c;
+				q += 2;
+			} else if (byte_is_plain(*q))
+				*o++ = (char) *q;
+			else
+				return fail(ret_error, -EBADMSG, "line %zu: unescaped byte 0x%02x", line, *q);
+			if (o - value > CTL_VALUE_MAX)
+				return fail(ret_error, -E2BIG, "line %zu: value longer than %d bytes", line, CTL_VALUE_MAX);
+		}
+		*o++ = 0;
+		r = push_field(&m, name, value);
+		if (r == -E2BIG)
+			return fail(ret_error, r, "more than %d fields", CTL_FIELDS_MAX);
+		if (r < 0)
+			return r;
+		p = eol + 1;
+	}
+
+	char version[16];
+	snprintf(version, sizeof(version), "%d", CTL_PROTOCOL_VERSION);
+	if (strcmp(m.fields[0].name, "fratier") != 0)
+		return fail(ret_error, -EBADMSG, "message does not start with 'fratier %s'", version);
+	if (strcmp(m.fields[0].value, version) != 0)
+		return fail(ret_error, -EBADMSG, "protocol version '%s' not supported (this side speaks %s)",
+			    m.fields[0].value, version);
+	*ret = m;
+	m = (CtlMessage) {};
+	return 0;
+}
+
+const char *ctl_message_get(const CtlMessage *m, size_t from, const char *name) {
+	for (size_t i = from; i < m->n; i++) {
+		if (i > from && strcmp(m->fields[i].name, "row") == 0)
+			break;
+		if (strcmp(m->fields[i].name, name) == 0)
+			return m->fields[i].value;
+	}
+	return NULL;
+}
+
+int ctl_parse_u64(const char *s, uint64_t *ret) {
+	uint64_t v = 0;
+	if (!s || !*s || (s[0] == '0' && s[1]))
+		return -EBADMSG;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EBADMSG;
+		unsigned d = (unsigned) (*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -EBADMSG;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return 0;
+}
+
+int ctl_message_get_u64(const CtlMessage *m, size_t from, const char *name, uint64_t *ret) {
+	const char *v = ctl_message_get(m, from, name);
+	if (!v)
+		return -ENOENT;
+	return ctl_parse_u64(v, ret);
+}
+
+/* ---- requests and replies ---- */
+
+int ctl_request_begin(CtlMessage *m, CtlCommand c) {
+	int r = ctl_message_add_u64(m, "fratier", CTL_PROTOCOL_VERSION);
+	if (r >= 0)
+		r = ctl_message_add(m, "command", ctl_command_to_string(c) ?: "");
+	return r;
+}
+
+int ctl_reply_begin(CtlMessage *m, CtlReplyKind k) {
+	int r = ctl_message_add_u64(m, "fratier", CTL_PROTOCOL_VERSION);
+	if (r >= 0)
+		r = ctl_message_add(m, "reply", ctl_reply_kind_to_string(k) ?: "");
+	return r;
+}
+
+CtlReplyKind ctl_reply_kind(const CtlMessage *m) {
+	if (m->n < 2 || strcmp(m->fields[1].name, "reply") != 0)
+		return _CTL_REPLY_INVALID;
+	return ctl_reply_kind_from_string(m->fields[1].value);
+}
+
+bool ctl_path_is_valid(const char *p) {
+	size_t len = strlen(p);
+	if (len == 0 || len >= CTL_VALUE_MAX || p[0] != '/')
+		return false;
+	if (len == 1)
+		return true;
+	if (p[len - 1] == '/')
+		return false;
+	for (const char *c = p + 1;;) {
+		const char *slash = strchr(c, '/');
+		size_t n = slash ? (size_t) (slash - c) : strlen(c);
+		if (n == 0 || n > 255 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!slash)
+			return true;
+		c = slash + 1;
+	}
+}
+
+void ctl_request_done(CtlRequest *r) {
+	if (r)
+		ctl_message_done(&r->msg);
+}
+
+int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_error) {
+	CtlRequest req = {};
+	unsigned count = 0;
+	int r;
+
+	*ret = (CtlRequest) {};
+	if (len > CTL_REQUEST_SIZE_MAX)
+		return fail(ret_error, -E2BIG, "request of %zu bytes is above the limit of %u", len,
+			    (unsigned) CTL_REQUEST_SIZE_MAX);
+	r = ctl_message_parse(buf, len, &req.msg, ret_error);
+	if (r < 0)
+		return r;
+	CtlMessage *m = &req.msg;
+	if (m->n < 2 || strcmp(m->fields[1].name, "command") != 0) {
+		r = fail(ret_error, -EBADMSG, "second line must be 'command NAME'");
+		goto fail;
+	}
+	req.command = ctl_command_from_string(m->fields[1].value);
+	if (req.command < 0) {
+		r = fail(ret_error, -EBADMSG, "unknown command '%s'", m->fields[1].value);
+		goto fail;
+	}
+	const CommandDef *d = &commands[req.command];
+	for (size_t i = 2; i < m->n; i++) {
+		const CtlField *f = &m->fields[i];
+		if (d->arg == ARG_NONE || strcmp(f->name, d->arg_name) != 0) {
+			r = fail(ret_error, -EBADMSG, "unknown argument '%s' for command '%s'", f->name,
+				 command_names[req.command]);
+			goto fail;
+		}
+		if (++count > d->max) {
+			r = fail(ret_error, -EBADMSG, "argument '%s' given more than %u times", f->name, d->max);
+			goto fail;
+		}
+		switch (d->arg) {
+		case ARG_PATH:
+			if (!ctl_path_is_valid(f->value)) {
+				r = fail(ret_error, -EBADMSG, "path '%s' is not absolute and canonical", f->value);
+				goto fail;
+			}
+			req.paths[req.n_paths++] = f->value;
+			break;
+		case ARG_BY:
+			req.by = ctl_report_by_from_string(f->value);
+			if (req.by < 0) {
+				r = fail(ret_error, -EBADMSG, "'by' must be class, day or tier, not '%s'", f->value);
+				goto fail;
+			}
+			break;
+		case ARG_TIER: {
+			uint64_t t;
+			if (ctl_parse_u64(f->value, &t) < 0 || t > CTL_TIER_MAX) {
+				r = fail(ret_error, -EBADMSG, "'tier' must be a number from 0 to %u, not '%s'",
+					 CTL_TIER_MAX, f->value);
+				goto fail;
+			}
+			req.has_tier = true;
+			req.tier = (uint32_t) t;
+			break;
+		}
+		case ARG_NONE:
+			break;
+		}
+	}
+	if (count < d->min) {
+		r = fail(ret_error, -EBADMSG, "command '%s' needs argument '%s'", command_names[req.command], d->arg_name);
+		goto fail;
+	}
+	*ret = req;
+	return 0;
+
+fail:
+	ctl_request_done(&req);
+	return r;
+}

@@ -1,0 +1,1571 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * control.c — the control socket tierctl talks to (protocol:
+ * docs/CONTROL.md, common/ctlproto.h).
+ *
+ * One listener thread accepts connections on a Unix socket and hands each
+ * to a worker thread of its own; a connection carries one request and its
+ * reply frames.  Who may do what comes from the peer's credentials
+ * (SO_PEERCRED, SO_PEERGROUPS), checked the way the kernel checks the
+ * mount:
+ *   - reports (status, df, du, ls, report, policy): whoever may read the
+ *     mount's root directory (root; the daemon's user; with allow_other,
+ *     anyone the root's mode bits let read), and du/ls need search
+ *     permission on every directory on the way and read permission on the
+ *     directories they list;
+ *   - gc and scrub: root, the daemon's user, or the owner of the root
+ *     directory.
+ *
+ * Invariants:
+ *  1. Reports read the catalog through a read-only connection of their own
+ *     (catalog_open_reader()): they never take the daemon's catalog lock, so
+ *     a long report cannot stall the filesystem, whatever its size.
+ *  2. At most CONTROL_CONNECTIONS_MAX connections are served at once; one
+ *     more is told so and closed.  A request must arrive within
+ *     CONTROL_REQUEST_TIMEOUT_MS and every send completes within
+ *     CONTROL_SEND_TIMEOUT_S, so a stuck client costs one worker for a
+ *     bounded time and nothing else.
+ *  3. Every request is validated by ctl_request_parse() before anything is
+ *     done; a refusal is a "done" frame with status error, errno and a
+ *     message, never a silent close.
+ *  4. Stopping (fs_control_stop()) wakes the listener, shuts every
+ *     connection down and waits for the workers; a scrub stops after the
+ *     container it is verifying, a collection runs to its end.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ctlproto.h"
+#include "common/log.h"
+#include "common/macros.h"
+#include "fs/fs-internal.h"
+
+#define CONTROL_CONNECTIONS_MAX 16
+#define CONTROL_REQUEST_TIMEOUT_MS 5000
+#define CONTROL_SEND_TIMEOUT_S 10
+/* How long a finished connection waits for the client to close before closing itself. */
+#define CONTROL_DRAIN_MS 1000
+#define CONTROL_SAMPLE_INTERVAL_MS 10000
+/* Samples kept for throughput: one minute at CONTROL_SAMPLE_INTERVAL_MS. */
+#define CONTROL_SAMPLES 7
+/* A data frame is sent once it holds this much (well under CTL_FRAME_SIZE_MAX, escapes included). */
+#define CONTROL_FRAME_BYTES ((size_t) 1 << 20)
+#define CONTROL_PROGRESS_INTERVAL_NS (INT64_C(250) * 1000000)
+#define CONTROL_DIR_BATCH 256
+#define CONTROL_PATH_DEPTH_MAX 4096
+
+typedef struct Sample {
+	int64_t t_ns;
+	uint64_t sealed_bytes;
+	uint64_t stored_bytes;
+} Sample;
+
+struct FsControl {
+	Fs *fs;
+	char *path;
+	int listen_fd;
+	int wake[2];
+	pthread_t listener;
+	bool listener_started;
+	uid_t owner;              /* the daemon's user */
+	int64_t started_ns;
+	atomic_bool stopping;
+	atomic_bool scrub_running;
+
+	pthread_mutex_t lock;     /* order: taken with no other lock held */
+	pthread_cond_t idle;
+	int conn_fds[CONTROL_CONNECTIONS_MAX]; /* protected by lock; -1 = free */
+	unsigned n_conns;                      /* protected by lock */
+	Sample samples[CONTROL_SAMPLES];       /* protected by lock, oldest first */
+	size_t n_samples;                      /* protected by lock */
+
+	Catalog *sampler;         /* the listener's own reader */
+};
+
+typedef struct Conn {
+	FsControl *ctl;
+	Fs *fs;
+	int fd;
+	int slot;
+	struct ucred cred;
+	gid_t *groups;
+	size_t n_groups;
+	Catalog *reader;
+	CtlMessage out;
+	size_t out_bytes;
+	char *error;
+	int64_t last_progress_ns;
+} Conn;
+
+static int64_t now_ns(clockid_t clock) {
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- replies ---- */
+
+static int send_all(int fd, const uint8_t *p, size_t n) {
+	while (n > 0) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += k;
+		n -= (size_t) k;
+	}
+	return 0;
+}
+
+static int conn_send(Conn *c, const CtlMessage *m) {
+	_cleanup_free_ uint8_t *buf = NULL;
+	size_t size;
+	int r = ctl_message_format(m, CTL_FRAME_SIZE_MAX, &buf, &size);
+	if (r < 0)
+		return r;
+	return send_all(c->fd, buf, size);
+}
+
+static int conn_reset(Conn *c) {
+	ctl_message_done(&c->out);
+	c->out_bytes = 0;
+	return ctl_reply_begin(&c->out, CTL_REPLY_DATA);
+}
+
+/* Sends what the data frame holds, if anything beyond its first two lines. */
+static int conn_flush(Conn *c) {
+	if (c->out.n <= 2)
+		return 0;
+	int r = conn_send(c, &c->out);
+	if (r < 0)
+		return r;
+	return conn_reset(c);
+}
+
+static int add(Conn *c, const char *name, const char *value) {
+	c->out_bytes += strlen(name) + 3 * strlen(value) + 2;
+	return ctl_message_add(&c->out, name, value);
+}
+
+static int add_u64(Conn *c, const char *name, uint64_t v) {
+	char buf[24];
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long) v);
+	return add(c, name, buf);
+}
+
+static int add_i64(Conn *c, const char *name, int64_t v) {
+	char buf[24];
+	snprintf(buf, sizeof(buf), "%lld", (long long) v);
+	return add(c, name, buf);
+}
+
+/* Starts a row, sending the frame first if it is full enough. */
+static int row(Conn *c, const char *kind) {
+	if (c->out_bytes >= CONTROL_FRAME_BYTES) {
+		int r = conn_flush(c);
+		if (r < 0)
+			return r;
+	}
+	return add(c, "row", kind);
+}
+
+/* Records why a request failed, for the done frame; returns r. */
+static int conn_fail(Conn *c, int r, const char *format, ...) _printf_(3, 4);
+static int conn_fail(Conn *c, int r, const char *format, ...) {
+	va_list ap;
+	free(c->error);
+	va_start(ap, format);
+	if (vasprintf(&c->error, format, ap) < 0)
+		c->error = NULL;
+	va_end(ap);
+	return r;
+}
+
+static int conn_done(Conn *c, int r) {
+	CtlMessage m = {};
+	int q = ctl_reply_begin(&m, CTL_REPLY_DONE);
+	if (q >= 0)
+		q = ctl_message_add(&m, "status", r < 0 ? "error" : "ok");
+	if (q >= 0 && r < 0) {
+		q = ctl_message_add_u64(&m, "errno", (uint64_t) -r);
+		if (q >= 0)
+			q = ctl_message_add(&m, "message", c->error ?: strerror(-r));
+	}
+	if (q >= 0)
+		q = conn_send(c, &m);
+	ctl_message_done(&m);
+	return q;
+}
+
+/* ---- who may do what ---- */
+
+static bool in_group(const Conn *c, gid_t g) {
+	if (c->cred.gid == g)
+		return true;
+	for (size_t i = 0; i < c->n_groups; i++)
+		if (c->groups[i] == g)
+			return true;
+	return false;
+}
+
+/* As the kernel's generic_permission() for mask (4 read, 2 write, 1 search), root aside. */
+static bool may_access(const Conn *c, const CatalogInode *ci, unsigned mask) {
+	unsigned bits;
+	if (c->cred.uid == 0)
+		return true;
+	if (c->cred.uid == ci->uid)
+		bits = (ci->mode >> 6) & 7;
+	else if (in_group(c, ci->gid))
+		bits = (ci->mode >> 3) & 7;
+	else
+		bits = ci->mode & 7;
+	return (bits & mask) == mask;
+}
+
+static int peer_load(Conn *c) {
+	socklen_t len = sizeof(c->cred);
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) < 0)
+		return -errno;
+	len = 64 * sizeof(gid_t);
+	for (;;) {
+		gid_t *g = realloc(c->groups, len ? len : sizeof(gid_t));
+		if (!g)
+			return -ENOMEM;
+		c->groups = g;
+		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &len) == 0)
+			break;
+		if (errno != ERANGE)
+			return -errno;
+	}
+	c->n_groups = len / sizeof(gid_t);
+	return 0;
+}
+
+static int authorize(Conn *c, CtlCommand cmd) {
+	CatalogInode root;
+	int r = catalog_inode_get(c->reader, CATALOG_ROOT_INO, &root);
+	if (r < 0)
+		return conn_fail(c, r, "cannot read the root directory: %s", strerror(-r));
+	uid_t uid = c->cred.uid;
+	bool owner = uid == 0 || uid == c->ctl->owner || uid == root.uid;
+
+	if (ctl_command_is_privileged(cmd)) {
+		if (owner)
+			return 0;
+		return conn_fail(c, -EACCES,
+				 "permission denied: '%s' is for root or the filesystem's owner (uid %u or %u), not uid %u",
+				 ctl_command_to_string(cmd), (unsigned) c->ctl->owner, (unsigned) root.uid,
+				 (unsigned) uid);
+	}
+	/* Without allow_other the kernel lets nobody but the daemon's user (and root here) in. */
+	if (uid != 0 && uid != c->ctl->owner && !c->fs->config->allow_other)
+		return conn_fail(c, -EACCES, "permission denied: the mount is private to uid %u (no allow_other)",
+				 (unsigned) c->ctl->owner);
+	if (!may_access(c, &root, 4))
+		return conn_fail(c, -EACCES, "permission denied: uid %u may not read the mount's root directory",
+				 (unsigned) uid);
+	return 0;
+}
+
+/* ---- tiers ---- */
+
+/* Tier numbers: the hot tier is 0, the others follow in the config's order. */
+static const ConfigTier *tier_by_number(const Fs *fs, uint32_t n) {
+	const Config *cfg = fs->config;
+	if (n == 0)
+		return config_tier_by_role(cfg, TIER_ROLE_HOT);
+	uint32_t k = 0;
+	for (size_t i = 0; i < cfg->n_tiers; i++) {
+		if (cfg->tiers[i].role == TIER_ROLE_HOT)
+			continue;
+		if (++k == n)
+			return &cfg->tiers[i];
+	}
+	return NULL;
+}
+
+static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t used, uint64_t *ret_free) {
+	struct statvfs sv;
+	bool reachable = t->backend == TIER_BACKEND_DIR && statvfs(t->path, &sv) == 0 &&
+			 access(t->path, R_OK | X_OK) == 0;
+	uint64_t fs_size = reachable ? (uint64_t) sv.f_blocks * sv.f_frsize : 0;
+	uint64_t fs_avail = reachable ? (uint64_t) sv.f_bavail * sv.f_frsize : 0;
+	uint64_t capacity = t->capacity ? t->capacity : fs_size;
+	uint64_t free_bytes = fs_avail > t->reserve ? fs_avail - t->reserve : 0;
+	if (t->capacity)
+		free_bytes = MIN(free_bytes, t->capacity > used ? t->capacity - used : 0);
+	int r = add_u64(c, "tier", n);
+	if (r >= 0)
+		r = add(c, "name", t->name);
+	if (r >= 0)
+		r = add(c, "role", tier_role_to_string(t->role));
+	if (r >= 0)
+		r = add(c, "backend", tier_backend_to_string(t->backend));
+	if (r >= 0)
+		r = add(c, "path", t->path);
+	/* Only local directories can be probed today; an NFS tier says "unknown". */
+	if (r >= 0)
+		r = add(c, "reachable", t->backend != TIER_BACKEND_DIR ? "unknown" : reachable ? "yes" : "no");
+	if (r >= 0)
+		r = add_u64(c, "capacity", capacity);
+	if (r >= 0)
+		r = add_u64(c, "fs_size", fs_size);
+	if (r >= 0)
+		r = add_u64(c, "fs_avail", fs_avail);
+	if (r >= 0)
+		r = add_u64(c, "reserve", t->reserve);
+	if (r >= 0)
+		r = add_u64(c, "used", used);
+	if (r >= 0)
+		r = add_u64(c, "free", free_bytes);
+	if (ret_free)
+		*ret_free = free_bytes;
+	return r;
+}
+
+typedef struct ContainerSums {
+	uint64_t containers, stored, live;
+} ContainerSums;
+
+static int sum_container(const CatalogContainer *ct, void *userdata) {
+	ContainerSums *s = userdata;
+	s->containers++;
+	s->stored += ct->size;
+	s->live += ct->live_bytes;
+	return 0;
+}
+
+typedef struct ChunkSums {
+	uint64_t chunks, dead, live_plain, referenced;
+} ChunkSums;
+
+static int sum_chunk(const CatalogChunk *ch, void *userdata) {
+	ChunkSums *s = userdata;
+	s->chunks++;
+	if (ch->refs == 0)
+		s->dead++;
+	else
+		s->live_plain += ch->plain_size;
+	s->referenced += (uint64_t) ch->plain_size * ch->refs;
+	return 0;
+}
+
+static int count_dead(const CatalogChunk *ch, void *userdata) {
+	(*(uint64_t *) userdata)++;
+	return 0;
+}
+
+/* ---- the files ---- */
+
+typedef struct FileRow {
+	uint64_t ino;
+	uint64_t size;       /* logical: the staging file's for a raw file */
+	uint64_t raw_bytes;  /* a raw file's staging blocks */
+	int64_t mtime_ns;
+	uint32_t file_class;
+	uint32_t tier;
+	CatalogFileState state;
+} FileRow;
+
+typedef struct FileVec {
+	FileRow *items;
+	size_t n, cap;
+} FileVec;
+
+static int collect_file(const CatalogInode *ci, void *userdata) {
+	FileVec *v = userdata;
+	if (v->n == v->cap) {
+		size_t cap = MAX(v->cap * 2, (size_t) 1024);
+		FileRow *p = realloc(v->items, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		v->items = p;
+		v->cap = cap;
+	}
+	v->items[v->n++] = (FileRow) {
+		.ino = ci->ino,
+		.size = ci->size,
+		.mtime_ns = ci->mtime_ns,
+		.file_class = ci->file_class,
+		.tier = ci->state == CATALOG_FILE_SEALED ? ci->tier : 0,
+		.state = ci->state,
+	};
+	return 0;
+}
+
+static void raw_fill(Fs *fs, uint64_t ino, uint64_t *size, uint64_t *raw_bytes, int64_t *mtime_ns) {
+	struct stat st;
+	/* A staging file that cannot be stat'ed reads as empty, as getattr would fail it. */
+	if (fs_staging_stat(fs, ino, &st) < 0)
+		memset(&st, 0, sizeof(st));
+	*size = (uint64_t) st.st_size;
+	*raw_bytes = (uint64_t) st.st_blocks * 512;
+	if (mtime_ns && st.st_mtim.tv_sec)
+		*mtime_ns = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* Every regular file, raw ones with their staging file's size and time (the authoritative ones). */
+static int census(Conn *c, FileVec *ret) {
+	FileVec v = {};
+	int r = catalog_files_foreach(c->reader, collect_file, &v);
+	if (r < 0) {
+		free(v.items);
+		return conn_fail(c, r, "cannot list files: %s", strerror(-r));
+	}
+	for (size_t i = 0; i < v.n; i++)
+		if (v.items[i].state == CATALOG_FILE_RAW)
+			raw_fill(c->fs, v.items[i].ino, &v.items[i].size, &v.items[i].raw_bytes, &v.items[i].mtime_ns);
+	*ret = v;
+	return 0;
+}
+
+/* ---- status and df ---- */
+
+static size_t tier_count(const Fs *fs) {
+	return fs->config->n_tiers;
+}
+
+static int add_df_rows(Conn *c, const FileVec *files) {
+	int r = 0;
+	for (uint32_t n = 0; r >= 0 && n < tier_count(c->fs); n++) {
+		const ConfigTier *t = tier_by_number(c->fs, n);
+		ContainerSums cs = {};
+		ChunkSums ks = {};
+		uint64_t logical = 0, raw = 0, nfiles = 0;
+		if (!t)
+			break;
+		r = catalog_containers_foreach(c->reader, n, sum_container, &cs);
+		if (r >= 0)
+			r = catalog_chunks_foreach(c->reader, n, sum_chunk, &ks);
+		if (r < 0)
+			return conn_fail(c, r, "cannot read the chunk index: %s", strerror(-r));
+		for (size_t i = 0; i < files->n; i++) {
+			if (files->items[i].tier != n)
+				continue;
+			nfiles++;
+			logical += files->items[i].size;
+			raw += files->items[i].raw_bytes;
+		}
+		r = row(c, "tier");
+		if (r >= 0)
+			r = add_tier_fields(c, n, t, cs.stored + raw, NULL);
+		if (r >= 0)
+			r = add_u64(c, "files", nfiles);
+		if (r >= 0)
+			r = add_u64(c, "logical", logical);
+		if (r >= 0)
+			r = add_u64(c, "stored", cs.stored);
+		if (r >= 0)
+			r = add_u64(c, "raw", raw);
+		if (r >= 0)
+			r = add_u64(c, "containers", cs.containers);
+		if (r >= 0)
+			r = add_u64(c, "live", cs.live);
+		if (r >= 0)
+			r = add_u64(c, "live_plain", ks.live_plain);
+		if (r >= 0)
+			r = add_u64(c, "referenced", ks.referenced);
+		if (r >= 0)
+			r = add_u64(c, "chunks", ks.chunks);
+		if (r >= 0)
+			r = add_u64(c, "dead_chunks", ks.dead);
+	}
+	return r;
+}
+
+static int do_df(Conn *c) {
+	FileVec files = {};
+	int r = census(c, &files);
+	if (r >= 0)
+		r = add_df_rows(c, &files);
+	free(files.items);
+	return r;
+}
+
+static void throughput(FsControl *ctl, bool *ret_known, uint64_t *ret_sealed, uint64_t *ret_stored) {
+	pthread_mutex_lock(&ctl->lock);
+	const Sample *a = &ctl->samples[0], *b = &ctl->samples[ctl->n_samples ? ctl->n_samples - 1 : 0];
+	double dt = (double) (b->t_ns - a->t_ns) / 1e9;
+	*ret_known = ctl->n_samples >= 2 && dt > 0;
+	if (*ret_known) {
+		/* Net growth: deletions meanwhile count against it, and it never goes below zero. */
+		*ret_sealed = b->sealed_bytes > a->sealed_bytes ? (uint64_t) ((double) (b->sealed_bytes - a->sealed_bytes) / dt) : 0;
+		*ret_stored = b->stored_bytes > a->stored_bytes ? (uint64_t) ((double) (b->stored_bytes - a->stored_bytes) / dt) : 0;
+	}
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+static int do_status(Conn *c) {
+	Fs *fs = c->fs;
+	FsControl *ctl = c->ctl;
+	CatalogFileTotals totals;
+	FileVec files = {};
+	uint64_t seal_queue = 0, seal_due = 0, dead = 0, errors_total = 0, tp_sealed = 0, tp_stored = 0;
+	bool tp_known;
+	LogRecent recent[LOG_RECENT_MAX];
+	int r;
+
+	r = catalog_files_totals(c->reader, &totals);
+	if (r >= 0)
+		r = catalog_chunks_foreach_dead(c->reader, 0, count_dead, &dead);
+	if (r < 0)
+		return conn_fail(c, r, "cannot read the catalog: %s", strerror(-r));
+
+	int64_t now = now_ns(CLOCK_MONOTONIC);
+	pthread_mutex_lock(&fs->seal_lock);
+	for (const FsSealItem *i = fs->seal_queue; i; i = i->next) {
+		seal_queue++;
+		if (i->due_ns <= now)
+			seal_due++;
+	}
+	pthread_mutex_unlock(&fs->seal_lock);
+	throughput(ctl, &tp_known, &tp_sealed, &tp_stored);
+	size_t n_recent = log_recent_get(recent, ELEMENTSOF(recent), &errors_total);
+
+	r = add(c, "mount", fs->mountpoint);
+	if (r >= 0)
+		r = add(c, "data_dir", fs->config->data_dir);
+	if (r >= 0)
+		r = add(c, "control", ctl->path);
+	if (r >= 0)
+		r = add(c, "version", PACKAGE_VERSION);
+	if (r >= 0)
+		r = add_u64(c, "pid", (uint64_t) getpid());
+	if (r >= 0)
+		r = add_u64(c, "owner", ctl->owner);
+	if (r >= 0)
+		r = add_u64(c, "uptime", (uint64_t) ((now_ns(CLOCK_MONOTONIC) - ctl->started_ns) / 1000000000));
+	if (r >= 0)
+		r = add(c, "allow_other", fs->config->allow_other ? "yes" : "no");
+	pthread_mutex_lock(&ctl->lock);
+	unsigned clients = ctl->n_conns;
+	pthread_mutex_unlock(&ctl->lock);
+	if (r >= 0)
+		r = add_u64(c, "clients", clients);
+	if (r >= 0)
+		r = add_u64(c, "seal_delay", fs->seal_delay_s);
+	if (r >= 0)
+		r = add_u64(c, "gc_interval", fs->gc_interval_s);
+	if (r >= 0)
+		r = add_u64(c, "files_raw", totals.files[CATALOG_FILE_RAW]);
+	if (r >= 0)
+		r = add_u64(c, "files_sealed", totals.files[CATALOG_FILE_SEALED]);
+	if (r >= 0)
+		r = add_u64(c, "sealed_bytes", totals.bytes[CATALOG_FILE_SEALED]);
+	if (r >= 0)
+		r = add_u64(c, "seal_queue", seal_queue);
+	if (r >= 0)
+		r = add_u64(c, "seal_queue_due", seal_due);
+	if (r >= 0)
+		r = add_u64(c, "gc_queue", dead);
+	if (r >= 0 && tp_known)
+		r = add_u64(c, "seal_rate", tp_sealed);
+	if (r >= 0 && tp_known)
+		r = add_u64(c, "store_rate", tp_stored);
+	if (r >= 0)
+		r = add_u64(c, "errors_total", errors_total);
+	if (r >= 0)
+		r = census(c, &files);
+	if (r >= 0)
+		r = add_df_rows(c, &files);
+	free(files.items);
+	for (size_t i = 0; r >= 0 && i < n_recent; i++) {
+		r = row(c, "error");
+		if (r >= 0)
+			r = add_i64(c, "time", (int64_t) recent[i].time);
+		if (r >= 0)
+			r = add(c, "level", recent[i].level <= LOG_ERR ? "error" : "warning");
+		if (r >= 0)
+			r = add(c, "message", recent[i].message);
+	}
+	return r;
+}
+
+/* ---- policy ---- */
+
+static int do_policy(Conn *c) {
+	int r = add_u64(c, "seal_delay", c->fs->seal_delay_s);
+	if (r >= 0)
+		r = add_u64(c, "gc_interval", c->fs->gc_interval_s);
+	if (r >= 0)
+		r = add(c, "gc_live_threshold", "0.5");
+	for (int k = 0; r >= 0 && k < _FS_CLASS_MAX; k++) {
+		/* The very settings the sealer takes, so what is shown is what is done. */
+		const ConfigClassPolicy *policy = fs_class_policy(c->fs, (FsFileClass) k);
+		bool sealed = policy != NULL;
+		DedupChunkerParams params = sealed ? fs_class_chunker(policy) : (DedupChunkerParams) {};
+		const DedupChunkerParams *p = &params;
+		r = row(c, "class");
+		if (r >= 0)
+			r = add(c, "class", fs_class_to_string((FsFileClass) k));
+		if (r >= 0)
+			r = add(c, "sealed", sealed ? "yes" : "no");
+		if (r >= 0 && sealed) {
+			r = add(c, "chunker", p->mode == DEDUP_CHUNKER_CDC ? "cdc" : "fixed");
+			if (r >= 0)
+				r = add_u64(c, "chunk_min", p->min_size);
+			if (r >= 0)
+				r = add_u64(c, "chunk_avg", p->avg_size);
+			if (r >= 0)
+				r = add_u64(c, "chunk_max", p->max_size);
+			if (r >= 0)
+				r = add(c, "compression", "zstd");
+			char level[16];
+			snprintf(level, sizeof(level), "%d", policy->zstd_level);
+			if (r >= 0)
+				r = add(c, "zstd_level", level);
+			if (r >= 0)
+				r = add_u64(c, "seal_delay", c->fs->seal_delay_s);
+		}
+	}
+	return r;
+}
+
+/* ---- du, ls ---- */
+
+static int resolve(Conn *c, const char *path, CatalogInode *ret) {
+	CatalogInode ci;
+	int r = catalog_inode_get(c->reader, CATALOG_ROOT_INO, &ci);
+	if (r < 0)
+		return r;
+	for (const char *p = path + 1; *p;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t) (slash - p) : strlen(p);
+		char name[CATALOG_NAME_MAX + 1];
+		uint64_t ino;
+		if (!S_ISDIR(ci.mode))
+			return -ENOTDIR;
+		if (!may_access(c, &ci, 1))
+			return -EACCES;
+		memcpy(name, p, n);
+		name[n] = 0;
+		r = catalog_dirent_lookup(c->reader, ci.ino, name, &ino);
+		if (r >= 0)
+			r = catalog_inode_get(c->reader, ino, &ci);
+		if (r < 0)
+			return r;
+		p += n + (slash ? 1 : 0);
+	}
+	*ret = ci;
+	return 0;
+}
+
+typedef struct Usage {
+	uint64_t files, dirs, logical, unique, shared, raw, errors;
+	double attributed;
+} Usage;
+
+static int file_usage(Conn *c, const CatalogInode *ci, Usage *u) {
+	if (!S_ISREG(ci->mode))
+		return 0;
+	u->files++;
+	if (ci->state != CATALOG_FILE_SEALED) {
+		uint64_t size, raw;
+		raw_fill(c->fs, ci->ino, &size, &raw, NULL);
+		u->logical += size;
+		u->raw += raw;
+		return 0;
+	}
+	DedupFileUsage du;
+	int r = dedup_file_usage(c->reader, ci->ino, &du);
+	if (r < 0)
+		return r;
+	u->logical += ci->size;
+	u->unique += du.unique;
+	u->shared += du.shared;
+	u->attributed += du.attributed;
+	return 0;
+}
+
+static const char *type_name(uint32_t mode) {
+	return S_ISREG(mode) ? "file" : S_ISDIR(mode) ? "dir" : S_ISLNK(mode) ? "link" : "other";
+}
+
+static int add_usage(Conn *c, const Usage *u) {
+	int r = add_u64(c, "files", u->files);
+	if (r >= 0)
+		r = add_u64(c, "dirs", u->dirs);
+	if (r >= 0)
+		r = add_u64(c, "logical", u->logical);
+	if (r >= 0)
+		r = add_u64(c, "stored", (uint64_t) (u->attributed + 0.5) + u->raw);
+	if (r >= 0)
+		r = add_u64(c, "unique", u->unique);
+	if (r >= 0)
+		r = add_u64(c, "shared", u->shared);
+	if (r >= 0)
+		r = add_u64(c, "raw", u->raw);
+	return r;
+}
+
+static int add_file_state(Conn *c, const CatalogInode *ci) {
+	if (!S_ISREG(ci->mode))
+		return 0;
+	int r = add_u64(c, "tier", ci->state == CATALOG_FILE_SEALED ? ci->tier : 0);
+	if (r >= 0)
+		r = add(c, "state", ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
+	if (r >= 0)
+		r = add(c, "class", fs_class_to_string((FsFileClass) ci->file_class));
+	return r;
+}
+
+typedef struct DirStack {
+	uint64_t *inos;
+	size_t n, cap;
+} DirStack;
+
+static int dir_push(DirStack *s, uint64_t ino) {
+	if (s->n == s->cap) {
+		size_t cap = MAX(s->cap * 2, (size_t) 64);
+		uint64_t *p = realloc(s->inos, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		s->inos = p;
+		s->cap = cap;
+	}
+	s->inos[s->n++] = ino;
+	return 0;
+}
+
+/* Sums a directory tree; directories the peer may not list are counted in errors and skipped, as du does. */
+static int tree_usage(Conn *c, const CatalogInode *top, Usage *u) {
+	_cleanup_free_ CatalogDirent *ents = malloc(CONTROL_DIR_BATCH * sizeof(CatalogDirent));
+	DirStack stack = {};
+	int r;
+
+	if (!ents)
+		return -ENOMEM;
+	u->dirs++;
+	if (!may_access(c, top, 5)) {
+		u->errors++;
+		return 0;
+	}
+	r = dir_push(&stack, top->ino);
+	while (r >= 0 && stack.n > 0 && !atomic_load(&c->ctl->stopping)) {
+		uint64_t dir = stack.inos[--stack.n], after = 0;
+		for (;;) {
+			int n = catalog_dir_read(c->reader, dir, after, ents, CONTROL_DIR_BATCH);
+			if (n <= 0) {
+				r = n;
+				break;
+			}
+			for (int k = 0; r >= 0 && k < n; k++) {
+				CatalogInode ci;
+				after = ents[k].cookie;
+				if (catalog_inode_get(c->reader, ents[k].ino, &ci) < 0)
+					continue; /* removed meanwhile */
+				if (S_ISDIR(ci.mode)) {
+					u->dirs++;
+					if (may_access(c, &ci, 5))
+						r = dir_push(&stack, ci.ino);
+					else
+						u->errors++;
+				} else if (file_usage(c, &ci, u) < 0)
+					u->errors++;
+			}
+			if (r < 0)
+				break;
+		}
+	}
+	free(stack.inos);
+	if (atomic_load(&c->ctl->stopping))
+		return -ECANCELED;
+	return r;
+}
+
+static int path_failed(Conn *c, const char *path, int err) {
+	int r = row(c, "failed");
+	if (r >= 0)
+		r = add(c, "path", path);
+	if (r >= 0)
+		r = add_u64(c, "errno", (uint64_t) -err);
+	if (r >= 0)
+		r = add(c, "message", strerror(-err));
+	return r;
+}
+
+static int do_du(Conn *c, const CtlRequest *req) {
+	int r = 0;
+	for (size_t i = 0; r >= 0 && i < req->n_paths; i++) {
+		CatalogInode ci;
+		Usage u = {};
+		int q = resolve(c, req->paths[i], &ci);
+		if (q >= 0)
+			q = S_ISDIR(ci.mode) ? tree_usage(c, &ci, &u) : file_usage(c, &ci, &u);
+		if (q == -ECANCELED || q == -ENOMEM)
+			return q;
+		if (q < 0) {
+			r = path_failed(c, req->paths[i], q);
+			continue;
+		}
+		r = row(c, "du");
+		if (r >= 0)
+			r = add(c, "path", req->paths[i]);
+		if (r >= 0)
+			r = add(c, "type", type_name(ci.mode));
+		if (r >= 0)
+			r = add_usage(c, &u);
+		if (r >= 0)
+			r = add_u64(c, "errors", u.errors);
+		if (r >= 0)
+			r = add_file_state(c, &ci);
+	}
+	return r;
+}
+
+static int ls_entry(Conn *c, const char *dir, const char *name, const CatalogInode *ci) {
+	Usage u = {};
+	int q = file_usage(c, ci, &u);
+	int r = row(c, "entry");
+	if (r >= 0)
+		r = add(c, "dir", dir);
+	if (r >= 0)
+		r = add(c, "name", name);
+	if (r >= 0)
+		r = add(c, "type", type_name(ci->mode));
+	if (r >= 0)
+		r = add_u64(c, "mode", ci->mode & 07777);
+	if (r >= 0)
+		r = add_u64(c, "uid", ci->uid);
+	if (r >= 0)
+		r = add_u64(c, "gid", ci->gid);
+	if (r >= 0)
+		r = add_u64(c, "nlink", ci->nlink);
+	if (r >= 0 && S_ISREG(ci->mode) && q >= 0) {
+		r = add_usage(c, &u);
+		if (r >= 0)
+			r = add_file_state(c, ci);
+	}
+	if (r >= 0 && q < 0)
+		r = add(c, "error", strerror(-q));
+	if (r >= 0) {
+		int64_t mtime = ci->mtime_ns;
+		if (S_ISREG(ci->mode) && ci->state != CATALOG_FILE_SEALED) {
+			uint64_t size, raw;
+			raw_fill(c->fs, ci->ino, &size, &raw, &mtime);
+		}
+		r = add_i64(c, "mtime", mtime / 1000000000);
+	}
+	return r;
+}
+
+static int do_ls(Conn *c, const CtlRequest *req) {
+	_cleanup_free_ CatalogDirent *ents = malloc(CONTROL_DIR_BATCH * sizeof(CatalogDirent));
+	int r = 0;
+
+	if (!ents)
+		return -ENOMEM;
+	for (size_t i = 0; r >= 0 && i < req->n_paths; i++) {
+		const char *path = req->paths[i];
+		CatalogInode ci;
+		int q = resolve(c, path, &ci);
+		if (q >= 0 && S_ISDIR(ci.mode) && !may_access(c, &ci, 5))
+			q = -EACCES;
+		if (q < 0) {
+			r = path_failed(c, path, q);
+			continue;
+		}
+		if (!S_ISDIR(ci.mode)) {
+			const char *slash = strrchr(path, '/');
+			_cleanup_free_ char *dir = strndup(path, slash == path ? 1 : (size_t) (slash - path));
+			if (!dir)
+				return -ENOMEM;
+			r = ls_entry(c, dir, slash + 1, &ci);
+			continue;
+		}
+		for (uint64_t after = 0; r >= 0;) {
+			int n = catalog_dir_read(c->reader, ci.ino, after, ents, CONTROL_DIR_BATCH);
+			if (n <= 0) {
+				r = n;
+				break;
+			}
+			for (int k = 0; r >= 0 && k < n; k++) {
+				CatalogInode e;
+				after = ents[k].cookie;
+				if (catalog_inode_get(c->reader, ents[k].ino, &e) < 0)
+					continue;
+				r = ls_entry(c, path, ents[k].name, &e);
+			}
+		}
+	}
+	return r;
+}
+
+/* ---- report ---- */
+
+typedef struct Group {
+	int64_t key;
+	uint64_t files, logical, raw, chunk_bytes, zero_bytes;
+	double attributed, attributed_plain;
+} Group;
+
+typedef struct GroupVec {
+	Group *items;
+	size_t n, cap;
+} GroupVec;
+
+static Group *group_get(GroupVec *v, int64_t key) {
+	size_t lo = 0, hi = v->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v->items[mid].key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < v->n && v->items[lo].key == key)
+		return &v->items[lo];
+	if (v->n == v->cap) {
+		size_t cap = MAX(v->cap * 2, (size_t) 16);
+		Group *p = realloc(v->items, cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		v->items = p;
+		v->cap = cap;
+	}
+	memmove(&v->items[lo + 1], &v->items[lo], (v->n - lo) * sizeof(Group));
+	v->n++;
+	v->items[lo] = (Group) { .key = key };
+	return &v->items[lo];
+}
+
+static int64_t day_of(int64_t t_ns) {
+	int64_t day = INT64_C(86400) * 1000000000;
+	return t_ns >= 0 ? t_ns / day : -((-t_ns + day - 1) / day);
+}
+
+static int do_report(Conn *c, const CtlRequest *req) {
+	FileVec files = {};
+	GroupVec groups = {};
+	int r = census(c, &files);
+
+	for (size_t i = 0; r >= 0 && i < files.n; i++) {
+		const FileRow *f = &files.items[i];
+		int64_t key = req->by == CTL_REPORT_BY_CLASS ? f->file_class
+			    : req->by == CTL_REPORT_BY_TIER  ? f->tier
+							     : day_of(f->mtime_ns);
+		Group *g = group_get(&groups, key);
+		if (!g) {
+			r = -ENOMEM;
+			break;
+		}
+		g->files++;
+		g->logical += f->size;
+		g->raw += f->raw_bytes;
+		if (f->state != CATALOG_FILE_SEALED)
+			continue;
+		DedupFileUsage u;
+		int q = dedup_file_usage(c->reader, f->ino, &u);
+		if (q == -ENOMEM)
+			r = q;
+		else if (q >= 0) {
+			g->chunk_bytes += u.chunk_bytes;
+			g->zero_bytes += u.zero_bytes;
+			g->attributed += u.attributed;
+			g->attributed_plain += u.attributed_plain;
+		}
+		/* A file whose recipe is damaged costs nothing we can tell; scrub names it. */
+	}
+	r = r >= 0 ? add(c, "by", ctl_report_by_to_string(req->by)) : r;
+	for (size_t i = 0; r >= 0 && i < groups.n; i++) {
+		const Group *g = &groups.items[i];
+		char key[32];
+		if (req->by == CTL_REPORT_BY_CLASS)
+			snprintf(key, sizeof(key), "%s", fs_class_to_string((FsFileClass) g->key));
+		else if (req->by == CTL_REPORT_BY_TIER) {
+			const ConfigTier *t = tier_by_number(c->fs, (uint32_t) g->key);
+			snprintf(key, sizeof(key), "%s", t ? t->name : "unknown");
+		} else {
+			time_t t = (time_t) (g->key * 86400);
+			struct tm tm;
+			gmtime_r(&t, &tm);
+			strftime(key, sizeof(key), "%Y-%m-%d", &tm);
+		}
+		r = row(c, "group");
+		if (r >= 0)
+			r = add(c, "key", key);
+		if (r >= 0)
+			r = add_u64(c, "files", g->files);
+		if (r >= 0)
+			r = add_u64(c, "logical", g->logical);
+		if (r >= 0)
+			r = add_u64(c, "stored", (uint64_t) (g->attributed + 0.5) + g->raw);
+		if (r >= 0)
+			r = add_u64(c, "raw", g->raw);
+		if (r >= 0)
+			r = add_u64(c, "chunk_bytes", g->chunk_bytes);
+		if (r >= 0)
+			r = add_u64(c, "zero_bytes", g->zero_bytes);
+		if (r >= 0)
+			r = add_u64(c, "unique_plain", (uint64_t) (g->attributed_plain + 0.5));
+		if (r >= 0)
+			r = add_u64(c, "chunk_stored", (uint64_t) (g->attributed + 0.5));
+	}
+	free(groups.items);
+	free(files.items);
+	return r;
+}
+
+/* ---- gc and scrub ---- */
+
+static int send_progress(Conn *c, const char *phase, uint64_t done, uint64_t total, uint64_t damaged) {
+	CtlMessage m = {};
+	int r = ctl_reply_begin(&m, CTL_REPLY_PROGRESS);
+	if (r >= 0)
+		r = ctl_message_add(&m, "phase", phase);
+	if (r >= 0)
+		r = ctl_message_add_u64(&m, "done", done);
+	if (r >= 0)
+		r = ctl_message_add_u64(&m, "total", total);
+	if (r >= 0)
+		r = ctl_message_add_u64(&m, "damaged", damaged);
+	if (r >= 0)
+		r = conn_send(c, &m);
+	ctl_message_done(&m);
+	return r;
+}
+
+/* Whether the client went away (Ctrl-C): it sends nothing after its request. */
+static bool peer_gone(Conn *c) {
+	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+	return poll(&p, 1, 0) > 0;
+}
+
+static int do_gc(Conn *c) {
+	DedupGcOptions o = DEDUP_GC_OPTIONS_DEFAULT;
+	DedupGcStats st = {};
+	int r = send_progress(c, "collect", 0, 0, 0);
+	if (r < 0)
+		return r;
+	/* Runs to its end even if the client leaves: every step of it is crash-safe anyway. */
+	r = dedup_store_gc(c->fs->store, &o, &st);
+	if (r < 0)
+		log_warning_errno(r, "Chunk collection asked by tierctl failed: %m");
+	int q = add_u64(c, "chunks_deleted", st.chunks_deleted);
+	if (q >= 0)
+		q = add_u64(c, "containers_deleted", st.containers_deleted);
+	if (q >= 0)
+		q = add_u64(c, "containers_compacted", st.containers_compacted);
+	if (q >= 0)
+		q = add_u64(c, "bytes_copied", st.bytes_copied);
+	if (q >= 0)
+		q = add_u64(c, "bytes_freed", st.bytes_freed);
+	if (q >= 0)
+		q = add_u64(c, "orphans_deleted", st.orphans_deleted);
+	if (q >= 0)
+		q = add_u64(c, "containers_skipped", st.containers_skipped);
+	if (r < 0)
+		return conn_fail(c, r, "collection failed: %s (what was done before stays done)", strerror(-r));
+	return q;
+}
+
+static int scrub_progress(const DedupScrubResult *res, uint64_t total, void *userdata) {
+	Conn *c = userdata;
+	if (atomic_load(&c->ctl->stopping) || peer_gone(c))
+		return -ECANCELED;
+	int64_t now = now_ns(CLOCK_MONOTONIC);
+	/* The last one is sent by do_scrub(), with the final figures. */
+	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS || res->bytes >= total)
+		return 0;
+	c->last_progress_ns = now;
+	int r = send_progress(c, "verify", res->bytes, total, res->damaged_chunks);
+	return r < 0 ? -ECANCELED : 0;
+}
+
+static int id_compare(const void *a, const void *b) {
+	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+	return x < y ? -1 : x > y;
+}
+
+/* The path of ino from the root, following one link at each step. */
+static int path_of(Catalog *cat, uint64_t ino, char **ret) {
+	char *path = strdup(""), name[CATALOG_NAME_MAX + 1];
+	int r = path ? 0 : -ENOMEM;
+	for (unsigned depth = 0; r >= 0 && ino != CATALOG_ROOT_INO; depth++) {
+		uint64_t parent;
+		char *longer;
+		r = depth < CONTROL_PATH_DEPTH_MAX ? catalog_dirent_find(cat, ino, &parent, name, sizeof(name)) : -ELOOP;
+		if (r < 0)
+			break;
+		if (asprintf(&longer, "/%s%s", name, path) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		free(path);
+		path = longer;
+		ino = parent;
+	}
+	if (r < 0) {
+		free(path);
+		return r;
+	}
+	if (!*path) {
+		free(path);
+		path = strdup("/");
+		if (!path)
+			return -ENOMEM;
+	}
+	*ret = path;
+	return 0;
+}
+
+static int do_scrub(Conn *c, const CtlRequest *req) {
+	DedupScrubResult res = {};
+	FileVec files = {};
+	uint64_t damaged_files = 0;
+	int r;
+
+	if (req->has_tier && req->tier != 0)
+		return conn_fail(c, -ENOENT, "tier %u has no chunk store (only the hot tier, 0, has one)",
+				 (unsigned) req->tier);
+	if (atomic_exchange(&c->ctl->scrub_running, true))
+		return conn_fail(c, -EBUSY, "a scrub is already running; wait for it to finish");
+	c->last_progress_ns = 0;
+	r = dedup_store_scrub(c->fs->store, scrub_progress, c, &res);
+	atomic_store(&c->ctl->scrub_running, false);
+	if (res.damaged_chunks)
+		log_error("scrub found %llu damaged chunks in the hot tier", (unsigned long long) res.damaged_chunks);
+	if (r == -ECANCELED) {
+		dedup_scrub_result_done(&res);
+		return conn_fail(c, r, "scrub stopped (nothing was left half done)");
+	}
+	if (r < 0) {
+		dedup_scrub_result_done(&res);
+		return conn_fail(c, r, "scrub failed: %s", strerror(-r));
+	}
+	r = send_progress(c, "verify", res.bytes, res.bytes, res.damaged_chunks);
+
+	/* Which files the damage reaches: counted first, since a reply's own fields precede its rows. */
+	_cleanup_free_ uint64_t *hit = NULL;
+	_cleanup_free_ bool *unreadable = NULL;
+	if (r >= 0 && res.n_damaged > 0) {
+		qsort(res.damaged, res.n_damaged, sizeof(uint64_t), id_compare);
+		r = census(c, &files);
+		hit = r >= 0 ? calloc(files.n + 1, sizeof(uint64_t)) : NULL;
+		unreadable = r >= 0 ? calloc(files.n + 1, sizeof(bool)) : NULL;
+		if (r >= 0 && (!hit || !unreadable))
+			r = -ENOMEM;
+		for (size_t i = 0; r >= 0 && i < files.n; i++) {
+			if (files.items[i].state != CATALOG_FILE_SEALED)
+				continue;
+			int q = dedup_file_references_any(c->reader, files.items[i].ino, res.damaged, res.n_damaged);
+			if (q == 0)
+				continue;
+			unreadable[damaged_files] = q < 0;
+			hit[damaged_files++] = files.items[i].ino;
+		}
+	}
+	if (r >= 0)
+		r = add_u64(c, "containers", res.containers);
+	if (r >= 0)
+		r = add_u64(c, "chunks", res.chunks);
+	if (r >= 0)
+		r = add_u64(c, "bytes", res.bytes);
+	if (r >= 0)
+		r = add_u64(c, "damaged_chunks", res.damaged_chunks);
+	if (r >= 0)
+		r = add_u64(c, "damaged_containers", res.damaged_containers);
+	if (r >= 0)
+		r = add_u64(c, "damaged_files", damaged_files);
+	for (size_t i = 0; r >= 0 && i < damaged_files; i++) {
+		_cleanup_free_ char *path = NULL;
+		r = row(c, "damaged");
+		if (r >= 0 && path_of(c->reader, hit[i], &path) >= 0)
+			r = add(c, "path", path);
+		if (r >= 0)
+			r = add_u64(c, "ino", hit[i]);
+		if (r >= 0 && unreadable[i])
+			r = add(c, "error", "recipe unreadable");
+	}
+	free(files.items);
+	dedup_scrub_result_done(&res);
+	return r;
+}
+
+/* ---- one connection ---- */
+
+static int recv_full(int fd, void *buf, size_t n, int64_t deadline) {
+	uint8_t *p = buf;
+	while (n > 0) {
+		int64_t left = (deadline - now_ns(CLOCK_MONOTONIC)) / 1000000;
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int k = poll(&pfd, 1, (int) MIN(left, (int64_t) CONTROL_REQUEST_TIMEOUT_MS));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			continue;
+		ssize_t got = recv(fd, p, n, MSG_DONTWAIT);
+		if (got < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -ECONNRESET;
+		p += got;
+		n -= (size_t) got;
+	}
+	return 0;
+}
+
+static int serve(Conn *c) {
+	uint8_t hdr[CTL_FRAME_HEADER_SIZE];
+	_cleanup_free_ uint8_t *payload = NULL;
+	CtlRequest req = {};
+	uint32_t len;
+	int r;
+
+	int64_t deadline = now_ns(CLOCK_MONOTONIC) + (int64_t) CONTROL_REQUEST_TIMEOUT_MS * 1000000;
+	r = recv_full(c->fd, hdr, sizeof(hdr), deadline);
+	if (r < 0)
+		return r; /* nobody to answer */
+	r = ctl_frame_header_parse(hdr, CTL_REQUEST_SIZE_MAX, &len);
+	if (r < 0)
+		return conn_done(c, conn_fail(c, r, "bad request frame: %s",
+					      r == -E2BIG ? "longer than the request limit" : "empty"));
+	payload = malloc(len);
+	if (!payload)
+		return -ENOMEM;
+	r = recv_full(c->fd, payload, len, deadline);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *why = NULL;
+	r = ctl_request_parse(payload, len, &req, &why);
+	if (r < 0) {
+		log_debug("tierctl request from uid %u refused: %s", (unsigned) c->cred.uid, why ?: "");
+		return conn_done(c, conn_fail(c, r, "bad request: %s", why ?: strerror(-r)));
+	}
+
+	r = catalog_open_reader(c->fs->catalog, &c->reader);
+	if (r < 0)
+		r = conn_fail(c, r, "cannot open the catalog for reading: %s", strerror(-r));
+	if (r >= 0)
+		r = authorize(c, req.command);
+	if (r >= 0)
+		r = conn_reset(c);
+	if (r >= 0) {
+		log_debug("tierctl %s from uid %u", ctl_command_to_string(req.command), (unsigned) c->cred.uid);
+		switch (req.command) {
+		case CTL_COMMAND_STATUS:
+			r = do_status(c);
+			break;
+		case CTL_COMMAND_DF:
+			r = do_df(c);
+			break;
+		case CTL_COMMAND_DU:
+			r = do_du(c, &req);
+			break;
+		case CTL_COMMAND_LS:
+			r = do_ls(c, &req);
+			break;
+		case CTL_COMMAND_REPORT:
+			r = do_report(c, &req);
+			break;
+		case CTL_COMMAND_POLICY:
+			r = do_policy(c);
+			break;
+		case CTL_COMMAND_GC:
+			r = do_gc(c);
+			break;
+		case CTL_COMMAND_SCRUB:
+			r = do_scrub(c, &req);
+			break;
+		default:
+			r = conn_fail(c, -EINVAL, "command not served");
+		}
+	}
+	ctl_request_done(&req);
+	if (r >= 0)
+		r = conn_flush(c);
+	/* A failed send means the client is gone: nobody to tell. */
+	if (r == -EPIPE || r == -ECONNRESET || r == -EAGAIN)
+		return r;
+	return conn_done(c, r);
+}
+
+static void *conn_main(void *userdata) {
+	Conn *c = userdata;
+	FsControl *ctl = c->ctl;
+	struct timeval tv = { .tv_sec = CONTROL_SEND_TIMEOUT_S };
+
+	/* Invariant 2: a client that stops reading cannot hold this worker for longer. */
+	(void) setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	int r = peer_load(c);
+	if (r >= 0)
+		r = serve(c);
+	if (r < 0)
+		log_debug_errno(r, "tierctl connection ended: %m");
+
+	/*
+	 * Read what the client may still be sending (a refused request's
+	 * rest) until it closes: closing with unread bytes would reset the
+	 * connection and could destroy the refusal before the client reads it.
+	 */
+	if (shutdown(c->fd, SHUT_WR) == 0) {
+		char sink[4096];
+		int64_t until = now_ns(CLOCK_MONOTONIC) + CONTROL_DRAIN_MS * 1000000;
+		for (size_t total = 0; total < CTL_REQUEST_SIZE_MAX;) {
+			int64_t left = (until - now_ns(CLOCK_MONOTONIC)) / 1000000;
+			struct pollfd p = { .fd = c->fd, .events = POLLIN };
+			if (left <= 0 || poll(&p, 1, (int) left) <= 0)
+				break;
+			ssize_t k = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+			if (k <= 0)
+				break;
+			total += (size_t) k;
+		}
+	}
+	c->reader = catalog_close(c->reader);
+	ctl_message_done(&c->out);
+	free(c->error);
+	free(c->groups);
+	pthread_mutex_lock(&ctl->lock);
+	ctl->conn_fds[c->slot] = -1;
+	ctl->n_conns--;
+	close(c->fd);
+	pthread_cond_broadcast(&ctl->idle);
+	pthread_mutex_unlock(&ctl->lock);
+	free(c);
+	return NULL;
+}
+
+/* ---- the listener ---- */
+
+static void refuse_busy(int fd) {
+	CtlMessage m = {};
+	_cleanup_free_ uint8_t *buf = NULL;
+	size_t size;
+	if (ctl_reply_begin(&m, CTL_REPLY_DONE) >= 0 && ctl_message_add(&m, "status", "error") >= 0 &&
+	    ctl_message_add_u64(&m, "errno", EBUSY) >= 0 &&
+	    ctl_message_addf(&m, "message", "busy: %d tierctl clients are being served; try again",
+			     CONTROL_CONNECTIONS_MAX) >= 0 &&
+	    ctl_message_format(&m, CTL_FRAME_SIZE_MAX, &buf, &size) >= 0)
+		(void) send(fd, buf, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+	ctl_message_done(&m);
+}
+
+static void accept_one(FsControl *ctl) {
+	int fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&ctl->lock);
+	int slot = -1;
+	for (int i = 0; i < CONTROL_CONNECTIONS_MAX; i++)
+		if (ctl->conn_fds[i] < 0) {
+			slot = i;
+			break;
+		}
+	if (slot >= 0) {
+		ctl->conn_fds[slot] = fd;
+		ctl->n_conns++;
+	}
+	pthread_mutex_unlock(&ctl->lock);
+	if (slot < 0) {
+		refuse_busy(fd);
+		close(fd);
+		return;
+	}
+
+	Conn *c = calloc(1, sizeof(*c));
+	pthread_t t;
+	pthread_attr_t attr;
+	int r = c ? 0 : -ENOMEM;
+	if (c) {
+		*c = (Conn) { .ctl = ctl, .fs = ctl->fs, .fd = fd, .slot = slot };
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		r = -pthread_create(&t, &attr, conn_main, c);
+		pthread_attr_destroy(&attr);
+	}
+	if (r < 0) {
+		log_warning_errno(r, "Cannot serve a tierctl connection: %m");
+		free(c);
+		pthread_mutex_lock(&ctl->lock);
+		ctl->conn_fds[slot] = -1;
+		ctl->n_conns--;
+		close(fd);
+		pthread_cond_broadcast(&ctl->idle);
+		pthread_mutex_unlock(&ctl->lock);
+	}
+}
+
+static int sum_stored(const CatalogContainer *ct, void *userdata) {
+	*(uint64_t *) userdata += ct->size;
+	return 0;
+}
+
+/* Samples sealed and stored bytes for the throughput in status (on the listener's own reader). */
+static void sample(FsControl *ctl) {
+	CatalogFileTotals t;
+	Sample s = { .t_ns = now_ns(CLOCK_MONOTONIC) };
+	if (catalog_files_totals(ctl->sampler, &t) < 0 ||
+	    catalog_containers_foreach(ctl->sampler, 0, sum_stored, &s.stored_bytes) < 0)
+		return;
+	s.sealed_bytes = t.bytes[CATALOG_FILE_SEALED];
+	pthread_mutex_lock(&ctl->lock);
+	if (ctl->n_samples == CONTROL_SAMPLES) {
+		memmove(&ctl->samples[0], &ctl->samples[1], (CONTROL_SAMPLES - 1) * sizeof(Sample));
+		ctl->n_samples--;
+	}
+	ctl->samples[ctl->n_samples++] = s;
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+static void *listener_main(void *userdata) {
+	FsControl *ctl = userdata;
+	int64_t next_sample = 0;
+
+	while (!atomic_load(&ctl->stopping)) {
+		int64_t now = now_ns(CLOCK_MONOTONIC);
+		if (now >= next_sample) {
+			sample(ctl);
+			next_sample = now + (int64_t) CONTROL_SAMPLE_INTERVAL_MS * 1000000;
+		}
+		struct pollfd p[2] = {
+			{ .fd = ctl->listen_fd, .events = POLLIN },
+			{ .fd = ctl->wake[0], .events = POLLIN },
+		};
+		int k = poll(p, 2, (int) ((next_sample - now) / 1000000) + 1);
+		if (k < 0 && errno != EINTR) {
+			log_error_errno(errno, "Control socket poll failed, tierctl is no longer served: %m");
+			break;
+		}
+		if (k > 0 && (p[0].revents & POLLIN))
+			accept_one(ctl);
+	}
+	return NULL;
+}
+
+/* Binds path, replacing a socket no daemon answers on (left by a crash). */
+static int socket_bind(const char *path, int *ret) {
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+		if (errno != EADDRINUSE)
+			return -errno;
+		_cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe < 0)
+			return -errno;
+		if (connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0)
+			return -EADDRINUSE;
+		struct stat st;
+		if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+			return -EEXIST; /* never delete anything but a dead socket */
+		if (unlink(path) < 0 || bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+			return -errno;
+	}
+	/* Everyone may connect: the peer's credentials decide what it may do. */
+	if (chmod(path, 0666) < 0 || listen(fd, 64) < 0) {
+		int r = -errno;
+		(void) unlink(path);
+		return r;
+	}
+	*ret = TAKE_FD(fd);
+	return 0;
+}
+
+static FsControl *control_free(FsControl *ctl) {
+	if (!ctl)
+		return NULL;
+	if (ctl->listen_fd >= 0) {
+		close(ctl->listen_fd);
+		(void) unlink(ctl->path);
+	}
+	for (int i = 0; i < 2; i++)
+		if (ctl->wake[i] >= 0)
+			close(ctl->wake[i]);
+	ctl->sampler = catalog_close(ctl->sampler);
+	pthread_cond_destroy(&ctl->idle);
+	pthread_mutex_destroy(&ctl->lock);
+	free(ctl->path);
+	free(ctl);
+	return NULL;
+}
+
+int fs_control_open(Fs *fs, const char *path) {
+	FsControl *ctl = calloc(1, sizeof(*ctl));
+	int r;
+
+	if (!ctl)
+		return -ENOMEM;
+	*ctl = (FsControl) { .fs = fs, .listen_fd = -1, .wake = { -1, -1 }, .owner = geteuid() };
+	pthread_mutex_init(&ctl->lock, NULL);
+	pthread_cond_init(&ctl->idle, NULL);
+	for (int i = 0; i < CONTROL_CONNECTIONS_MAX; i++)
+		ctl->conn_fds[i] = -1;
+	ctl->path = strdup(path);
+	if (!ctl->path) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (pipe2(ctl->wake, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = socket_bind(path, &ctl->listen_fd);
+	if (r < 0)
+		goto fail;
+	fs->control = ctl;
+	return 0;
+
+fail:
+	control_free(ctl);
+	return r;
+}
+
+int fs_control_start(Fs *fs) {
+	FsControl *ctl = fs->control;
+	ctl->started_ns = now_ns(CLOCK_MONOTONIC);
+	int r = catalog_open_reader(fs->catalog, &ctl->sampler);
+	if (r < 0)
+		return r;
+	r = -pthread_create(&ctl->listener, NULL, listener_main, ctl);
+	if (r < 0)
+		return r;
+	ctl->listener_started = true;
+	return 0;
+}
+
+void fs_control_stop(Fs *fs) {
+	FsControl *ctl = fs->control;
+	if (!ctl)
+		return;
+	atomic_store(&ctl->stopping, true);
+	ssize_t k = write(ctl->wake[1], "x", 1);
+	(void) k; /* the pipe is empty: a one-byte write cannot fail short */
+	if (ctl->listener_started)
+		pthread_join(ctl->listener, NULL);
+
+	/* Invariant 4: wake every worker out of its socket calls and wait for them. */
+	pthread_mutex_lock(&ctl->lock);
+	for (int i = 0; i < CONTROL_CONNECTIONS_MAX; i++)
+		if (ctl->conn_fds[i] >= 0)
+			(void) shutdown(ctl->conn_fds[i], SHUT_RDWR);
+	while (ctl->n_conns > 0)
+		pthread_cond_wait(&ctl->idle, &ctl->lock);
+	pthread_mutex_unlock(&ctl->lock);
+	fs->control = control_free(ctl);
+}

@@ -1,0 +1,605 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tierctl against a live mount holding known content.
+
+Writes files of every class, waits until they are sealed (trusted.fratier.state),
+then checks every command: the figures match what was written (logical bytes
+exact; stored bytes equal to the container files on the hot tier's disk; raw
+bytes equal to the staging files' blocks), --json parses and carries the same
+numbers as the table (--bytes), an unprivileged user reads reports but cannot
+gc or scrub, malformed and forged requests are refused with a message, many
+clients at once are served (and one too many is told so), the metrics
+listener is scraped and parsed by prometheus_client, the HTML report renders
+in headless Chromium with its charts (screenshot kept in the meson log
+directory), and scrub names exactly the files a damaged chunk breaks.
+"""
+
+import errno
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from harness import Fratier, Results, require_fuse
+
+STATE_XATTR = "trusted.fratier.state"
+SEAL_TIMEOUT = float(os.environ.get("FRATIER_SEAL_TIMEOUT", "120"))
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_DENIED, EXIT_PARTIAL = 2, 3, 4, 5
+
+
+def tierctl_path():
+    return os.environ.get("FRATIER_TIERCTL") or os.path.join(
+        os.environ.get("FRATIER_BUILD_ROOT", "build"), "tools", "tierctl", "tierctl")
+
+
+def log_dir():
+    d = os.path.join(os.environ.get("FRATIER_BUILD_ROOT", "build"), "meson-logs")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def text_bytes(rng, n):
+    words = [b"ORDERS", b"CUSTOMER", b"SCN", b"0x00a2", b"redo", b"commit", b"ROWID", b"ITL", b"block"]
+    out = bytearray()
+    while len(out) < n:
+        out += rng.choice(words) + b" " + str(rng.randrange(10 ** 6)).encode() + b"\n"
+    return bytes(out[:n])
+
+
+class Ctl:
+    def __init__(self, mnt, res):
+        self.mnt, self.res = mnt, res
+
+    def run(self, *args, user=None, cwd=None, mount=True):
+        cmd = ([] if user is None else user) + [tierctl_path()] + (["-m", self.mnt] if mount else []) + list(args)
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300)
+        return p.returncode, p.stdout, p.stderr
+
+    def json(self, *args, user=None):
+        rc, out, err = self.run(*args, "--json", user=user)
+        if not self.res.check(rc == 0, "tierctl %s --json: exit %d: %s" % (" ".join(args), rc, err.strip())):
+            return None
+        try:
+            return json.loads(out)
+        except ValueError as e:
+            self.res.check(False, "tierctl %s --json: not JSON (%s): %r" % (" ".join(args), e, out[:300]))
+            return None
+
+    def table(self, *args):
+        """Rows of a --bytes table (header first), split on runs of 2+ spaces."""
+        rc, out, err = self.run(*args, "--bytes")
+        self.res.check(rc == 0, "tierctl %s: exit %d: %s" % (" ".join(args), rc, err.strip()))
+        return [re.split(r"\s{2,}", line.strip()) for line in out.splitlines() if line.strip()]
+
+
+def tiers_of(doc):
+    """df/status JSON: the first tier row's fields sit at top level only if rows are missing; gather rows."""
+    return {t["tier"]: t for t in doc.get("tiers", [])}
+
+
+def disk_bytes(root, blocks=False):
+    total = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            st = os.lstat(os.path.join(d, f))
+            total += st.st_blocks * 512 if blocks else st.st_size
+    return total
+
+
+def request(sock_path, payload, frame=True, user_uid=None):
+    """Sends payload raw (framed unless frame=False) and returns the parsed frames [(kind, {field: value})]."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(sock_path)
+    s.sendall((struct.pack(">I", len(payload)) if frame else b"") + payload)
+    data = b""
+    while True:
+        try:
+            d = s.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not d:
+            break
+        data += d
+    s.close()
+    frames = []
+    while len(data) >= 4:
+        n = struct.unpack(">I", data[:4])[0]
+        body, data = data[4:4 + n], data[4 + n:]
+        fields = {}
+        for line in body.decode().splitlines():
+            k, _, v = line.partition(" ")
+            fields.setdefault(k, v)
+        frames.append((fields.get("reply"), fields))
+    return frames
+
+
+def refusal(frames):
+    """(errno, message) of a final error frame, or None."""
+    if not frames or frames[-1][0] != "done" or frames[-1][1].get("status") != "error":
+        return None
+    f = frames[-1][1]
+    return int(f.get("errno", "0")), f.get("message", "")
+
+
+def main():
+    require_fuse()
+    res = Results("e2e-tierctl")
+    if not os.path.exists(tierctl_path()):
+        print("SKIP: tierctl not built")
+        sys.exit(77)
+
+    base = tempfile.mkdtemp(prefix="fratier-e2e-tierctl-", dir=os.environ.get("FRATIER_TMP"))
+    # The unprivileged user must reach the mount and the socket, as on a real system.
+    os.chmod(base, 0o755)
+    rng = random.Random(20261203)
+    files = {}  # mount-relative path -> (bytes, class)
+    a_log = text_bytes(rng, 2 << 20)
+    files["archivelog/2024_01_01/o1_mf_1_7_abc_.arc"] = (a_log, "archivelog")
+    files["backupset/2024_01_01/o1_mf_annnn_TAG1_x_.bkp"] = (a_log[:1 << 20] + text_bytes(rng, 1 << 20), "archivelogbackup")
+    files["datafile/o1_mf_users_x_.dbf"] = (text_bytes(rng, 1 << 20), "imagecopy")
+    files["misc/notes.txt"] = (text_bytes(rng, 10000), "other")
+    files["onlinelog/o1_mf_1_x_.log"] = (text_bytes(rng, 65536), "passthrough")
+    files["private/secret.bkp"] = (text_bytes(rng, 50000), "backuppiece")
+
+    try:
+        with Fratier(base=base, options=["seal_delay=0", "gc_interval=3600", "allow_other"]) as fs:
+            ctl = Ctl(fs.mnt, res)
+            sock = os.path.join(fs.data, "control.sock")
+            res.check(os.path.exists(sock), "control socket %s exists" % sock)
+            os.chmod(fs.mnt, 0o755)
+            for rel, (data, _) in files.items():
+                p = fs.path(rel)
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                with open(p, "wb") as f:
+                    f.write(data)
+            os.chmod(fs.path("private"), 0o700)
+
+            # Sealed (everything but the passthrough file), checked through the xattr.
+            deadline = time.monotonic() + SEAL_TIMEOUT
+            want = {rel: ("raw" if cls == "passthrough" else "sealed") + " " + cls for rel, (_, cls) in files.items()}
+            while True:
+                got = {rel: os.getxattr(fs.path(rel), STATE_XATTR).decode() for rel in files}
+                if got == want or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            for rel in files:
+                res.check(got[rel] == want[rel], "%s: state %r, want %r" % (rel, got[rel], want[rel]))
+            # Quiet: the seal queue drains (status shows it) before figures are compared with the disk.
+            for _ in range(200):
+                st = ctl.json("status")
+                if st and st.get("seal_queue") == 0:
+                    break
+                time.sleep(0.1)
+
+            total_logical = sum(len(d) for d, _ in files.values())
+            containers = disk_bytes(os.path.join(fs.data, "hot", "containers"))
+            staging = disk_bytes(os.path.join(fs.data, "hot", "staging"), blocks=True)
+
+            # ---- df ----
+            df = ctl.json("df")
+            if df:
+                hot = tiers_of(df).get(0, {})
+                res.check(hot.get("name") == "hot" and hot.get("reachable") == "yes", "df: hot tier %r" % hot)
+                res.check(hot.get("logical") == total_logical, "df: logical %r, wrote %d" % (hot.get("logical"), total_logical))
+                res.check(hot.get("stored") == containers, "df: stored %r, containers on disk %d" % (hot.get("stored"), containers))
+                res.check(hot.get("raw") == staging, "df: raw %r, staging blocks on disk %d" % (hot.get("raw"), staging))
+                res.check(hot.get("used") == containers + staging, "df: used %r" % hot.get("used"))
+                res.check(hot.get("files") == len(files), "df: files %r" % hot.get("files"))
+                res.check(hot.get("dedup_ratio", 0) > 1.0, "df: dedup ratio %r (the backup piece repeats the log)" % hot.get("dedup_ratio"))
+                res.check(hot.get("compression_ratio", 0) > 1.0, "df: compression ratio %r" % hot.get("compression_ratio"))
+                table = ctl.table("df")
+                res.check(table[0][:8] == ["TIER", "NAME", "CAPACITY", "USED", "FREE", "LOGICAL", "STORED", "RAW"],
+                          "df table header %r" % table[0])
+                row = [r for r in table[1:] if r[0] == "0"]
+                res.check(bool(row) and row[0][5] == str(total_logical) and row[0][6] == str(containers)
+                          and row[0][7] == str(staging) and row[0][8] == "%.2fx" % hot["dedup_ratio"],
+                          "df table row %r matches the JSON" % (row[0] if row else None))
+                rc, out, _ = ctl.run("df")
+                res.check(rc == 0 and " MiB" in out and "KiB" in out, "df table in IEC units: %r" % out)
+
+            # ---- status ----
+            st = ctl.json("status")
+            if st:
+                res.check(st.get("mount") == os.path.realpath(fs.mnt), "status: mount %r" % st.get("mount"))
+                res.check(st.get("files_sealed") == len(files) - 1 and st.get("files_raw") == 1,
+                          "status: files %r sealed, %r raw" % (st.get("files_sealed"), st.get("files_raw")))
+                res.check(st.get("seal_queue") == 0 and st.get("gc_queue") == 0, "status: queues %r %r" % (st.get("seal_queue"), st.get("gc_queue")))
+                res.check(tiers_of(st).get(0, {}).get("stored") == containers, "status: hot tier stored")
+                res.check(st.get("sealed_bytes") == total_logical - len(files["onlinelog/o1_mf_1_x_.log"][0]), "status: sealed bytes %r" % st.get("sealed_bytes"))
+            rc, out, _ = ctl.run("status")
+            res.check(rc == 0 and "mount:" in out and "queues:" in out and "last errors:" in out and "REACHABLE" in out,
+                      "status table: %r" % out[:400])
+
+            # ---- report ----
+            rep = ctl.json("report", "--by", "class")
+            if rep:
+                groups = {g["key"]: g for g in rep.get("groups", [])}
+                for cls in set(c for _, c in files.values()):
+                    want_files = [d for d, c in files.values() if c == cls]
+                    g = groups.get(cls, {})
+                    res.check(g.get("files") == len(want_files) and g.get("logical") == sum(map(len, want_files)),
+                              "report by class %s: %r" % (cls, g))
+                res.check(groups.get("passthrough", {}).get("stored") == staging, "report: passthrough stored = its staging blocks")
+                chunk_stored = sum(g["chunk_stored"] for g in groups.values())
+                res.check(abs(chunk_stored - hot["live"]) <= len(groups), "report: chunk stored %d sums to the live frames %d" % (chunk_stored, hot["live"]))
+                table = ctl.table("report", "--by", "class")
+                rows = {r[0]: r for r in table[1:]}
+                for key, g in groups.items():
+                    r = rows.get(key)
+                    res.check(r is not None and r[1] == str(g["files"]) and r[2] == str(g["logical"]) and r[3] == str(g["stored"])
+                              and r[6] == ("%.2fx" % g["reduction_ratio"] if g["stored"] else "-"),
+                              "report table row %r matches %r" % (r, g))
+                res.check(rows.get("total", [None, None, None])[2] == str(total_logical), "report total %r" % rows.get("total"))
+            rep = ctl.json("report", "--by", "day")
+            if rep:
+                days = {}
+                for rel, (d, _) in files.items():
+                    key = time.strftime("%Y-%m-%d", time.gmtime(os.stat(fs.path(rel)).st_mtime))
+                    days[key] = days.get(key, 0) + len(d)
+                got = {g["key"]: g["logical"] for g in rep.get("groups", [])}
+                res.check(got == days, "report by day %r, want %r" % (got, days))
+            rep = ctl.json("report", "--by", "tier")
+            if rep:
+                got = {g["key"]: (g["files"], g["logical"]) for g in rep.get("groups", [])}
+                res.check(got == {"hot": (len(files), total_logical)}, "report by tier %r" % got)
+
+            # ---- du, ls ----
+            du = ctl.json("du", fs.mnt, fs.path("archivelog/2024_01_01/o1_mf_1_7_abc_.arc"))
+            if du:
+                paths = {p["path"]: p for p in du.get("paths", [])}
+                root = paths.get("/", {})
+                res.check(root.get("logical") == total_logical and root.get("files") == len(files), "du /: %r" % root)
+                arc = paths.get("/archivelog/2024_01_01/o1_mf_1_7_abc_.arc", {})
+                res.check(arc.get("logical") == len(a_log) and arc.get("state") == "sealed" and arc.get("class") == "archivelog"
+                          and arc.get("shared", 0) > 0 and arc.get("unique", 0) > 0, "du of the archivelog: %r" % arc)
+            # du from inside the mount, relative path, no -m: the mount containing the current directory.
+            rc, out, err = ctl.run("du", "--bytes", "2024_01_01", cwd=fs.path("archivelog"), mount=False)
+            res.check(rc == 0 and str(len(a_log)) in out, "du from inside the mount without -m: %d %r %r" % (rc, out, err))
+            ls = ctl.json("ls", "-l", fs.path("backupset/2024_01_01"), fs.path("datafile"))
+            if ls:
+                ents = {e["name"]: e for e in ls.get("entries", [])}
+                bkp = ents.get("o1_mf_annnn_TAG1_x_.bkp", {})
+                dbf = ents.get("o1_mf_users_x_.dbf", {})
+                res.check(bkp.get("logical") == 2 << 20 and bkp.get("class") == "archivelogbackup" and bkp.get("state") == "sealed"
+                          and bkp.get("tier") == 0, "ls -l backup piece %r" % bkp)
+                res.check(dbf.get("class") == "imagecopy" and dbf.get("logical") == 1 << 20, "ls -l image copy %r" % dbf)
+                table = ctl.table("ls", "-l", fs.path("backupset/2024_01_01"))
+                res.check(table[0][0] == "TYPE" and table[1][-1] == "o1_mf_annnn_TAG1_x_.bkp" and table[1][5] == str(2 << 20),
+                          "ls -l table %r" % table)
+            rc, out, _ = ctl.run("ls", fs.path("onlinelog"))
+            res.check(rc == 0 and "raw" in out and "passthrough" in out, "ls of the online log: %r" % out)
+            rc, _, err = ctl.run("ls", "/etc")
+            res.check(rc == EXIT_USAGE and "not inside" in err, "ls outside the mount: %d %r" % (rc, err))
+            rc, _, err = ctl.run("ls", fs.path("nonexistent"))
+            res.check(rc == EXIT_PARTIAL and "No such file" in err, "ls of a missing path: %d %r" % (rc, err))
+
+            # ---- policy ----
+            pol = ctl.json("policy", "show")
+            if pol:
+                cls = {c["class"]: c for c in pol.get("classes", [])}
+                res.check(cls.get("passthrough", {}).get("sealed") == "no" and cls.get("imagecopy", {}).get("chunker") == "fixed"
+                          and cls.get("archivelog", {}).get("chunk_avg") == 16384 and pol.get("seal_delay") == 0
+                          and cls.get("backuppiece", {}).get("chunk_avg") == 8192
+                          and cls.get("archivelogbackup", {}).get("chunk_avg") == 16384
+                          and str(cls.get("backuppiece", {}).get("zstd_level")) == "3",
+                          "policy show %r" % pol)
+
+            # ---- permissions: nobody reads reports, cannot gc or scrub ----
+            for cmd in (["status"], ["df"], ["report", "--by", "class"], ["policy", "show"]):
+                doc = ctl.json(*cmd, user=NOBODY)
+                res.check(doc is not None, "nobody may run %s" % cmd)
+            df_nobody = ctl.json("df", user=NOBODY)
+            if df_nobody and df:
+                res.check(tiers_of(df_nobody)[0]["logical"] == total_logical, "nobody sees the same df")
+            for cmd in (["gc"], ["scrub"]):
+                rc, _, err = ctl.run(*cmd, user=NOBODY)
+                res.check(rc == EXIT_DENIED and "permission denied" in err and "root" in err,
+                          "nobody may not run %s: %d %r" % (cmd, rc, err))
+            rc, _, err = ctl.run("ls", fs.path("private"), user=NOBODY)
+            res.check(rc == EXIT_PARTIAL and "Permission denied" in err, "nobody may not list private/: %d %r" % (rc, err))
+            du_nobody = ctl.json("du", fs.mnt, user=None)
+            rc, out, err = ctl.run("du", "--json", fs.mnt, user=NOBODY)
+            try:
+                d = json.loads(out)["paths"][0]
+                res.check(rc == 0 and d["errors"] == 1 and d["logical"] == total_logical - len(files["private/secret.bkp"][0]),
+                          "nobody's du skips private/: %r" % d)
+            except (ValueError, KeyError, IndexError):
+                res.check(False, "nobody's du --json: %d %r %r" % (rc, out, err))
+            res.check(du_nobody is not None, "root's du")
+
+            # ---- malformed and forged requests ----
+            r = refusal(request(sock, b"fratier 1\ncommand rm\n"))
+            res.check(r is not None and r[0] == errno.EBADMSG and "unknown command 'rm'" in r[1], "unknown command refused: %r" % (r,))
+            r = refusal(request(sock, b"fratier 1\ncommand status\nuid 0\n"))
+            res.check(r is not None and "unknown argument 'uid'" in r[1], "forged uid field refused: %r" % (r,))
+            r = refusal(request(sock, b"fratier 2\ncommand status\n"))
+            res.check(r is not None and "version" in r[1], "other protocol version refused: %r" % (r,))
+            r = refusal(request(sock, b"fratier 1\ncommand du\npath /../etc\n"))
+            res.check(r is not None and "not absolute and canonical" in r[1], "path escaping the mount refused: %r" % (r,))
+            r = refusal(request(sock, b"fratier 1\ncommand status\n\x00\n"))
+            res.check(r is not None and r[0] == errno.EBADMSG, "control bytes refused: %r" % (r,))
+            r = refusal(request(sock, b"GET / HTTP/1.1\r\n\r\n", frame=False))
+            res.check(r is not None and "bad request frame" in r[1], "unframed garbage refused: %r" % (r,))
+            r = refusal(request(sock, struct.pack(">I", 0), frame=False))
+            res.check(r is not None and "empty" in r[1], "empty frame refused: %r" % (r,))
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sock)
+            s.sendall(struct.pack(">I", 100) + b"fratier 1\n")
+            s.close()  # truncated request: the daemon just drops it
+            p = subprocess.run(NOBODY + [sys.executable, "-c",
+                               "import socket,struct,sys\ns=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1])\n"
+                               "p=b'fratier 1\\ncommand gc\\n';s.sendall(struct.pack('>I',len(p))+p)\n"
+                               "d=b''\nwhile True:\n  x=s.recv(4096)\n  if not x: break\n  d+=x\nsys.stdout.write(d[4:].decode())",
+                               sock], capture_output=True, text=True, timeout=60)
+            res.check("status error" in p.stdout and "errno 13" in p.stdout and "permission denied" in p.stdout,
+                      "nobody's raw gc request refused: %r" % p.stdout)
+
+            # ---- several clients at once, and one too many ----
+            outs, errs = [], []
+
+            def client():
+                for _ in range(3):
+                    rc_, out_, err_ = ctl.run("df", "--json")
+                    (outs if rc_ == 0 else errs).append(out_ if rc_ == 0 else err_)
+
+            writer_ok = []
+
+            def writer():
+                data = text_bytes(random.Random(5), 1 << 20)
+                p_ = fs.path("misc/during-clients.txt")
+                with open(p_, "wb") as f:
+                    f.write(data)
+                with open(p_, "rb") as f:
+                    writer_ok.append(f.read() == data)
+
+            threads = [threading.Thread(target=client) for _ in range(8)] + [threading.Thread(target=writer)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            res.check(not errs and len(outs) == 24, "8 concurrent clients x 3: %d ok, errors %r" % (len(outs), errs[:2]))
+            res.check(writer_ok == [True], "the filesystem works while clients are served")
+            logicals = set(tiers_of(json.loads(o))[0]["logical"] for o in outs)
+            res.check(len(logicals) >= 1, "concurrent df replies parse")
+            # Workers of the clients above may still be closing: wait until only
+            # the asking client is served (a bounded count of tries, not a timing).
+            for _ in range(400):
+                st = ctl.json("status")
+                if st and st.get("clients") == 1:
+                    break
+                time.sleep(0.05)
+            res.check(st and st.get("clients") == 1, "status: the daemon serves only the asking client %r"
+                      % (st or {}).get("clients"))
+            # 20 silent clients for 16 slots: a worker that is still closing
+            # (the status call above) may take a slot for a moment and make one
+            # of them be refused, but the slots end up all held by silent ones.
+            silent = []
+            for _ in range(20):
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(sock)
+                silent.append(s)
+            time.sleep(0.2)
+            rc, _, err = ctl.run("df")
+            res.check(rc == 1 and "busy" in err, "a 17th client is told the daemon is busy: %d %r" % (rc, err))
+            # A silent client is dropped after the request timeout, never kept.
+            silent[0].settimeout(60)
+            try:
+                closed = silent[0].recv(1) == b""
+            except OSError:
+                closed = True
+            res.check(closed, "a silent client is disconnected")
+            for s in silent:
+                s.close()
+            for _ in range(100):
+                rc, _, err = ctl.run("df")
+                if rc == 0:
+                    break
+                time.sleep(0.1)
+            res.check(rc == 0, "served again once the silent clients are gone: %r" % err)
+            os.unlink(fs.path("misc/during-clients.txt"))
+
+            # ---- gc ----
+            gc = ctl.json("gc")
+            res.check(gc is not None and "chunks_deleted" in gc and gc.get("chunks_deleted", 0) > 0,
+                      "gc collects the chunks of the deleted file: %r" % gc)
+
+            # ---- metrics ----
+            rc, out, err = ctl.run("metrics")
+            res.check(rc == 0 and "fratier_tier_logical_bytes" in out, "metrics: %d %r" % (rc, err))
+            check_metrics(res, ctl, fs, total_logical)
+
+            # ---- HTML report in headless Chromium ----
+            check_html(res, ctl, base)
+
+            # ---- discovery errors ----
+            rc, _, err = ctl.run("-m", "/tmp", "df", mount=False)
+            res.check(rc == EXIT_USAGE and "not a fratier mount" in err, "-m on a non-fratier dir: %d %r" % (rc, err))
+            rc, _, err = ctl.run("--socket", os.path.join(base, "nothing.sock"), "df")
+            res.check(rc == EXIT_NOT_RUNNING and "is fratierfs running" in err, "no daemon on the socket: %d %r" % (rc, err))
+            rc, _, err = ctl.run("frobnicate")
+            res.check(rc == EXIT_USAGE and "unknown command" in err, "unknown command: %d %r" % (rc, err))
+            rc, _, err = ctl.run("df", "--by", "class")
+            res.check(rc == EXIT_USAGE, "option of another command: %d %r" % (rc, err))
+            for cmd in ("status", "df", "du", "ls", "report", "policy", "gc", "scrub", "metrics"):
+                rc, out, _ = ctl.run(cmd, "--help")
+                res.check(rc == 0 and out.startswith("usage: tierctl"), "%s --help" % cmd)
+
+            # ---- a client that leaves during a scrub (Ctrl-C) leaves nothing stuck ----
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sock)
+            payload = b"fratier 1\ncommand scrub\n"
+            s.sendall(struct.pack(">I", len(payload)) + payload)
+            s.close()
+            for _ in range(300):
+                rc, out, err = ctl.run("scrub", "--json")
+                if rc == 0 or "already running" not in err:
+                    break
+                time.sleep(0.1)
+            res.check(rc == 0, "scrub runs again after a client left one: %d %r" % (rc, err))
+
+            # ---- scrub: clean, then one damaged chunk ----
+            sc = ctl.json("scrub")
+            res.check(sc is not None and sc.get("damaged_chunks") == 0 and sc.get("chunks", 0) > 0, "clean scrub %r" % sc)
+            damage_one_frame(fs)
+            rc, out, err = ctl.run("scrub", "--json")
+            try:
+                sc = json.loads(out)
+            except ValueError:
+                sc = {}
+            damaged = set(d["path"].lstrip("/") for d in sc.get("damaged", []))
+            res.check(rc == EXIT_PARTIAL and sc.get("damaged_chunks", 0) >= 1 and damaged,
+                      "scrub finds the damage: %d %r %r" % (rc, sc, err))
+            res.check(re.search(r"scrub: verify [0-9.]+ [KM]iB of [0-9.]+ [KM]iB \(100%\), .*/s, eta 0s, [1-9]\d* damaged", err),
+                      "scrub prints plain progress lines when not on a terminal: %r" % err)
+        # Remount (no cached chunk can hide the damage): listed files fail, the others read back.
+        with Fratier(base=base, options=["seal_delay=0", "gc_interval=3600"]) as fs:
+            for rel, (data, _) in files.items():
+                try:
+                    with open(fs.path(rel), "rb") as f:
+                        ok = f.read() == data
+                    err = None
+                except OSError as e:
+                    ok, err = False, e.errno
+                if rel in damaged:
+                    res.check(err == errno.EIO, "%s listed as damaged and reads EIO (%r)" % (rel, err))
+                else:
+                    res.check(ok, "%s not listed and reads back intact (%r)" % (rel, err))
+        check_socket_options(res, base)
+    finally:
+        if not os.environ.get("FRATIER_KEEP"):
+            shutil.rmtree(base, ignore_errors=True)
+    res.finish()
+
+
+def check_socket_options(res, base):
+    """-o control=PATH moves the socket; a socket that cannot be made stops the start-up, with a message."""
+    custom = os.path.join(base, "custom.sock")
+    with Fratier(base=base, options=["control=" + custom]) as fs:
+        res.check(os.path.exists(custom) and not os.path.exists(os.path.join(fs.data, "control.sock")),
+                  "-o control=PATH puts the socket there")
+        rc, out, err = Ctl(fs.mnt, res).run("--socket", custom, "df", "--json")
+        res.check(rc == 0 and json.loads(out)["tiers"][0]["files"] == 6, "tierctl --socket PATH: %d %r" % (rc, err))
+    res.check(not os.path.exists(custom), "the socket goes with the daemon")
+    for bad, why in ((os.path.join(base, "missing-dir", "c.sock"), "No such file"),
+                     ("/tmp/" + "x" * 120 + ".sock", "too long"),
+                     (os.path.join(base, "data", "hot", "catalog.db"), "File exists")):
+        fs = Fratier(base=base, options=["control=" + bad])
+        try:
+            fs.start()
+            fs.stop()
+            res.check(False, "control=%s: the daemon started" % bad)
+        except RuntimeError as e:
+            res.check("control socket" in str(e) and why in str(e), "control=%s refused: %s" % (bad, str(e)[-300:]))
+    res.check(os.path.getsize(os.path.join(base, "data", "hot", "catalog.db")) > 0, "an existing file is never replaced")
+
+
+def damage_one_frame(fs):
+    """Flips a payload byte of the first frame of the largest container."""
+    best = None
+    for d, _, names in os.walk(os.path.join(fs.data, "hot", "containers")):
+        for n in names:
+            p = os.path.join(d, n)
+            if best is None or os.path.getsize(p) > os.path.getsize(best):
+                best = p
+    with open(best, "r+b") as f:
+        f.seek(64 + 64 + 100)
+        b = f.read(1)
+        f.seek(64 + 64 + 100)
+        f.write(bytes([b[0] ^ 0x20]))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def check_metrics(res, ctl, fs, total_logical):
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        res.check(False, "python3-prometheus-client is not installed (scripts/install-deps.sh)")
+        return
+    port = free_port()
+    p = subprocess.Popen([tierctl_path(), "-m", fs.mnt, "metrics", "--listen", "127.0.0.1:%d" % port],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    body = None
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=30) as r:
+                    res.check(r.headers.get("Content-Type", "").startswith("text/plain; version=0.0.4"),
+                              "metrics content type %r" % r.headers.get("Content-Type"))
+                    body = r.read().decode()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=30)
+            res.check(False, "/other answers 404")
+        except urllib.error.HTTPError as e:
+            res.check(e.code == 404, "/other answers %d" % e.code)
+    finally:
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(60)
+    res.check(rc == 0, "metrics --listen stops on Ctrl-C with 0 (got %d: %s)" % (rc, p.stderr.read()))
+    if not res.check(body is not None, "scraped /metrics"):
+        return
+    samples = {}
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    hot = (("name", "hot"), ("tier", "0"))
+    res.check(samples.get(("fratier_tier_logical_bytes", hot)) == total_logical,
+              "metrics logical %r" % samples.get(("fratier_tier_logical_bytes", hot)))
+    containers = disk_bytes(os.path.join(fs.data, "hot", "containers"))
+    res.check(samples.get(("fratier_tier_stored_bytes", hot)) == containers,
+              "metrics stored %r, on disk %d" % (samples.get(("fratier_tier_stored_bytes", hot)), containers))
+    res.check(samples.get(("fratier_up", ())) == 1 and ("fratier_queue_depth", (("queue", "seal"),)) in samples
+              and samples.get(("fratier_tier_dedup_ratio", hot), 0) > 1 and ("fratier_errors_total", ()) in samples,
+              "metrics families present: %r" % sorted(set(k[0] for k in samples)))
+
+
+def check_html(res, ctl, base):
+    out = os.path.join(base, "report.html")
+    rc, _, err = ctl.run("report", "--by", "class", "--html", out)
+    if not res.check(rc == 0 and os.path.exists(out), "report --html: %d %r" % (rc, err)):
+        return
+    html = open(out).read()
+    res.check("<svg" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+              and "<script" not in html and "src=" not in html, "the page is self-contained")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not res.check(chromium is not None, "chromium is installed (scripts/install-deps.sh)"):
+        return
+    shot = os.path.join(log_dir(), "tierctl-report.png")
+    if os.path.exists(shot):
+        os.unlink(shot)
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=base)
+    common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + profile]
+    p = subprocess.run(common + ["--dump-dom", "file://" + out], capture_output=True, text=True, timeout=300)
+    dom = p.stdout
+    res.check(p.returncode == 0 and dom.count('class="chart"') == 2 and dom.count("<rect") >= 8
+              and "archivelog" in dom and "backuppiece" in dom,
+              "chromium renders the page with both charts: rc %d, %d charts" % (p.returncode, dom.count('class="chart"')))
+    p = subprocess.run(common + ["--window-size=900,1100", "--screenshot=" + shot, "file://" + out],
+                       capture_output=True, text=True, timeout=300)
+    ok = os.path.exists(shot) and open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(shot) > 5000
+    res.check(ok, "screenshot kept as %s (rc %d: %s)" % (shot, p.returncode, p.stderr[-300:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Fuzz target for the control protocol (common/ctlproto.c): arbitrary bytes
+ * are either rejected with a message, or parse into fields that keep every
+ * limit and format back to exactly the same bytes; the same bytes as a
+ * request are either refused with a message or give a request whose
+ * arguments keep every promise of ctlproto.h.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ctlproto.h"
+#include "tests/fuzz/fuzz.h"
+
+static void check(bool ok) {
+	if (!ok)
+		abort();
+}
+
+static void fuzz_message(const uint8_t *data, size_t size) {
+	CtlMessage m;
+	char *error = NULL;
+	int r = ctl_message_parse(data, size, &m, &error);
+	if (r < 0) {
+		check(r == -EBADMSG || r == -E2BIG || r == -ENOMEM);
+		check(r == -ENOMEM || error);
+		check(m.n == 0 && !m.fields);
+		free(error);
+		return;
+	}
+	check(!error && m.n >= 1);
+	for (size_t i = 0; i < m.n; i++) {
+		check(strlen(m.fields[i].name) <= CTL_NAME_MAX);
+		check(strlen(m.fields[i].value) <= CTL_VALUE_MAX);
+	}
+	/* One encoding per message. */
+	uint8_t *out;
+	size_t out_size;
+	r = ctl_message_format(&m, CTL_FRAME_SIZE_MAX, &out, &out_size);
+	check(r == 0 || r == -ENOMEM);
+	if (r == 0) {
+		uint32_t n;
+		check(ctl_frame_header_parse(out, CTL_FRAME_SIZE_MAX, &n) == 0 && n == size);
+		check(out_size == size + CTL_FRAME_HEADER_SIZE);
+		check(memcmp(out + CTL_FRAME_HEADER_SIZE, data, size) == 0);
+		free(out);
+	}
+	ctl_message_done(&m);
+}
+
+static void fuzz_request(const uint8_t *data, size_t size) {
+	CtlRequest req;
+	char *error = NULL;
+	int r = ctl_request_parse(data, size, &req, &error);
+	if (r < 0) {
+		check(r == -EBADMSG || r == -E2BIG || r == -ENOMEM);
+		check(r == -ENOMEM || error);
+		free(error);
+		return;
+	}
+	check(!error);
+	check(req.command >= 0 && req.command < _CTL_COMMAND_MAX);
+	check(req.n_paths <= CTL_PATHS_MAX);
+	if (req.command == CTL_COMMAND_DU || req.command == CTL_COMMAND_LS)
+		check(req.n_paths >= 1);
+	else
+		check(req.n_paths == 0);
+	for (size_t i = 0; i < req.n_paths; i++)
+		check(ctl_path_is_valid(req.paths[i]) && req.paths[i][0] == '/' && !strstr(req.paths[i], "//") &&
+		      !strstr(req.paths[i], "/../") && !strstr(req.paths[i], "/./"));
+	if (req.command == CTL_COMMAND_REPORT)
+		check(req.by >= 0 && req.by < _CTL_REPORT_BY_MAX);
+	check(!req.has_tier || (req.command == CTL_COMMAND_SCRUB && req.tier <= CTL_TIER_MAX));
+	ctl_request_done(&req);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+	fuzz_message(data, size);
+	fuzz_request(data, size);
+	return 0;
+}

@@ -1,0 +1,985 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * tierctl — reports and maintenance of a fratier mount, over the daemon's
+ * control socket.  Every command has --help and --json; tables print sizes
+ * in IEC units (exact bytes with --bytes).  Exit codes: client.h and
+ * tierctl.1.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ctlproto.h"
+#include "common/log.h"
+#include "common/macros.h"
+#include "tools/tierctl/client.h"
+#include "tools/tierctl/html.h"
+#include "tools/tierctl/http.h"
+#include "tools/tierctl/output.h"
+
+static const char *arg_mount;
+static const char *arg_socket;
+static bool arg_json;
+static bool arg_bytes;
+static bool arg_long;
+static const char *arg_by;
+static const char *arg_html;
+static const char *arg_listen;
+static const char *arg_tier;
+
+static volatile int interrupted;
+
+static void on_signal(int sig) {
+	interrupted = 1;
+}
+
+typedef struct Command {
+	const char *name;
+	const char *usage;
+	const char *summary;
+	const char *options; /* which of the command options it takes: l (long), b (by), h (html), t (tier), L (listen) */
+	int (*run)(TierctlMount *m, char **args, int n_args);
+	int min_args, max_args;
+} Command;
+
+static const Command *find_command(const char *name);
+
+/* ---- calls ---- */
+
+/* Turns a refused request into a message and an exit code. */
+static int refused(const char *cmd, const TierctlReply *r) {
+	log_error("%s failed: %s", cmd, r->message ?: strerror(r->error));
+	if (r->error == EACCES || r->error == EPERM) {
+		log_error("hint: run it as root or as the filesystem's owner");
+		return TIERCTL_EXIT_DENIED;
+	}
+	return TIERCTL_EXIT_FAILURE;
+}
+
+static int call(TierctlMount *m, CtlCommand cmd, const char *arg_name, char **args, int n_args, TierctlProgress progress,
+		void *userdata, TierctlReply *ret) {
+	CtlMessage req = {};
+	int r = ctl_request_begin(&req, cmd);
+	for (int i = 0; r >= 0 && i < n_args; i++)
+		r = ctl_message_add(&req, arg_name, args[i]);
+	if (r < 0) {
+		ctl_message_done(&req);
+		log_error_errno(r, "cannot build the request: %m");
+		return TIERCTL_EXIT_USAGE;
+	}
+	r = tierctl_call(m->socket, &req, progress, userdata, &interrupted, ret);
+	ctl_message_done(&req);
+	if (r == -EINTR) {
+		log_error("interrupted: the daemon stops at a safe point; nothing is left half done");
+		return TIERCTL_EXIT_INTERRUPTED;
+	}
+	if (r > 0)
+		return r;
+	if (!ret->ok) {
+		int code = refused(ctl_command_to_string(cmd), ret);
+		tierctl_reply_done(ret);
+		return code;
+	}
+	return 0;
+}
+
+static const char *row_array_name(const char *kind) {
+	static const char *const names[][2] = {
+		{ "tier", "tiers" },   { "error", "errors" },  { "group", "groups" },   { "entry", "entries" },
+		{ "du", "paths" },     { "failed", "failed" }, { "damaged", "damaged" }, { "class", "classes" },
+	};
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (strcmp(names[i][0], kind) == 0)
+			return names[i][1];
+	return kind;
+}
+
+/* Derived figures of a row, so that --json carries what the tables show. */
+static void json_derived(TierctlJson *j, const CtlMessage *m, size_t at) {
+	const char *kind = m->fields[at].value;
+	if (strcmp(kind, "tier") == 0) {
+		tierctl_json_double(j, "dedup_ratio", tierctl_ratio((double) tierctl_get_u64(m, at, "referenced"),
+								    (double) tierctl_get_u64(m, at, "live_plain")));
+		tierctl_json_double(j, "compression_ratio", tierctl_ratio((double) tierctl_get_u64(m, at, "live_plain"),
+									  (double) tierctl_get_u64(m, at, "live")));
+		tierctl_json_double(j, "reduction_ratio", tierctl_ratio((double) tierctl_get_u64(m, at, "logical"),
+									(double) tierctl_get_u64(m, at, "used")));
+	} else if (strcmp(kind, "group") == 0) {
+		tierctl_json_double(j, "dedup_ratio", tierctl_ratio((double) tierctl_get_u64(m, at, "chunk_bytes"),
+								    (double) tierctl_get_u64(m, at, "unique_plain")));
+		tierctl_json_double(j, "compression_ratio", tierctl_ratio((double) tierctl_get_u64(m, at, "unique_plain"),
+									  (double) tierctl_get_u64(m, at, "chunk_stored")));
+		tierctl_json_double(j, "reduction_ratio", tierctl_ratio((double) tierctl_get_u64(m, at, "logical"),
+									(double) tierctl_get_u64(m, at, "stored")));
+	} else if ((strcmp(kind, "du") == 0 || strcmp(kind, "entry") == 0) && ctl_message_get(m, at, "stored"))
+		tierctl_json_double(j, "reduction_ratio", tierctl_ratio((double) tierctl_get_u64(m, at, "logical"),
+									(double) tierctl_get_u64(m, at, "stored")));
+}
+
+/* The whole reply as JSON: its own fields, then one array per kind of row. */
+static void print_json(const char *command, const TierctlMount *mount, const CtlMessage *m) {
+	TierctlJson j = { .f = stdout };
+	tierctl_json_begin_object(&j, NULL);
+	tierctl_json_string(&j, "command", command);
+	tierctl_json_string(&j, "mount", mount->mountpoint);
+	size_t own_end = 0;
+	while (own_end < m->n && strcmp(m->fields[own_end].name, "row") != 0)
+		own_end++;
+	tierctl_json_fields(&j, m, 0, own_end);
+	/* Kinds in order of first appearance. */
+	for (size_t i = own_end; i < m->n; i++) {
+		if (strcmp(m->fields[i].name, "row") != 0)
+			continue;
+		bool seen = false;
+		for (size_t k = own_end; k < i && !seen; k++)
+			seen = strcmp(m->fields[k].name, "row") == 0 && strcmp(m->fields[k].value, m->fields[i].value) == 0;
+		if (seen)
+			continue;
+		tierctl_json_begin_array(&j, row_array_name(m->fields[i].value));
+		for (size_t k = i; k < m->n; k++) {
+			if (strcmp(m->fields[k].name, "row") != 0 || strcmp(m->fields[k].value, m->fields[i].value) != 0)
+				continue;
+			tierctl_json_begin_object(&j, NULL);
+			tierctl_json_fields(&j, m, k + 1, tierctl_row_end(m, k));
+			json_derived(&j, m, k);
+			tierctl_json_end_object(&j);
+		}
+		tierctl_json_end_array(&j);
+	}
+	tierctl_json_end_object(&j);
+}
+
+static const char *size_of(const CtlMessage *m, size_t at, const char *name, char buf[static 32]) {
+	tierctl_format_size(tierctl_get_u64(m, at, name), arg_bytes, buf);
+	return buf;
+}
+
+static const char *ratio_of(const CtlMessage *m, size_t at, const char *a, const char *b, char buf[static 32]) {
+	tierctl_format_ratio((double) tierctl_get_u64(m, at, a), (double) tierctl_get_u64(m, at, b), buf);
+	return buf;
+}
+
+static int table_start(TierctlTable *t, const char *const *headers, size_t n, const char *right) {
+	int r = tierctl_table_new(t, headers, n);
+	for (size_t i = 0; r >= 0 && i < n && right[i]; i++)
+		t->right[i] = right[i] == 'r';
+	return r < 0 ? log_oom() : 0;
+}
+
+static int table_finish(TierctlTable *t) {
+	tierctl_table_print(t, stdout);
+	tierctl_table_done(t);
+	return 0;
+}
+
+/* ---- df, status ---- */
+
+static int print_tiers(const CtlMessage *m, bool full) {
+	static const char *const df_headers[] = { "TIER", "NAME", "CAPACITY", "USED", "FREE", "LOGICAL", "STORED",
+						  "RAW", "DEDUP", "COMPRESSION", "REDUCTION" };
+	static const char *const st_headers[] = { "TIER", "NAME", "ROLE", "BACKEND", "REACHABLE", "CAPACITY", "USED",
+						  "FREE", "RESERVE", "PATH" };
+	TierctlTable t;
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "tier", &n);
+	int r = full ? table_start(&t, df_headers, ELEMENTSOF(df_headers), "llrrrrrrrrr")
+		     : table_start(&t, st_headers, ELEMENTSOF(st_headers), "lllllrrrrl");
+	if (r < 0 || !rows)
+		return log_oom();
+	for (size_t i = 0; i < n; i++) {
+		size_t at = rows[i];
+		char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], k[32];
+		if (full) {
+			const char *cells[] = { tierctl_get(m, at, "tier"),	 tierctl_get(m, at, "name"),
+						size_of(m, at, "capacity", a),	 size_of(m, at, "used", b),
+						size_of(m, at, "free", c),	 size_of(m, at, "logical", d),
+						size_of(m, at, "stored", e),	 size_of(m, at, "raw", f),
+						ratio_of(m, at, "referenced", "live_plain", g),
+						ratio_of(m, at, "live_plain", "live", h),
+						ratio_of(m, at, "logical", "used", k) };
+			r = tierctl_table_add(&t, cells);
+		} else {
+			const char *cells[] = { tierctl_get(m, at, "tier"),	  tierctl_get(m, at, "name"),
+						tierctl_get(m, at, "role"),	  tierctl_get(m, at, "backend"),
+						tierctl_get(m, at, "reachable"), size_of(m, at, "capacity", a),
+						size_of(m, at, "used", b),	  size_of(m, at, "free", c),
+						size_of(m, at, "reserve", d),	  tierctl_get(m, at, "path") };
+			r = tierctl_table_add(&t, cells);
+		}
+		if (r < 0) {
+			tierctl_table_done(&t);
+			return log_oom();
+		}
+	}
+	return table_finish(&t);
+}
+
+static int run_df(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	int r = call(mount, CTL_COMMAND_DF, NULL, NULL, 0, NULL, NULL, &reply);
+	if (r != 0)
+		return r;
+	if (arg_json)
+		print_json("df", mount, &reply.data);
+	else
+		r = print_tiers(&reply.data, true);
+	tierctl_reply_done(&reply);
+	return r < 0 ? TIERCTL_EXIT_FAILURE : 0;
+}
+
+static void format_duration(uint64_t s, char buf[static 32]) {
+	if (s >= 86400)
+		snprintf(buf, 32, "%llud %lluh", (unsigned long long) (s / 86400), (unsigned long long) (s % 86400 / 3600));
+	else if (s >= 3600)
+		snprintf(buf, 32, "%lluh %llum", (unsigned long long) (s / 3600), (unsigned long long) (s % 3600 / 60));
+	else
+		snprintf(buf, 32, "%llum %llus", (unsigned long long) (s / 60), (unsigned long long) (s % 60));
+}
+
+static int run_status(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	if (arg_json) {
+		print_json("status", mount, m);
+		tierctl_reply_done(&reply);
+		return 0;
+	}
+	char up[32], a[32], b[32];
+	format_duration(tierctl_get_u64(m, 0, "uptime"), up);
+	printf("mount:       %s (fratierfs %s, pid %s, up %s)\n", tierctl_get(m, 0, "mount"), tierctl_get(m, 0, "version"),
+	       tierctl_get(m, 0, "pid"), up);
+	printf("data dir:    %s\n", tierctl_get(m, 0, "data_dir"));
+	printf("control:     %s (owner uid %s, allow_other %s, %s clients now)\n", tierctl_get(m, 0, "control"),
+	       tierctl_get(m, 0, "owner"), tierctl_get(m, 0, "allow_other"), tierctl_get(m, 0, "clients"));
+	printf("files:       %s sealed (%s), %s raw\n", tierctl_get(m, 0, "files_sealed"),
+	       size_of(m, 0, "sealed_bytes", a), tierctl_get(m, 0, "files_raw"));
+	printf("queues:      seal %s (%s due), migrate 0, gc %s dead chunks\n", tierctl_get(m, 0, "seal_queue"),
+	       tierctl_get(m, 0, "seal_queue_due"), tierctl_get(m, 0, "gc_queue"));
+	if (ctl_message_get(m, 0, "seal_rate"))
+		printf("throughput:  sealing %s/s, stored %s/s (last minute)\n", size_of(m, 0, "seal_rate", a),
+		       size_of(m, 0, "store_rate", b));
+	else
+		printf("throughput:  not measured yet (the daemon samples every 10 s)\n");
+	printf("policy:      seal after %ss quiet, collect every %ss; watermarks arrive with migration (reserve below)\n\n",
+	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"));
+	r = print_tiers(m, false);
+
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "error", &n);
+	printf("\nlast errors: %s logged since start%s\n", tierctl_get(m, 0, "errors_total"), n ? ", newest first:" : "");
+	for (size_t i = 0; rows && i < n; i++) {
+		time_t t = (time_t) tierctl_get_u64(m, rows[i], "time");
+		struct tm tm;
+		char when[32];
+		localtime_r(&t, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+		printf("  %s  %-7s  %s\n", when, tierctl_get(m, rows[i], "level"), tierctl_get(m, rows[i], "message"));
+	}
+	tierctl_reply_done(&reply);
+	return r < 0 ? TIERCTL_EXIT_FAILURE : 0;
+}
+
+/* ---- du, ls ---- */
+
+/* Request paths of the arguments (relative to the mount's root). */
+static int mount_paths(const TierctlMount *mount, char **args, int n, char ***ret) {
+	char **out = calloc((size_t) n + 1, sizeof(char *));
+	if (!out)
+		return log_oom();
+	for (int i = 0; i < n; i++) {
+		_cleanup_free_ char *abs = tierctl_path_absolute(args[i]);
+		out[i] = abs ? tierctl_path_in_mount(mount->mountpoint, abs) : NULL;
+		if (!out[i]) {
+			if (abs)
+				log_error("%s is not inside the fratier mount %s", args[i], mount->mountpoint);
+			else
+				log_oom();
+			for (int k = 0; k < i; k++)
+				free(out[k]);
+			free(out);
+			return abs ? -EINVAL : -ENOMEM;
+		}
+	}
+	*ret = out;
+	return 0;
+}
+
+static void strv_free(char **v) {
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int print_failures(const CtlMessage *m) {
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "failed", &n);
+	for (size_t i = 0; rows && i < n; i++)
+		log_error("%s: %s", tierctl_get(m, rows[i], "path"), tierctl_get(m, rows[i], "message"));
+	return n > 0 ? TIERCTL_EXIT_PARTIAL : 0;
+}
+
+static int run_paths(TierctlMount *mount, char **args, int n_args, CtlCommand cmd) {
+	char **paths = NULL;
+	TierctlReply reply;
+	if (n_args > CTL_PATHS_MAX) {
+		log_error("at most %d paths at once", CTL_PATHS_MAX);
+		return TIERCTL_EXIT_USAGE;
+	}
+	if (mount_paths(mount, args, n_args, &paths) < 0)
+		return TIERCTL_EXIT_USAGE;
+	int r = call(mount, cmd, "path", paths, n_args, NULL, NULL, &reply);
+	strv_free(paths);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	int code = print_failures(m);
+	if (arg_json) {
+		print_json(ctl_command_to_string(cmd), mount, m);
+		tierctl_reply_done(&reply);
+		return code;
+	}
+
+	TierctlTable t;
+	size_t n;
+	_cleanup_free_ size_t *rows = NULL;
+	if (cmd == CTL_COMMAND_DU) {
+		static const char *const h[] = { "LOGICAL", "STORED", "UNIQUE", "SHARED", "REDUCTION", "FILES", "PATH" };
+		rows = tierctl_rows(m, "du", &n);
+		r = table_start(&t, h, ELEMENTSOF(h), "rrrrrrl");
+		for (size_t i = 0; r >= 0 && rows && i < n; i++) {
+			char a[32], b[32], c[32], d[32], e[32];
+			_cleanup_free_ char *path = NULL;
+			if (asprintf(&path, "%s%s", mount->mountpoint,
+				     strcmp(tierctl_get(m, rows[i], "path"), "/") == 0 ? "" : tierctl_get(m, rows[i], "path")) < 0) {
+				path = NULL;
+				r = -ENOMEM;
+				break;
+			}
+			const char *cells[] = { size_of(m, rows[i], "logical", a), size_of(m, rows[i], "stored", b),
+						size_of(m, rows[i], "unique", c),  size_of(m, rows[i], "shared", d),
+						ratio_of(m, rows[i], "logical", "stored", e), tierctl_get(m, rows[i], "files"),
+						path };
+			r = tierctl_table_add(&t, cells);
+		}
+	} else {
+		static const char *const hs[] = { "LOGICAL", "STORED", "STATE", "CLASS", "NAME" };
+		static const char *const hl[] = { "TYPE", "MODE", "UID", "GID", "MTIME", "LOGICAL", "STORED", "UNIQUE",
+						  "SHARED", "REDUCTION", "TIER", "STATE", "CLASS", "NAME" };
+		rows = tierctl_rows(m, "entry", &n);
+		r = arg_long ? table_start(&t, hl, ELEMENTSOF(hl), "lrrrlrrrrrrlll") : table_start(&t, hs, ELEMENTSOF(hs), "rrlll");
+		for (size_t i = 0; r >= 0 && rows && i < n; i++) {
+			size_t at = rows[i];
+			bool file = strcmp(tierctl_get(m, at, "type"), "file") == 0;
+			char a[32], b[32], c[32], d[32], e[32], mode[16], mtime[32];
+			time_t tt = (time_t) tierctl_get_u64(m, at, "mtime");
+			struct tm tm;
+			localtime_r(&tt, &tm);
+			strftime(mtime, sizeof(mtime), "%Y-%m-%d %H:%M", &tm);
+			snprintf(mode, sizeof(mode), "%04llo", (unsigned long long) tierctl_get_u64(m, at, "mode"));
+			/* Entries of several directories: each name with its directory (mount-relative). */
+			_cleanup_free_ char *qualified = NULL;
+			const char *name = tierctl_get(m, at, "name");
+			if (n_args > 1) {
+				const char *dir = tierctl_get(m, at, "dir");
+				if (asprintf(&qualified, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, name) < 0) {
+					qualified = NULL;
+					r = -ENOMEM;
+					break;
+				}
+				name = qualified;
+			}
+			if (arg_long) {
+				const char *cells[] = { tierctl_get(m, at, "type"),
+							mode,
+							tierctl_get(m, at, "uid"),
+							tierctl_get(m, at, "gid"),
+							mtime,
+							file ? size_of(m, at, "logical", a) : "-",
+							file ? size_of(m, at, "stored", b) : "-",
+							file ? size_of(m, at, "unique", c) : "-",
+							file ? size_of(m, at, "shared", d) : "-",
+							file ? ratio_of(m, at, "logical", "stored", e) : "-",
+							file ? tierctl_get(m, at, "tier") : "-",
+							file ? tierctl_get(m, at, "state") : "-",
+							file ? tierctl_get(m, at, "class") : "-",
+							name };
+				r = tierctl_table_add(&t, cells);
+			} else {
+				const char *cells[] = { file ? size_of(m, at, "logical", a) : "-",
+							file ? size_of(m, at, "stored", b) : "-",
+							file ? tierctl_get(m, at, "state") : tierctl_get(m, at, "type"),
+							file ? tierctl_get(m, at, "class") : "-", name };
+				r = tierctl_table_add(&t, cells);
+			}
+		}
+	}
+	if (r >= 0)
+		table_finish(&t);
+	else
+		tierctl_table_done(&t);
+	tierctl_reply_done(&reply);
+	if (r < 0)
+		return log_oom(), TIERCTL_EXIT_FAILURE;
+	return code;
+}
+
+static int run_du(TierctlMount *mount, char **args, int n_args) {
+	return run_paths(mount, args, n_args, CTL_COMMAND_DU);
+}
+
+static int run_ls(TierctlMount *mount, char **args, int n_args) {
+	char *here[] = { (char *) "." };
+	return n_args == 0 ? run_paths(mount, here, 1, CTL_COMMAND_LS) : run_paths(mount, args, n_args, CTL_COMMAND_LS);
+}
+
+/* ---- report ---- */
+
+static int run_report(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	char *by[] = { (char *) (arg_by ?: "class") };
+	if (ctl_report_by_from_string(by[0]) < 0) {
+		log_error("--by takes class, day or tier, not '%s'", by[0]);
+		return TIERCTL_EXIT_USAGE;
+	}
+	int r = call(mount, CTL_COMMAND_REPORT, "by", by, 1, NULL, NULL, &reply);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "group", &n);
+	_cleanup_free_ TierctlReportGroup *groups = calloc(n + 1, sizeof(TierctlReportGroup));
+	if (!rows || !groups) {
+		tierctl_reply_done(&reply);
+		return log_oom(), TIERCTL_EXIT_FAILURE;
+	}
+	for (size_t i = 0; i < n; i++)
+		groups[i] = (TierctlReportGroup) {
+			.key = tierctl_get(m, rows[i], "key"),
+			.files = tierctl_get_u64(m, rows[i], "files"),
+			.logical = tierctl_get_u64(m, rows[i], "logical"),
+			.stored = tierctl_get_u64(m, rows[i], "stored"),
+			.chunk_bytes = tierctl_get_u64(m, rows[i], "chunk_bytes"),
+			.unique_plain = tierctl_get_u64(m, rows[i], "unique_plain"),
+			.chunk_stored = tierctl_get_u64(m, rows[i], "chunk_stored"),
+		};
+	if (arg_html) {
+		r = tierctl_html_report(arg_html, mount->mountpoint, by[0], groups, n);
+		if (r < 0) {
+			log_error_errno(r, "cannot write %s: %m", arg_html);
+			tierctl_reply_done(&reply);
+			return TIERCTL_EXIT_FAILURE;
+		}
+	}
+	if (arg_json)
+		print_json("report", mount, m);
+	else if (!arg_html) {
+		static const char *const h[] = { "KEY", "FILES", "LOGICAL", "STORED", "DEDUP", "COMPRESSION", "REDUCTION" };
+		TierctlTable t;
+		uint64_t tf = 0, tl = 0, ts = 0;
+		char upper[16];
+		snprintf(upper, sizeof(upper), "%s", by[0]);
+		for (char *p = upper; *p; p++)
+			*p = (char) (*p - 'a' + 'A');
+		const char *hh[ELEMENTSOF(h)];
+		memcpy(hh, h, sizeof(h));
+		hh[0] = upper;
+		r = table_start(&t, hh, ELEMENTSOF(h), "lrrrrrr");
+		for (size_t i = 0; r >= 0 && i < n; i++) {
+			char a[32], b[32], c[32], d[32], e[32], f[32];
+			snprintf(a, sizeof(a), "%llu", (unsigned long long) groups[i].files);
+			tierctl_format_size(groups[i].logical, arg_bytes, b);
+			tierctl_format_size(groups[i].stored, arg_bytes, c);
+			tierctl_format_ratio((double) groups[i].chunk_bytes, (double) groups[i].unique_plain, d);
+			tierctl_format_ratio((double) groups[i].unique_plain, (double) groups[i].chunk_stored, e);
+			tierctl_format_ratio((double) groups[i].logical, (double) groups[i].stored, f);
+			const char *cells[] = { groups[i].key, a, b, c, d, e, f };
+			r = tierctl_table_add(&t, cells);
+			tf += groups[i].files;
+			tl += groups[i].logical;
+			ts += groups[i].stored;
+		}
+		if (r >= 0) {
+			char a[32], b[32], c[32], f[32];
+			snprintf(a, sizeof(a), "%llu", (unsigned long long) tf);
+			tierctl_format_size(tl, arg_bytes, b);
+			tierctl_format_size(ts, arg_bytes, c);
+			tierctl_format_ratio((double) tl, (double) ts, f);
+			const char *cells[] = { "total", a, b, c, "", "", f };
+			r = tierctl_table_add(&t, cells);
+		}
+		if (r >= 0)
+			table_finish(&t);
+		else
+			tierctl_table_done(&t);
+	}
+	tierctl_reply_done(&reply);
+	return r < 0 ? TIERCTL_EXIT_FAILURE : 0;
+}
+
+/* ---- policy ---- */
+
+static int run_policy(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	if (strcmp(args[0], "show") != 0) {
+		log_error("unknown policy subcommand '%s' (only 'show' exists today)", args[0]);
+		return TIERCTL_EXIT_USAGE;
+	}
+	int r = call(mount, CTL_COMMAND_POLICY, NULL, NULL, 0, NULL, NULL, &reply);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	if (arg_json) {
+		print_json("policy", mount, m);
+		tierctl_reply_done(&reply);
+		return 0;
+	}
+	static const char *const h[] = { "CLASS", "SEALED", "CHUNKER", "MIN", "AVG", "MAX", "COMPRESSION", "SEAL DELAY" };
+	TierctlTable t;
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "class", &n);
+	r = table_start(&t, h, ELEMENTSOF(h), "lllrrrlr");
+	for (size_t i = 0; r >= 0 && rows && i < n; i++) {
+		size_t at = rows[i];
+		bool sealed = strcmp(tierctl_get(m, at, "sealed"), "yes") == 0;
+		char a[32], b[32], c[32], level[32], delay[32];
+		snprintf(level, sizeof(level), "zstd %s", tierctl_get(m, at, "zstd_level"));
+		snprintf(delay, sizeof(delay), "%ss", tierctl_get(m, at, "seal_delay"));
+		const char *cells[] = { tierctl_get(m, at, "class"),
+					sealed ? "yes" : "no (passthrough)",
+					sealed ? tierctl_get(m, at, "chunker") : "-",
+					sealed ? size_of(m, at, "chunk_min", a) : "-",
+					sealed ? size_of(m, at, "chunk_avg", b) : "-",
+					sealed ? size_of(m, at, "chunk_max", c) : "-",
+					sealed ? level : "-",
+					sealed ? delay : "-" };
+		r = tierctl_table_add(&t, cells);
+	}
+	if (r >= 0) {
+		table_finish(&t);
+		printf("\ncollector: every %ss, compacts containers less than %s live\n", tierctl_get(m, 0, "gc_interval"),
+		       strcmp(tierctl_get(m, 0, "gc_live_threshold"), "0.5") == 0 ? "half" : tierctl_get(m, 0, "gc_live_threshold"));
+	} else
+		tierctl_table_done(&t);
+	tierctl_reply_done(&reply);
+	return r < 0 ? TIERCTL_EXIT_FAILURE : 0;
+}
+
+/* ---- gc, scrub ---- */
+
+typedef struct Progress {
+	const char *what;
+	bool tty;
+	struct timespec start;
+	bool said;
+} Progress;
+
+static int show_progress(const CtlMessage *frame, void *userdata) {
+	Progress *p = userdata;
+	uint64_t done = 0, total = 0, damaged = 0;
+	const char *phase = ctl_message_get(frame, 0, "phase") ?: "";
+	(void) ctl_message_get_u64(frame, 0, "done", &done);
+	(void) ctl_message_get_u64(frame, 0, "total", &total);
+	(void) ctl_message_get_u64(frame, 0, "damaged", &damaged);
+	if (total == 0) {
+		/* No measure of the work (the collector): say once what is going on. */
+		if (!p->said)
+			fprintf(stderr, "%s: %s...\n", p->what, phase);
+		p->said = true;
+		return 0;
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	double secs = (double) (now.tv_sec - p->start.tv_sec) + (double) (now.tv_nsec - p->start.tv_nsec) / 1e9;
+	double rate = secs > 0 ? (double) done / secs : 0;
+	double eta = rate > 0 && total > done ? (double) (total - done) / rate : 0;
+	char d[32], t[32], rt[32];
+	tierctl_format_size(done, false, d);
+	tierctl_format_size(total, false, t);
+	tierctl_format_size((uint64_t) rate, false, rt);
+	unsigned pct = (unsigned) (total ? done * 100 / total : 100);
+	if (p->tty) {
+		char bar[31];
+		size_t fill = (size_t) pct * 30 / 100;
+		memset(bar, '#', fill);
+		memset(bar + fill, '.', 30 - fill);
+		bar[30] = 0;
+		fprintf(stderr, "\r%s [%s] %3u%%  %s / %s  %s/s  ETA %um%02us  damaged %llu ", p->what, bar, pct, d, t, rt,
+			(unsigned) eta / 60, (unsigned) eta % 60, (unsigned long long) damaged);
+	} else
+		fprintf(stderr, "%s: %s %s of %s (%u%%), %s/s, eta %us, %llu damaged\n", p->what, phase, d, t, pct, rt,
+			(unsigned) eta, (unsigned long long) damaged);
+	p->said = true;
+	return 0;
+}
+
+static void progress_end(Progress *p) {
+	if (p->tty && p->said)
+		fputc('\n', stderr);
+}
+
+static int run_gc(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	Progress p = { .what = "gc", .tty = isatty(STDOUT_FILENO) };
+	clock_gettime(CLOCK_MONOTONIC, &p.start);
+	int r = call(mount, CTL_COMMAND_GC, NULL, NULL, 0, show_progress, &p, &reply);
+	progress_end(&p);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	if (arg_json)
+		print_json("gc", mount, m);
+	else {
+		char a[32], b[32];
+		printf("deleted %s dead chunks and %s empty containers, compacted %s containers (%s copied), freed %s\n",
+		       tierctl_get(m, 0, "chunks_deleted"), tierctl_get(m, 0, "containers_deleted"),
+		       tierctl_get(m, 0, "containers_compacted"), size_of(m, 0, "bytes_copied", a),
+		       size_of(m, 0, "bytes_freed", b));
+		if (tierctl_get_u64(m, 0, "containers_skipped"))
+			printf("left %s containers alone because a frame in them failed its checks: run tierctl scrub\n",
+			       tierctl_get(m, 0, "containers_skipped"));
+	}
+	tierctl_reply_done(&reply);
+	return 0;
+}
+
+static int run_scrub(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	Progress p = { .what = "scrub", .tty = isatty(STDOUT_FILENO) };
+	char *tier[] = { (char *) arg_tier };
+	clock_gettime(CLOCK_MONOTONIC, &p.start);
+	int r = call(mount, CTL_COMMAND_SCRUB, "tier", tier, arg_tier ? 1 : 0, show_progress, &p, &reply);
+	progress_end(&p);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	uint64_t damaged = tierctl_get_u64(m, 0, "damaged_chunks");
+	if (arg_json)
+		print_json("scrub", mount, m);
+	else {
+		char a[32];
+		printf("verified %s chunks in %s containers (%s): %s damaged chunks, %s damaged files\n",
+		       tierctl_get(m, 0, "chunks"), tierctl_get(m, 0, "containers"), size_of(m, 0, "bytes", a),
+		       tierctl_get(m, 0, "damaged_chunks"), tierctl_get(m, 0, "damaged_files"));
+		size_t n;
+		_cleanup_free_ size_t *rows = tierctl_rows(m, "damaged", &n);
+		for (size_t i = 0; rows && i < n; i++)
+			printf("damaged: %s%s\n", mount->mountpoint, tierctl_get(m, rows[i], "path"));
+		if (damaged)
+			printf("the damaged chunks were retired: new data no longer deduplicates against them; restore the "
+			       "files listed from a backup\n");
+	}
+	tierctl_reply_done(&reply);
+	return damaged ? TIERCTL_EXIT_PARTIAL : 0;
+}
+
+/* ---- metrics ---- */
+
+typedef struct Metrics {
+	FILE *f;
+	char *buf;
+	size_t size;
+} Metrics;
+
+static void label_escape(FILE *f, const char *s) {
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fprintf(f, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static void metric_head(FILE *f, const char *name, const char *type, const char *help) {
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void tier_metric(FILE *f, const CtlMessage *m, const size_t *rows, size_t n, const char *name, const char *help,
+			const char *field, const char *divisor) {
+	metric_head(f, name, "gauge", help);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "%s{tier=\"%s\",name=\"", name, tierctl_get(m, rows[i], "tier"));
+		label_escape(f, tierctl_get(m, rows[i], "name"));
+		if (divisor)
+			fprintf(f, "\"} %.6g\n", tierctl_ratio((double) tierctl_get_u64(m, rows[i], field),
+							       (double) tierctl_get_u64(m, rows[i], divisor)));
+		else
+			fprintf(f, "\"} %llu\n", (unsigned long long) tierctl_get_u64(m, rows[i], field));
+	}
+}
+
+static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char **ret) {
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&buf, &size);
+	if (!f)
+		return -ENOMEM;
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "tier", &n);
+	metric_head(f, "fratier_up", "gauge", "Whether the fratier daemon answered.");
+	fprintf(f, "fratier_up 1\n");
+	metric_head(f, "fratier_uptime_seconds", "gauge", "Seconds since the daemon started serving.");
+	fprintf(f, "fratier_uptime_seconds %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "uptime"));
+	if (rows) {
+		tier_metric(f, m, rows, n, "fratier_tier_logical_bytes", "Logical bytes of the files whose data is on the tier.",
+			    "logical", NULL);
+		tier_metric(f, m, rows, n, "fratier_tier_stored_bytes", "Bytes of the tier's chunk containers.", "stored", NULL);
+		tier_metric(f, m, rows, n, "fratier_tier_raw_bytes", "Bytes of raw (not yet sealed) files on the tier.", "raw",
+			    NULL);
+		tier_metric(f, m, rows, n, "fratier_tier_used_bytes", "Stored plus raw bytes.", "used", NULL);
+		tier_metric(f, m, rows, n, "fratier_tier_free_bytes", "Bytes fratier may still use on the tier.", "free", NULL);
+		tier_metric(f, m, rows, n, "fratier_tier_capacity_bytes", "Capacity of the tier.", "capacity", NULL);
+		tier_metric(f, m, rows, n, "fratier_tier_files", "Files whose data is on the tier.", "files", NULL);
+		tier_metric(f, m, rows, n, "fratier_tier_dead_chunks", "Chunks waiting for the collector.", "dead_chunks", NULL);
+		tier_metric(f, m, rows, n, "fratier_tier_dedup_ratio", "Logical chunk bytes over unique chunk bytes.",
+			    "referenced", "live_plain");
+		tier_metric(f, m, rows, n, "fratier_tier_compression_ratio", "Unique chunk bytes over their stored frames.",
+			    "live_plain", "live");
+		tier_metric(f, m, rows, n, "fratier_tier_reduction_ratio", "Logical bytes over used bytes.", "logical", "used");
+		metric_head(f, "fratier_tier_reachable", "gauge", "Whether the tier's storage answers (1) or not (0).");
+		for (size_t i = 0; i < n; i++) {
+			fprintf(f, "fratier_tier_reachable{tier=\"%s\",name=\"", tierctl_get(m, rows[i], "tier"));
+			label_escape(f, tierctl_get(m, rows[i], "name"));
+			fprintf(f, "\"} %d\n", strcmp(tierctl_get(m, rows[i], "reachable"), "yes") == 0);
+		}
+	}
+	metric_head(f, "fratier_files", "gauge", "Regular files by state.");
+	fprintf(f, "fratier_files{state=\"raw\"} %llu\nfratier_files{state=\"sealed\"} %llu\n",
+		(unsigned long long) tierctl_get_u64(m, 0, "files_raw"), (unsigned long long) tierctl_get_u64(m, 0, "files_sealed"));
+	metric_head(f, "fratier_sealed_bytes", "gauge", "Logical bytes of sealed files.");
+	fprintf(f, "fratier_sealed_bytes %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "sealed_bytes"));
+	metric_head(f, "fratier_queue_depth", "gauge", "Work waiting, per queue.");
+	fprintf(f, "fratier_queue_depth{queue=\"seal\"} %llu\nfratier_queue_depth{queue=\"seal_due\"} %llu\n"
+		   "fratier_queue_depth{queue=\"gc\"} %llu\nfratier_queue_depth{queue=\"migrate\"} 0\n",
+		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue"),
+		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue_due"),
+		(unsigned long long) tierctl_get_u64(m, 0, "gc_queue"));
+	if (ctl_message_get(m, 0, "seal_rate")) {
+		metric_head(f, "fratier_seal_throughput_bytes_per_second", "gauge",
+			    "Net growth of sealed logical bytes over the last minute.");
+		fprintf(f, "fratier_seal_throughput_bytes_per_second %llu\n",
+			(unsigned long long) tierctl_get_u64(m, 0, "seal_rate"));
+		metric_head(f, "fratier_store_throughput_bytes_per_second", "gauge",
+			    "Net growth of the hot tier's containers over the last minute.");
+		fprintf(f, "fratier_store_throughput_bytes_per_second %llu\n",
+			(unsigned long long) tierctl_get_u64(m, 0, "store_rate"));
+	}
+	metric_head(f, "fratier_errors_total", "counter", "Warnings and errors the daemon logged since it started.");
+	fprintf(f, "fratier_errors_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "errors_total"));
+	(void) mount;
+	if (fclose(f) != 0) {
+		free(buf);
+		return -ENOMEM;
+	}
+	*ret = buf;
+	return 0;
+}
+
+static int metrics_fetch(char **ret_body, void *userdata) {
+	TierctlMount *mount = userdata;
+	TierctlReply reply;
+	int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
+	if (r != 0)
+		return -EIO;
+	r = metrics_render(mount, &reply.data, ret_body);
+	tierctl_reply_done(&reply);
+	return r;
+}
+
+static int run_metrics(TierctlMount *mount, char **args, int n_args) {
+	if (arg_listen) {
+		log_info("serving http://%s/metrics (Ctrl-C stops)", arg_listen);
+		int r = tierctl_http_serve(arg_listen, metrics_fetch, mount, &interrupted);
+		if (r < 0) {
+			log_error_errno(r, "cannot listen on %s: %m (give ADDR:PORT, e.g. 127.0.0.1:9273)", arg_listen);
+			return r == -EINVAL ? TIERCTL_EXIT_USAGE : TIERCTL_EXIT_FAILURE;
+		}
+		return 0;
+	}
+	_cleanup_free_ char *body = NULL;
+	if (metrics_fetch(&body, mount) < 0)
+		return TIERCTL_EXIT_FAILURE;
+	fputs(body, stdout);
+	return 0;
+}
+
+/* ---- command line ---- */
+
+static const Command commands[] = {
+	{ "status", "status", "mount, tiers, capacity, queues, throughput and last errors", "", run_status, 0, 0 },
+	{ "df", "df", "per tier: capacity, used, free, logical and stored bytes, dedup, compression, reduction", "",
+	  run_df, 0, 0 },
+	{ "du", "du PATH...", "per path: logical and stored bytes (unique and shared), reduction", "", run_du, 1,
+	  CTL_PATHS_MAX },
+	{ "ls", "ls [-l] [PATH...]", "per file: logical and stored bytes, tier, state, class", "l", run_ls, 0,
+	  CTL_PATHS_MAX },
+	{ "report", "report [--by class|day|tier] [--html FILE]", "logical and stored bytes per class, day or tier",
+	  "bh", run_report, 0, 0 },
+	{ "policy", "policy show", "the per-class settings the daemon uses", "", run_policy, 1, 1 },
+	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },
+	{ "scrub", "scrub [--tier N]", "verify every stored chunk, list damaged files (root or the owner)", "t",
+	  run_scrub, 0, 0 },
+	{ "metrics", "metrics [--listen ADDR:PORT]", "Prometheus text exposition, or serve it on /metrics", "L",
+	  run_metrics, 0, 0 },
+};
+
+static const Command *find_command(const char *name) {
+	for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static void help(void) {
+	printf("usage: tierctl [-m MOUNTPOINT] [--socket PATH] COMMAND [OPTIONS] [ARGS]\n\n"
+	       "Reports and maintenance of a fratier mount, through its daemon's control socket.\n\n"
+	       "commands:\n");
+	for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+		printf("  %-44s %s\n", commands[i].usage, commands[i].summary);
+	printf("\noptions (anywhere):\n"
+	       "  -m, --mount MOUNTPOINT  the fratier mount (default: the one containing the current directory,\n"
+	       "                          or the only one)\n"
+	       "      --socket PATH       the control socket (default: DATA_DIR/control.sock of the mount)\n"
+	       "      --json              JSON instead of tables\n"
+	       "  -b, --bytes             exact byte counts instead of IEC units\n"
+	       "  -h, --help              help (of a command, after it)\n"
+	       "  -V, --version           version\n\n"
+	       "exit status: 0 ok, 1 failed, 2 usage, 3 daemon not running, 4 permission denied,\n"
+	       "             5 partial failure (some paths, or damage found), 130 interrupted\n"
+	       "See tierctl(1).\n");
+}
+
+static void command_help(const Command *c) {
+	printf("usage: tierctl [-m MOUNTPOINT] %s [--json] [--bytes]\n\n%s.\n", c->usage, c->summary);
+	if (strchr(c->options, 'l'))
+		printf("\n  -l, --long        mode, owner, time, unique and shared bytes, tier\n");
+	if (strchr(c->options, 'b'))
+		printf("\n  --by KEY          class (default), day (of modification, UTC) or tier\n"
+		       "  --html FILE       write a self-contained page with charts to FILE\n");
+	if (strchr(c->options, 't'))
+		printf("\n  --tier N          only tier N (0 is the hot tier)\n");
+	if (strchr(c->options, 'L'))
+		printf("\n  --listen ADDR:PORT  serve http://ADDR:PORT/metrics until interrupted\n");
+}
+
+int main(int argc, char **argv) {
+	enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_BY, OPT_HTML, OPT_TIER, OPT_LISTEN };
+	static const struct option options[] = {
+		{ "mount", required_argument, NULL, 'm' },  { "socket", required_argument, NULL, OPT_SOCKET },
+		{ "json", no_argument, NULL, OPT_JSON },    { "bytes", no_argument, NULL, 'b' },
+		{ "long", no_argument, NULL, 'l' },	    { "by", required_argument, NULL, OPT_BY },
+		{ "html", required_argument, NULL, OPT_HTML }, { "tier", required_argument, NULL, OPT_TIER },
+		{ "listen", required_argument, NULL, OPT_LISTEN }, { "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },	    {},
+	};
+	const Command *cmd = NULL;
+	bool want_help = false;
+	char seen[8] = ""; /* command options given, checked against the command's */
+	int c;
+
+	log_set_program_name("tierctl");
+	while ((c = getopt_long(argc, argv, "m:blhV", options, NULL)) >= 0) {
+		switch (c) {
+		case 'm':
+			arg_mount = optarg;
+			break;
+		case OPT_SOCKET:
+			arg_socket = optarg;
+			break;
+		case OPT_JSON:
+			arg_json = true;
+			break;
+		case 'b':
+			arg_bytes = true;
+			break;
+		case 'l':
+			arg_long = true;
+			strcat(seen, strchr(seen, 'l') ? "" : "l");
+			break;
+		case OPT_BY:
+			arg_by = optarg;
+			strcat(seen, strchr(seen, 'b') ? "" : "b");
+			break;
+		case OPT_HTML:
+			arg_html = optarg;
+			strcat(seen, strchr(seen, 'h') ? "" : "h");
+			break;
+		case OPT_TIER:
+			arg_tier = optarg;
+			strcat(seen, strchr(seen, 't') ? "" : "t");
+			break;
+		case OPT_LISTEN:
+			arg_listen = optarg;
+			strcat(seen, strchr(seen, 'L') ? "" : "L");
+			break;
+		case 'h':
+			want_help = true;
+			break;
+		case 'V':
+			printf("tierctl %s\n", PACKAGE_VERSION);
+			return 0;
+		default:
+			log_error("see tierctl --help");
+			return TIERCTL_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		cmd = find_command(argv[optind]);
+		if (!cmd) {
+			log_error("unknown command '%s' (see tierctl --help)", argv[optind]);
+			return TIERCTL_EXIT_USAGE;
+		}
+		optind++;
+	}
+	if (want_help) {
+		if (cmd)
+			command_help(cmd);
+		else
+			help();
+		return 0;
+	}
+	if (!cmd) {
+		log_error("no command given (see tierctl --help)");
+		return TIERCTL_EXIT_USAGE;
+	}
+	for (const char *o = seen; *o; o++)
+		if (!strchr(cmd->options, *o)) {
+			log_error("%s takes no such option (see tierctl %s --help)", cmd->name, cmd->name);
+			return TIERCTL_EXIT_USAGE;
+		}
+	int n_args = argc - optind;
+	if (n_args < cmd->min_args || n_args > cmd->max_args) {
+		log_error("usage: tierctl %s", cmd->usage);
+		return TIERCTL_EXIT_USAGE;
+	}
+	if (arg_tier) {
+		uint64_t t;
+		if (ctl_parse_u64(arg_tier, &t) < 0 || t > CTL_TIER_MAX) {
+			log_error("--tier takes a tier number from 0 to %u, not '%s'", CTL_TIER_MAX, arg_tier);
+			return TIERCTL_EXIT_USAGE;
+		}
+	}
+
+	/* Ctrl-C interrupts the wait for the daemon (no SA_RESTART), which then stops at a safe point. */
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	(void) sigaction(SIGINT, &sa, NULL);
+	(void) sigaction(SIGTERM, &sa, NULL);
+
+	TierctlMount mount;
+	int r = tierctl_mount_find(arg_mount, n_args > 0 && cmd->max_args > 1 ? argv[optind] : NULL, arg_socket, &mount);
+	if (r != 0)
+		return r;
+	r = cmd->run(&mount, argv + optind, n_args);
+	tierctl_mount_done(&mount);
+	return r;
+}
