@@ -49,7 +49,6 @@ typedef enum StatementId {
 	STMT_DIRENT_ADD,
 	STMT_DIRENT_REMOVE,
 	STMT_DIRENT_RETARGET,
-	STMT_DIRENT_NAME,
 	STMT_DIR_ANY,
 	STMT_DIR_READ,
 	STMT_XATTR_GET,
@@ -116,7 +115,6 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_DIRENT_ADD] = "INSERT INTO dirents (parent, name, ino) VALUES (?, ?, ?)",
 	[STMT_DIRENT_REMOVE] = "DELETE FROM dirents WHERE parent = ? AND name = ?",
 	[STMT_DIRENT_RETARGET] = "UPDATE dirents SET ino = ? WHERE parent = ? AND name = ?",
-	[STMT_DIRENT_NAME] = "SELECT name FROM dirents WHERE ino = ? LIMIT 1",
 	[STMT_DIR_ANY] = "SELECT 1 FROM dirents WHERE parent = ? LIMIT 1",
 	[STMT_DIR_READ] = "SELECT d.cookie, d.ino, i.mode, d.name FROM dirents d JOIN inodes i ON i.ino = d.ino "
 			  "WHERE d.parent = ? AND d.cookie > ? ORDER BY d.cookie LIMIT ?",
@@ -938,37 +936,6 @@ int catalog_dirent_remove(Catalog *c, uint64_t parent, const char *name) {
 	r = step_done(c, s);
 	if (r >= 0 && sqlite3_changes(c->db) == 0)
 		r = -ENOENT;
-out:
-	unlock(c);
-	return r;
-}
-
-int catalog_dirent_name_get(Catalog *c, uint64_t ino, char *buf, size_t size) {
-	int r;
-
-	lock(c);
-	sqlite3_stmt *s = stmt(c, STMT_DIRENT_NAME);
-	if (!s) {
-		r = catalog_result(sqlite3_errcode(c->db));
-		goto out;
-	}
-	sqlite3_bind_int64(s, 1, (sqlite3_int64) ino);
-	int rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		const void *name = sqlite3_column_blob(s, 0);
-		size_t n = (size_t) sqlite3_column_bytes(s, 0);
-		if (!name || n == 0 || n > CATALOG_NAME_MAX)
-			r = -EUCLEAN;
-		else if (n + 1 > size)
-			r = -ERANGE;
-		else {
-			memcpy(buf, name, n);
-			buf[n] = 0;
-			r = 0;
-		}
-	} else
-		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
-	finish(s);
 out:
 	unlock(c);
 	return r;

@@ -176,8 +176,6 @@ int catalog_inode_exists(Catalog *c, uint64_t ino);
 int catalog_dirent_lookup(Catalog *c, uint64_t parent, const char *name, uint64_t *ret_ino);
 int catalog_dirent_add(Catalog *c, uint64_t parent, const char *name, uint64_t ino);
 int catalog_dirent_remove(Catalog *c, uint64_t parent, const char *name);
-/* Copies a name of ino (any one, for a file with several links) into buf. */
-int catalog_dirent_name_get(Catalog *c, uint64_t ino, char *buf, size_t size);
 /* Points an existing entry at another inode, keeping its cookie. */
 int catalog_dirent_retarget(Catalog *c, uint64_t parent, const char *name, uint64_t ino);
 /* Returns 1 if the directory has no entries, 0 if it has some. */

@@ -346,8 +346,9 @@ static int create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		ci.mode |= S_ISGID;
 	if (S_ISREG(mode)) {
 		char dir_name[CATALOG_NAME_MAX + 1];
+		uint64_t grandparent;
 		bool named = parent != CATALOG_ROOT_INO &&
-			     catalog_dirent_name_get(fs->catalog, parent, dir_name, sizeof(dir_name)) >= 0;
+			     catalog_dirent_find(fs->catalog, parent, &grandparent, dir_name, sizeof(dir_name)) >= 0;
 		ci.file_class = fs_classify(named ? dir_name : NULL, name);
 	}
 
