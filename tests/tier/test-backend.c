@@ -251,6 +251,37 @@ static void test_concurrent_preads(DedupBackend *b) {
 		ASSERT(pthread_join(threads[i], NULL) == 0);
 }
 
+/* Bad URLs and options are -EINVAL with a message; a missing export is the server's -ENOENT. */
+static void test_nfs_open_errors(const char *url) {
+	static const char *const bad[] = {
+		"", "127.0.0.1/x", "http://127.0.0.1/x", "nfs://", "nfs://127.0.0.1/x?version=4",
+		"nfs://127.0.0.1/x?nfsport=2049&version=41",
+	};
+	const TierNfsOptions bad_opts[] = {
+		{ .timeout_ms = 0, .retries = 1, .connections = 1 },
+		{ .timeout_ms = 1000, .retries = TIER_NFS_RETRIES_MAX + 1, .connections = 1 },
+		{ .timeout_ms = 1000, .retries = 1, .connections = 0 },
+		{ .timeout_ms = 1000, .retries = 1, .connections = TIER_NFS_CONNECTIONS_MAX + 1 },
+	};
+	DedupBackend *b;
+	char missing[512];
+
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		ASSERT_RET(tier_backend_nfs_open(bad[i], NULL, &b), -EINVAL);
+		ASSERT(tier_backend_nfs_open_error()[0] != '\0');
+	}
+	for (size_t i = 0; i < ELEMENTSOF(bad_opts); i++) {
+		ASSERT_RET(tier_backend_nfs_open(url, bad_opts + i, &b), -EINVAL);
+		ASSERT(tier_backend_nfs_open_error()[0] != '\0');
+	}
+	/* The same server, an export it does not have: the query stays, the path changes. */
+	const char *q = strchr(url, '?');
+	snprintf(missing, sizeof(missing), "nfs://127.0.0.1/no/such/export%s", q ? q : "");
+	int r = tier_backend_nfs_open(missing, NULL, &b);
+	ASSERT(r == -ENOENT || r == -EACCES);
+	ASSERT(strstr(tier_backend_nfs_open_error(), "/no/such/export"));
+}
+
 int main(int argc, char **argv) {
 	char dir[64] = "";
 	DedupBackend *b;
@@ -261,6 +292,7 @@ int main(int argc, char **argv) {
 		ASSERT_OK(tier_backend_dir_open(dir, &b));
 	} else if (argc == 3 && strcmp(argv[1], "nfs") == 0) {
 		TierNfsOptions o = TIER_NFS_OPTIONS_DEFAULT;
+		test_nfs_open_errors(argv[2]);
 		int r = tier_backend_nfs_open(argv[2], &o, &b);
 		if (r < 0)
 			fprintf(stderr, "%s\n", tier_backend_nfs_open_error());

@@ -189,7 +189,7 @@ static void test_kill_during_preads(DedupBackend *b) {
 		ASSERT(pthread_join(threads[i], NULL) == 0);
 }
 
-static void test_kill_during_writes(DedupBackend *b) {
+static void test_kill_during_writes(DedupBackend *b, const char *url) {
 	const size_t step = 64 * KiB;
 	uint8_t *buf = test_malloc(step), *back = test_malloc(step);
 	DedupBackendFile *f;
@@ -220,6 +220,11 @@ static void test_kill_during_writes(DedupBackend *b) {
 	ASSERT_RET(TIMED(SLOT_MAIN, dedup_backend_statfs(b, &st)), -EIO);
 	ASSERT_RET(TIMED(SLOT_MAIN, dedup_backend_list(b, "w", list_collect, NULL)), -EIO);
 	ASSERT_RET(TIMED(SLOT_MAIN, dedup_backend_unlink(b, "w/obj")), -EIO);
+
+	/* A new backend cannot mount a dead server: -EIO, in bounded time, with a message. */
+	DedupBackend *other;
+	ASSERT_RET(TIMED(SLOT_MAIN, tier_backend_nfs_open(url, &options, &other)), -EIO);
+	ASSERT(tier_backend_nfs_open_error()[0] != '\0');
 
 	server("start");
 	/* The file lost writes with the server: it stays failed, whatever the server does now. */
@@ -283,7 +288,7 @@ int main(int argc, char **argv) {
 	pthread_t dog;
 	ASSERT(pthread_create(&dog, NULL, watchdog, NULL) == 0);
 	test_kill_during_preads(b);
-	test_kill_during_writes(b);
+	test_kill_during_writes(b, argv[1]);
 	test_hung_server(b);
 	b = dedup_backend_free(b);
 	atomic_store(&watchdog_stop, true);
