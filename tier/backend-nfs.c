@@ -380,9 +380,20 @@ static NfsConn *conn_get(NfsBackend *n) {
 	return c;
 }
 
+/*
+ * Whether c's idle connection is still up.  NFSv3 servers never speak
+ * unasked and every request is waited for, so an idle socket that is
+ * readable or hung up was closed by the server: after a server restart this
+ * finds every stale connection before a call is spent on it.
+ */
+static bool conn_is_alive(NfsConn *c) {
+	struct pollfd pfd = { .fd = c->nfs ? nfs_get_fd(c->nfs) : -1, .events = POLLIN };
+	return pfd.fd >= 0 && poll(&pfd, 1, 0) == 0;
+}
+
 /* Connects c if it is not; any failure but -ENOMEM counts as the transport's. */
 static int conn_ensure(NfsBackend *n, NfsConn *c) {
-	if (c->nfs && nfs_get_fd(c->nfs) >= 0)
+	if (conn_is_alive(c))
 		return 0;
 	conn_drop(c);
 	int r = conn_connect(n, c, NULL, 0);

@@ -193,8 +193,30 @@ class Ganesha:
             self.server.wait()
 
     def pause(self):
-        """SIGSTOP: connections stay open but nothing answers (a hung filer)."""
+        """SIGSTOP: connections stay open but nothing answers (a hung filer).
+
+        Returns once every thread of the server is stopped: kill() only
+        queues the signal, and a request answered meanwhile would look like
+        a server that never hung."""
         self.server.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._all_threads_stopped():
+            if time.monotonic() > deadline:
+                raise RuntimeError("ganesha does not stop on SIGSTOP")
+            time.sleep(0.01)
+
+    def _all_threads_stopped(self):
+        task_dir = f"/proc/{self.server.pid}/task"
+        for tid in os.listdir(task_dir):
+            try:
+                with open(f"{task_dir}/{tid}/stat") as f:
+                    # state follows the parenthesised command name, which may hold spaces
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, IndexError):
+                continue  # the thread exited meanwhile
+            if state not in ("T", "t"):
+                return False
+        return True
 
     def resume(self):
         self.server.send_signal(signal.SIGCONT)

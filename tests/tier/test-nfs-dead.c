@@ -129,6 +129,8 @@ static void *reader(void *arg) {
 	while ((phase = atomic_load(r->phase)) != PHASE_STOP) {
 		size_t off = (size_t) (test_rng_next(&rng) % OBJ_SIZE), n = 1 + (size_t) (test_rng_next(&rng) % (64 * KiB));
 		ssize_t got = TIMED(r->id - 1, dedup_backend_pread(r->b, "r/obj", buf, n, off));
+		/* Started after the restart: the backend works again, at once. */
+		ASSERT(phase != PHASE_BACK || got >= 0);
 		if (got >= 0) {
 			ASSERT(got == (ssize_t) MIN(n, OBJ_SIZE - off));
 			fill(1, off, want, (size_t) got);
@@ -137,7 +139,8 @@ static void *reader(void *arg) {
 				atomic_fetch_add(&r->ok_back, 1);
 			continue;
 		}
-		/* Only a dead server explains an error, and it must be -EIO. */
+		/* Only a dead server explains an error (it may have died during the call), and it is -EIO. */
+		phase = atomic_load(r->phase);
 		ASSERT(phase != PHASE_UP);
 		ASSERT(got == -EIO);
 		if (phase == PHASE_DOWN)
