@@ -722,8 +722,12 @@ static int op_pread(NfsConn *c, void *arg, unsigned attempt) {
 	while (done < a->len) {
 		uint64_t count = MIN((uint64_t) (a->len - done), max);
 		r = nfs3_pread(c, slot->fh, a->offset + done, count, a->buf + done);
-		if (r == -ESTALE && !looked_up_again) {
-			/* The name now means another file, or none (invariant 6). */
+		/*
+		 * The name now means another file, or none (invariant 6).  (!)
+		 * libnfs 4 reports a READ the server refused, as it refuses a
+		 * stale handle, as -EFAULT.
+		 */
+		if ((r == -ESTALE || r == -EFAULT) && !looked_up_again) {
 			struct nfsfh *fh = slot->fh;
 			*slot = (FhSlot) {};
 			fh_free(c, fh);

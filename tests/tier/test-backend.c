@@ -251,6 +251,31 @@ static void test_concurrent_preads(DedupBackend *b) {
 		ASSERT(pthread_join(threads[i], NULL) == 0);
 }
 
+/*
+ * An object replaced by another client (a second backend on the export):
+ * the handle a backend cached for the old one is stale, and reads find the
+ * new one by name.  One connection and no retries: the cached handle is
+ * certainly used, and only the stale-handle path can get past it.
+ */
+static void test_nfs_replaced_by_other_client(const char *url) {
+	const TierNfsOptions one = { .timeout_ms = 10000, .retries = 0, .connections = 1 };
+	DedupBackend *b, *other;
+
+	ASSERT_OK(tier_backend_nfs_open(url, &one, &b));
+	ASSERT_OK(tier_backend_nfs_open(url, NULL, &other));
+	put(other, "s/obj", 31, 10000);
+	check(b, "s/obj", 31, 10000);
+	ASSERT_OK(dedup_backend_unlink(other, "s/obj"));
+	put(other, "s/obj", 32, 5000);
+	check(b, "s/obj", 32, 5000);
+	/* And gone for good: no handle brings the old bytes back. */
+	ASSERT_OK(dedup_backend_unlink(other, "s/obj"));
+	uint8_t buf[16];
+	ASSERT(dedup_backend_pread(b, "s/obj", buf, sizeof(buf), 0) == -ENOENT);
+	other = dedup_backend_free(other);
+	b = dedup_backend_free(b);
+}
+
 /* Bad URLs and options are -EINVAL with a message; a missing export is the server's -ENOENT. */
 static void test_nfs_open_errors(const char *url) {
 	static const char *const bad[] = {
@@ -307,6 +332,8 @@ int main(int argc, char **argv) {
 	test_write_read(b);
 	test_list_unlink_rename(b);
 	test_concurrent_preads(b);
+	if (argc == 3)
+		test_nfs_replaced_by_other_client(argv[2]);
 	b = dedup_backend_free(b);
 	if (dir[0])
 		rm_rf(dir);
