@@ -159,6 +159,13 @@ typedef struct Wait {
 static void wait_cb(int status, struct nfs_context *nfs, void *data, void *private_data) {
 	Wait *w = private_data;
 
+	/*
+	 * (!) libnfs 4 splits a large READ or WRITE into several RPCs and,
+	 * when one fails, reports at once and then again for each of the
+	 * others as they finish or are cancelled.  The first report counts.
+	 */
+	if (w->done)
+		return;
 	w->done = true;
 	w->status = status;
 	if (status < 0)
@@ -203,16 +210,18 @@ static void conn_drop(NfsConn *c) {
 }
 
 /*
- * Runs c's event loop until w is done or c's deadline passes.  Returns w's
- * status, or -EIO after dropping the connection (deadline, dead socket): then
- * w's callback has run or never will.  queued is the async call's result.
+ * Runs c's event loop until w is done and nothing else is in flight, or c's
+ * deadline passes.  Returns w's status, or -EIO after dropping the
+ * connection (deadline, dead socket): then w's callback has run or never
+ * will, and no straggler of a split request can call back later into a Wait
+ * that is gone.  queued is the async call's result.
  */
 static int conn_wait(NfsConn *c, Wait *w, int queued) {
 	if (queued != 0) {
 		conn_drop(c);
 		return -EIO;
 	}
-	while (!w->done) {
+	while (!w->done || nfs_queue_length(c->nfs) > 0) {
 		uint64_t now = now_ms();
 		struct pollfd pfd = { .fd = nfs_get_fd(c->nfs), .events = (short) nfs_which_events(c->nfs) };
 		if (pfd.fd < 0 || now >= c->deadline_ms)
@@ -223,7 +232,7 @@ static int conn_wait(NfsConn *c, Wait *w, int queued) {
 		if (nfs_service(c->nfs, k > 0 ? pfd.revents : 0) < 0)
 			break;
 	}
-	if (w->done)
+	if (w->done && nfs_queue_length(c->nfs) == 0)
 		return w->status;
 	conn_drop(c);
 	return -EIO;
@@ -639,6 +648,18 @@ static int op_pwrite(NfsFile *f, void *arg) {
 	while (done < a->len) {
 		uint64_t count = MIN((uint64_t) (a->len - done), max);
 		int r = nfs3_pwrite(c, f->fh, a->offset + done, count, a->buf + done);
+		if (r == -EFAULT) {
+			/*
+			 * (!) libnfs 4 reports a WRITE the server refused as -EFAULT,
+			 * hiding NFS3ERR_NOSPC: a full export is told by its free
+			 * space.  Any other refusal is -EIO.
+			 */
+			struct nfs_statvfs_64 st;
+			r = nfs3_statvfs(c, &st);
+			if (r < 0)
+				return r;
+			return st.f_bavail * st.f_frsize < count ? -ENOSPC : -EIO;
+		}
 		if (r < 0)
 			return r;
 		if (r == 0)

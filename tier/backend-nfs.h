@@ -42,6 +42,10 @@
  * a time; preads on different connections run in parallel.  Each connection
  * caches the file handles of recently read objects.
  *
+ * Errors are the server's where libnfs passes them on.  (!) libnfs 4 hides
+ * why a READ or WRITE was refused: a refused WRITE is -ENOSPC when the
+ * export has no room for it, -EIO otherwise.
+ *
  * (!) Names are resolved by the server: a symlink planted in the export is
  * followed where the dir backend would refuse it.  The export is the store's
  * own; nothing but the backend should write there.

@@ -123,7 +123,8 @@ class Ganesha:
     Must run inside enter_private_namespace().  The export directory survives
     kill()/start(), so a restarted server serves the same files."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, export_size=None):
+        """export_size (e.g. "4m"): the export is a tmpfs of that size, to fill up."""
         if os.environ.get(_NETNS_ENV) != "1":
             raise RuntimeError("Ganesha() outside enter_private_namespace()")
         self.workdir = os.path.abspath(workdir)
@@ -134,6 +135,12 @@ class Ganesha:
         self.pidfile = os.path.join(self.workdir, "ganesha.pid")
         os.makedirs(self.export, exist_ok=True)
         os.makedirs(os.path.join(self.state, "recov"), exist_ok=True)
+        self.export_mounted = False
+        if export_size:
+            # The mount namespace is private: this tmpfs is gone with the test at the latest.
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={export_size},mode=0755", "tmpfs",
+                            self.export], check=True)
+            self.export_mounted = True
         with open(self.conf, "w") as f:
             f.write(_CONF.format(nfs_port=NFS_PORT, mnt_port=MNT_PORT, state=self.state,
                                  export=self.export))
@@ -226,6 +233,9 @@ class Ganesha:
         self.server = None
         _stop_pid(self.rpcbind)
         self.rpcbind = None
+        if self.export_mounted:
+            subprocess.run(["umount", self.export], check=True)
+            self.export_mounted = False
 
     def log_tail(self, n=20):
         try:

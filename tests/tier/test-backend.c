@@ -5,6 +5,8 @@
  *     test-backend dir          a fresh temporary directory
  *     test-backend nfs URL      an empty NFS export (tests/tier/test_nfs.py
  *                               starts ganesha and passes its URL)
+ *     test-backend nfs-full URL an empty, small NFS export: only what a full
+ *                               export does (-ENOSPC, and recovery from it)
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -307,6 +309,45 @@ static void test_nfs_open_errors(const char *url) {
 	ASSERT(strstr(tier_backend_nfs_open_error(), "/no/such/export"));
 }
 
+/*
+ * Appends to a small export until it is full: the refused append is -ENOSPC,
+ * nothing else; it is taken back with truncate(), what was written before it
+ * reads back, and space freed by unlink() takes appends again.
+ */
+static void test_full(DedupBackend *b) {
+	const size_t step = 256 * KiB;
+	uint8_t *buf = test_malloc(step);
+	DedupBackendFile *f;
+	uint64_t size = 0;
+	int r = 0;
+
+	put(b, "f/ballast", 40, 2 * step);
+	ASSERT_OK(dedup_backend_open_write(b, "f/obj", true, 0, &f));
+	for (int i = 0; i < 64 && r == 0; i++) {
+		expected(41, size, buf, step);
+		r = dedup_backend_file_pwrite(b, f, buf, step, size);
+		if (r == 0) {
+			ASSERT_OK(dedup_backend_file_sync(b, f));
+			size += step;
+		}
+	}
+	ASSERT_RET(r, -ENOSPC);
+	ASSERT(size > 0);
+	ASSERT_OK(dedup_backend_file_truncate(b, f, size));
+	ASSERT_OK(dedup_backend_file_sync(b, f));
+	dedup_backend_file_close(b, f);
+	check(b, "f/obj", 41, size);
+
+	ASSERT_OK(dedup_backend_unlink(b, "f/ballast"));
+	ASSERT_OK(dedup_backend_open_write(b, "f/obj", false, size, &f));
+	expected(41, size, buf, step);
+	ASSERT_OK(dedup_backend_file_pwrite(b, f, buf, step, size));
+	ASSERT_OK(dedup_backend_file_sync(b, f));
+	dedup_backend_file_close(b, f);
+	check(b, "f/obj", 41, size + step);
+	free(buf);
+}
+
 int main(int argc, char **argv) {
 	char dir[64] = "";
 	DedupBackend *b;
@@ -322,8 +363,14 @@ int main(int argc, char **argv) {
 		if (r < 0)
 			fprintf(stderr, "%s\n", tier_backend_nfs_open_error());
 		ASSERT_OK(r);
+	} else if (argc == 3 && strcmp(argv[1], "nfs-full") == 0) {
+		ASSERT_OK(tier_backend_nfs_open(argv[2], NULL, &b));
+		test_full(b);
+		dedup_backend_free(b);
+		printf("ok %s\n", argv[1]);
+		return 0;
 	} else {
-		fprintf(stderr, "usage: %s dir | nfs URL\n", argv[0]);
+		fprintf(stderr, "usage: %s dir | nfs URL | nfs-full URL\n", argv[0]);
 		return 2;
 	}
 

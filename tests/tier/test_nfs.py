@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Runs a tier/ test binary against a real NFSv3 server (tests/nfs/ganesha.py).
 
-    test_nfs.py backend|store|dead TEST_BACKEND TEST_NFS_STORE TEST_NFS_DEAD
+    test_nfs.py backend|full|store|dead TEST_BACKEND TEST_NFS_STORE TEST_NFS_DEAD
 
 Re-executes itself in a private network namespace, starts rpcbind and
 ganesha on loopback with an empty export in a temporary directory, runs the
 chosen binary with the export's URL, and stops the server by PID.  For
+"full", the export is a small tmpfs that the test fills up.  For
 "dead", the binary drives the server through its stdout ("@kill", "@start",
 "@pause", "@resume"); each is acknowledged with "ok" on its stdin.
 Exits 77 (skip) where a namespace or ganesha is not available.
@@ -38,7 +39,7 @@ def run_driven(argv, srv):
 
 
 def main():
-    if len(sys.argv) != 5 or sys.argv[1] not in ("backend", "store", "dead"):
+    if len(sys.argv) != 5 or sys.argv[1] not in ("backend", "full", "store", "dead"):
         print(__doc__, file=sys.stderr)
         return 2
     what = sys.argv[1]
@@ -46,10 +47,11 @@ def main():
     ganesha.enter_private_namespace()
 
     with tempfile.TemporaryDirectory(prefix="fratier-nfs-") as workdir:
-        with ganesha.Ganesha(workdir) as srv:
+        with ganesha.Ganesha(workdir, export_size="8m" if what == "full" else None) as srv:
             print(f"server: {srv.url}", flush=True)
-            if what == "backend":
-                rc = subprocess.run([test_backend, "nfs", srv.url]).returncode
+            if what in ("backend", "full"):
+                rc = subprocess.run([test_backend, "nfs" if what == "backend" else "nfs-full",
+                                     srv.url]).returncode
             elif what == "store":
                 rc = subprocess.run([test_store, srv.url]).returncode
             else:
