@@ -84,13 +84,6 @@ static void *watchdog(void *arg) {
 	return NULL;
 }
 
-static void server(const char *cmd) {
-	char line[16];
-	printf("@%s\n", cmd);
-	fflush(stdout);
-	ASSERT(fgets(line, sizeof(line), stdin) && strcmp(line, "ok\n") == 0);
-}
-
 static void fill(uint64_t seed, uint64_t offset, uint8_t *buf, size_t len) {
 	for (size_t i = 0; i < len; i++) {
 		uint64_t x = (offset + i) * UINT64_C(0x9e3779b97f4a7c15) + seed;
@@ -181,10 +174,10 @@ static void test_kill_during_preads(DedupBackend *b) {
 	usleep(100000);
 	/* The phase moves first: a read failing between the kill and the store would be PHASE_UP. */
 	atomic_store(&phase, PHASE_DOWN);
-	server("kill");
+	test_server("kill");
 	wait_readers(readers, offsetof(Reader, errors_down), 3);
 
-	server("start");
+	test_server("start");
 	atomic_store(&phase, PHASE_BACK);
 	wait_readers(readers, offsetof(Reader, ok_back), 3);
 	atomic_store(&phase, PHASE_STOP);
@@ -209,7 +202,7 @@ static void test_kill_during_writes(DedupBackend *b, const char *url) {
 		}
 	}
 	/* Written but not committed when the server dies. */
-	server("kill");
+	test_server("kill");
 	for (uint64_t off = 16 * step; r == 0 && off < 64 * step; off += step) {
 		fill(2, off, buf, step);
 		r = TIMED(SLOT_MAIN, dedup_backend_file_pwrite(b, f, buf, step, off));
@@ -229,7 +222,7 @@ static void test_kill_during_writes(DedupBackend *b, const char *url) {
 	ASSERT_RET(TIMED(SLOT_MAIN, tier_backend_nfs_open(url, &options, &other)), -EIO);
 	ASSERT(tier_backend_nfs_open_error()[0] != '\0');
 
-	server("start");
+	test_server("start");
 	/* The file lost writes with the server: it stays failed, whatever the server does now. */
 	fill(2, 16 * step, buf, step);
 	ASSERT_RET(dedup_backend_file_pwrite(b, f, buf, step, 16 * step), -EIO);
@@ -263,12 +256,12 @@ static void test_hung_server(DedupBackend *b) {
 
 	put(b, "h/obj", 3, sizeof(buf));
 	ASSERT_OK(dedup_backend_open_write(b, "h/obj", false, sizeof(buf), &f));
-	server("pause");
+	test_server("pause");
 	ASSERT(TIMED(SLOT_MAIN, dedup_backend_pread(b, "h/obj", buf, sizeof(buf), 0)) == -EIO);
 	fill(3, sizeof(buf), buf, sizeof(buf));
 	ASSERT_RET(TIMED(SLOT_MAIN, dedup_backend_file_pwrite(b, f, buf, sizeof(buf), sizeof(buf))), -EIO);
 	ASSERT_RET(TIMED(SLOT_MAIN, dedup_backend_file_sync(b, f)), -EIO);
-	server("resume");
+	test_server("resume");
 	dedup_backend_file_close(b, f);
 
 	ASSERT(dedup_backend_pread(b, "h/obj", buf, sizeof(buf), 0) == (ssize_t) sizeof(buf));

@@ -3,14 +3,19 @@
  * The chunk store over the NFS backend: files sealed through a DedupWriter
  * and committed in a catalog transaction read back byte-exact, from the
  * same store and from a reopened one, and the collector (list, unlink, and
- * compaction's copies) leaves the survivors intact.
- *     test-nfs-store URL    (tests/tier/test_nfs.py starts the server)
+ * compaction's copies) leaves the survivors intact.  With the server dead,
+ * reading a file that lives only there fails with -EIO (no hang, no damage
+ * recorded), and once the server is back the file reads back byte-exact.
+ *     test-nfs-store URL    (tests/tier/test_nfs.py starts the server and
+ *                           kills and restarts it on request, as for
+ *                           test-nfs-dead)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/dedup/store-test.h"
+#include "tests/tier/tier-test.h"
 #include "tier/backend-nfs.h"
 
 int main(int argc, char **argv) {
@@ -30,7 +35,9 @@ int main(int argc, char **argv) {
 	ASSERT(mkdtemp(e.dir));
 	snprintf(path, sizeof(path), "%s/catalog.db", e.dir);
 	ASSERT_OK(catalog_open(path, 0, 0, &e.catalog));
-	int r = tier_backend_nfs_open(argv[1], NULL, &e.backend);
+	/* Short waits: the dead-server part below waits them out. */
+	const TierNfsOptions nfs_opts = { .timeout_ms = 2000, .retries = 1, .connections = 4 };
+	int r = tier_backend_nfs_open(argv[1], &nfs_opts, &e.backend);
 	if (r < 0)
 		fprintf(stderr, "%s\n", tier_backend_nfs_open_error());
 	ASSERT_OK(r);
@@ -72,6 +79,16 @@ int main(int argc, char **argv) {
 	ASSERT_OK(dedup_store_gc(e.store, &o, &gc));
 	ASSERT(gc.chunks_deleted > 0 && gc.bytes_freed > 0 && gc.containers_deleted + gc.containers_compacted > 0);
 	env_reopen_store(&e);
+	env_check_file(&e, ino[1], data[1], sizes[1], &rng);
+	env_check_file(&e, ino[3], data[3], sizes[3], &rng);
+
+	/* Cold caches, then no server. */
+	env_reopen_store(&e);
+	test_server("kill");
+	uint8_t buf[4096];
+	ASSERT(dedup_file_read(e.store, ino[1], sizes[1], 0, buf, sizeof(buf)) == -EIO);
+	ASSERT(dedup_file_read(e.store, ino[1], sizes[1], sizes[1] / 2, buf, sizeof(buf)) == -EIO);
+	test_server("start");
 	env_check_file(&e, ino[1], data[1], sizes[1], &rng);
 	env_check_file(&e, ino[3], data[3], sizes[3], &rng);
 

@@ -7,9 +7,9 @@
 Re-executes itself in a private network namespace, starts rpcbind and
 ganesha on loopback with an empty export in a temporary directory, runs the
 chosen binary with the export's URL, and stops the server by PID.  For
-"full", the export is a small tmpfs that the test fills up.  For
-"dead", the binary drives the server through its stdout ("@kill", "@start",
-"@pause", "@resume"); each is acknowledged with "ok" on its stdin.
+"full", the export is a small tmpfs that the test fills up.  For "store"
+and "dead", the binary drives the server through its stdout ("@kill",
+"@start", "@pause", "@resume"); each is acknowledged with "ok" on its stdin.
 Exits 77 (skip) where a namespace or ganesha is not available.
 """
 
@@ -52,10 +52,8 @@ def main():
             if what in ("backend", "full"):
                 rc = subprocess.run([test_backend, "nfs" if what == "backend" else "nfs-full",
                                      srv.url]).returncode
-            elif what == "store":
-                rc = subprocess.run([test_store, srv.url]).returncode
             else:
-                rc = run_driven([test_dead, srv.url], srv)
+                rc = run_driven([test_store if what == "store" else test_dead, srv.url], srv)
             if rc != 0:
                 print(f"--- ganesha log tail ---\n{srv.log_tail()}", file=sys.stderr)
     return rc if rc >= 0 else 128 - rc

@@ -68,3 +68,14 @@ static inline int rm_rf_one(const char *path, const struct stat *st, int type, s
 static inline void rm_rf(const char *dir) {
 	ASSERT(nftw(dir, rm_rf_one, 16, FTW_DEPTH | FTW_PHYS) == 0);
 }
+
+/*
+ * Asks tests/tier/test_nfs.py, which runs this test, to act on the NFS
+ * server ("kill", "start", "pause", "resume"), and waits until it has.
+ */
+static inline void test_server(const char *cmd) {
+	char line[16];
+	printf("@%s\n", cmd);
+	fflush(stdout);
+	ASSERT(fgets(line, sizeof(line), stdin) && strcmp(line, "ok\n") == 0);
+}
