@@ -5,8 +5,8 @@
  * The storage a chunk store writes its containers to: a flat namespace of
  * objects named by relative paths ("c/3f/000000000000003f.ftc"), written by
  * appending and read at any offset.  dedup/ defines the interface; tier/
- * implements it (tier/backend-dir.c over a local directory; NFS later), so
- * dedup/ never sees a path, a mount or a policy.
+ * implements it (tier/backend-dir.c over a local directory, tier/backend-nfs.c
+ * over NFSv3 through libnfs), so dedup/ never sees a path, a mount or a policy.
  *
  * Contract every implementation keeps:
  *  1. Names are 1..DEDUP_BACKEND_NAME_MAX bytes of [0-9a-z./_-], made of
@@ -21,16 +21,23 @@
  *     (and any directory made for it) survives a crash; after sync() returns,
  *     every byte written to the file before the call and its length do.
  *     unlink() need not be durable: an object that reappears after a crash is
- *     garbage the store's collector removes.
+ *     garbage the store's collector removes.  After rename() returns, the
+ *     object is durably at its new name only.
  *  4. Errors are negative errno values: -ENOENT (no such object), -ENOSPC,
  *     -EIO, -EINVAL (bad name), -EUCLEAN (an object shorter than the caller
- *     says it must be), -ENOMEM.
+ *     says it must be), -ENOMEM.  A backend over a network returns -EIO when
+ *     its server does not answer within the backend's configured bound; it
+ *     never blocks without limit.
+ *
+ * The chunk store calls neither rename() nor statfs(); tier/ does (moving
+ * objects between tiers, placement by free space).
  */
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #define DEDUP_BACKEND_NAME_MAX 255
@@ -38,6 +45,13 @@
 typedef struct DedupBackend DedupBackend;
 /* An object open for writing; owned by whoever opened it, released by close(). */
 typedef struct DedupBackendFile DedupBackendFile;
+
+/* Space of the storage under a backend, in bytes. */
+typedef struct DedupBackendStatfs {
+	uint64_t total;
+	uint64_t free;  /* free for the superuser */
+	uint64_t avail; /* free for the backend's user */
+} DedupBackendStatfs;
 
 typedef struct DedupBackendOps {
 	/*
@@ -77,6 +91,16 @@ typedef struct DedupBackendOps {
 		    void *userdata);
 	/* Frees the backend; every file must be closed.  Accepts NULL. */
 	void (*free)(DedupBackend *b);
+
+	/*
+	 * Renames object `from` to `to`, replacing an existing `to`, making the
+	 * parent directories of `to` as open_write() does; durable on return
+	 * (contract 3).  -ENOENT if `from` does not exist.  No file may be open
+	 * for writing on either name.
+	 */
+	int (*rename)(DedupBackend *b, const char *from, const char *to);
+	/* The space of the storage holding the objects. */
+	int (*statfs)(DedupBackend *b, DedupBackendStatfs *ret);
 } DedupBackendOps;
 
 /* Implementations embed this as their first member. */
@@ -105,6 +129,14 @@ static inline int dedup_backend_unlink(DedupBackend *b, const char *name) {
 static inline int dedup_backend_list(DedupBackend *b, const char *prefix,
 				     int (*cb)(const char *name, void *userdata), void *userdata) {
 	return b->ops->list(b, prefix, cb, userdata);
+}
+
+static inline int dedup_backend_rename(DedupBackend *b, const char *from, const char *to) {
+	return b->ops->rename(b, from, to);
+}
+
+static inline int dedup_backend_statfs(DedupBackend *b, DedupBackendStatfs *ret) {
+	return b->ops->statfs(b, ret);
 }
 
 /* NULL-tolerant; returns NULL. */
@@ -143,4 +175,26 @@ static inline int dedup_backend_pread_full(DedupBackend *b, const char *name, vo
 	if (n < 0)
 		return (int) n;
 	return (size_t) n == len ? 0 : -EUCLEAN;
+}
+
+/* Whether name keeps contract 1; for implementations, which must refuse others. */
+static inline bool dedup_backend_name_is_valid(const char *name) {
+	size_t len = strnlen(name, DEDUP_BACKEND_NAME_MAX + 1);
+	if (len == 0 || len > DEDUP_BACKEND_NAME_MAX)
+		return false;
+	const char *component = name;
+	for (size_t i = 0; i <= len; i++) {
+		char c = name[i];
+		if (c == '/' || c == '\0') {
+			size_t n = (size_t) (name + i - component);
+			if (n == 0 || (n == 1 && component[0] == '.') ||
+			    (n == 2 && component[0] == '.' && component[1] == '.'))
+				return false;
+			component = name + i + 1;
+			continue;
+		}
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
 }

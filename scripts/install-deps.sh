@@ -13,7 +13,7 @@ apt-get install -y -qq --no-install-recommends \
 	libclang-rt-14-dev \
 	fuse3 libfuse3-dev \
 	libzstd-dev libxxhash-dev libssl-dev libsqlite3-dev sqlite3 libinih-dev \
-	libnfs-dev libnfs-utils \
+	libnfs-dev libnfs-utils nfs-ganesha nfs-ganesha-vfs rpcbind \
 	python3 attr acl xfsprogs e2fsprogs util-linux procps psmisc rsync systemd \
 	valgrind \
 	python3-prometheus-client chromium

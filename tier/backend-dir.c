@@ -10,8 +10,8 @@
  *     into their parent before open_write() returns.
  *  3. The read-descriptor cache holds at most TIER_BACKEND_DIR_FDS_MAX fds.
  *     A slot in use by a pread (users > 0) is never closed: unlink() detaches
- *     it and the last user closes it.  Descriptors are closed outside the
- *     cache lock.
+ *     it and the last user closes it; rename() detaches both names the same
+ *     way.  Descriptors are closed outside the cache lock.
  */
 #include <assert.h>
 #include <dirent.h>
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/macros.h"
@@ -49,27 +50,6 @@ typedef struct DirFile {
 
 static DirBackend *dir_backend(DedupBackend *b) {
 	return (DirBackend *) b;
-}
-
-static bool name_is_valid(const char *name) {
-	size_t len = strnlen(name, DEDUP_BACKEND_NAME_MAX + 1);
-	if (len == 0 || len > DEDUP_BACKEND_NAME_MAX)
-		return false;
-	const char *component = name;
-	for (size_t i = 0; i <= len; i++) {
-		char c = name[i];
-		if (c == '/' || c == '\0') {
-			size_t n = (size_t) (name + i - component);
-			if (n == 0 || (n == 1 && component[0] == '.') ||
-			    (n == 2 && component[0] == '.' && component[1] == '.'))
-				return false;
-			component = name + i + 1;
-			continue;
-		}
-		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
 }
 
 /* fsync()s the directory `path` (relative to dir_fd; "" is dir_fd itself). */
@@ -131,7 +111,7 @@ static int dir_open_write(DedupBackend *b, const char *name, bool create, uint64
 	struct stat st;
 	int r;
 
-	if (!name_is_valid(name) || size > INT64_MAX)
+	if (!dedup_backend_name_is_valid(name) || size > INT64_MAX)
 		return -EINVAL;
 
 	if (create) {
@@ -292,7 +272,7 @@ static ssize_t dir_pread(DedupBackend *b, const char *name, void *buf, size_t le
 	int fd = -1, r;
 	size_t done = 0;
 
-	if (!name_is_valid(name) || offset > INT64_MAX || len > SSIZE_MAX)
+	if (!dedup_backend_name_is_valid(name) || offset > INT64_MAX || len > SSIZE_MAX)
 		return -EINVAL;
 	r = fd_get(d, name, &slot, &fd);
 	if (r < 0)
@@ -324,7 +304,7 @@ static int dir_size(DedupBackend *b, const char *name, uint64_t *ret) {
 	DirBackend *d = dir_backend(b);
 	struct stat st;
 
-	if (!name_is_valid(name))
+	if (!dedup_backend_name_is_valid(name))
 		return -EINVAL;
 	if (fstatat(d->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return negative_errno();
@@ -334,12 +314,12 @@ static int dir_size(DedupBackend *b, const char *name, uint64_t *ret) {
 	return 0;
 }
 
-static int dir_unlink(DedupBackend *b, const char *name) {
-	DirBackend *d = dir_backend(b);
+/*
+ * Drops name from the descriptor cache, so no later pread reads through a
+ * descriptor that no longer belongs to the name (unlink, rename).
+ */
+static void fd_forget(DirBackend *d, const char *name) {
 	int fd = -1;
-
-	if (!name_is_valid(name))
-		return -EINVAL;
 
 	pthread_mutex_lock(&d->lock);
 	for (size_t i = 0; i < TIER_BACKEND_DIR_FDS_MAX; i++) {
@@ -358,8 +338,52 @@ static int dir_unlink(DedupBackend *b, const char *name) {
 	pthread_mutex_unlock(&d->lock);
 	if (fd >= 0)
 		(void) close(fd);
+}
 
+static int dir_unlink(DedupBackend *b, const char *name) {
+	DirBackend *d = dir_backend(b);
+
+	if (!dedup_backend_name_is_valid(name))
+		return -EINVAL;
+	fd_forget(d, name);
 	return unlinkat(d->dir_fd, name, 0) < 0 ? negative_errno() : 0;
+}
+
+static int dir_rename(DedupBackend *b, const char *from, const char *to) {
+	DirBackend *d = dir_backend(b);
+	int r;
+
+	if (!dedup_backend_name_is_valid(from) || !dedup_backend_name_is_valid(to))
+		return -EINVAL;
+	r = make_parents(d, to);
+	if (r < 0)
+		return r;
+	/* Both before and after: a pread between the two could cache the old `to` again. */
+	fd_forget(d, from);
+	fd_forget(d, to);
+	if (renameat(d->dir_fd, from, d->dir_fd, to) < 0)
+		return negative_errno();
+	fd_forget(d, from);
+	fd_forget(d, to);
+	/* The new entry first: a crash between the two leaves both names, never neither. */
+	r = sync_parent(d, to);
+	if (r < 0)
+		return r;
+	return sync_parent(d, from);
+}
+
+static int dir_statfs(DedupBackend *b, DedupBackendStatfs *ret) {
+	DirBackend *d = dir_backend(b);
+	struct statvfs st;
+
+	if (fstatvfs(d->dir_fd, &st) < 0)
+		return negative_errno();
+	*ret = (DedupBackendStatfs) {
+		.total = (uint64_t) st.f_blocks * st.f_frsize,
+		.free = (uint64_t) st.f_bfree * st.f_frsize,
+		.avail = (uint64_t) st.f_bavail * st.f_frsize,
+	};
+	return 0;
 }
 
 static int list_dir(DirBackend *d, char *path, size_t len, int (*cb)(const char *name, void *userdata),
@@ -391,7 +415,7 @@ static int list_dir(DirBackend *d, char *path, size_t len, int (*cb)(const char 
 			continue; /* not a name the store could have made */
 		path[len] = '/';
 		memcpy(path + len + 1, de->d_name, n + 1);
-		if (!name_is_valid(path)) {
+		if (!dedup_backend_name_is_valid(path)) {
 			path[len] = '\0';
 			continue;
 		}
@@ -420,7 +444,7 @@ static int dir_list(DedupBackend *b, const char *prefix, int (*cb)(const char *n
 		    void *userdata) {
 	char path[DEDUP_BACKEND_NAME_MAX + 1];
 
-	if (!name_is_valid(prefix))
+	if (!dedup_backend_name_is_valid(prefix))
 		return -EINVAL;
 	size_t len = strlen(prefix);
 	memcpy(path, prefix, len + 1);
@@ -448,6 +472,8 @@ static const DedupBackendOps dir_ops = {
 	.unlink = dir_unlink,
 	.list = dir_list,
 	.free = dir_free,
+	.rename = dir_rename,
+	.statfs = dir_statfs,
 };
 
 int tier_backend_dir_open(const char *path, DedupBackend **ret) {
