@@ -46,8 +46,9 @@ static void put_scn(uint8_t *p, uint64_t scn) {
 }
 
 /* The kcrf encoding, as Oracle computes it from a calendar date. */
-static uint32_t kcrf(int y, int mo, int d, int h, int mi, int s) {
-	return (uint32_t) ((((((y - 1988) * 12 + mo - 1) * 31 + d - 1) * 24 + h) * 60 + mi) * 60 + s);
+static uint32_t kcrf(unsigned y, unsigned mo, unsigned d, unsigned h, unsigned mi, unsigned s) {
+	/* Unsigned: dates past 2056 do not fit an int, and Oracle's field is a u32. */
+	return ((((((y - 1988) * 12 + mo - 1) * 31 + d - 1) * 24 + h) * 60 + mi) * 60 + s);
 }
 
 static void seal_block1(uint8_t *b1, uint32_t bs) {

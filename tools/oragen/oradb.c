@@ -72,6 +72,8 @@ uint32_t ora_kcrf_time(int64_t t) {
 	CivilTime c;
 
 	civil_from_unix(t, &c);
-	return (uint32_t) ((((((c.year - 1988) * 12 + c.month - 1) * 31 + c.day - 1) * 24 + c.hour) * 60 +
-			    c.minute) * 60 + c.second);
+	/* In u32 arithmetic, as the field is: from 2056 on the value no longer fits an int. */
+	uint32_t months = (uint32_t) (c.year - 1988) * 12 + (uint32_t) c.month - 1;
+	return (((months * 31 + (uint32_t) c.day - 1) * 24 + (uint32_t) c.hour) * 60 + (uint32_t) c.minute) * 60 +
+	       (uint32_t) c.second;
 }
