@@ -112,8 +112,15 @@ int fs_inode_table_init(Fs *fs);
 void fs_inode_table_done(Fs *fs);
 /* Takes n kernel references on ino, creating its entry if needed. */
 int fs_inode_ref(Fs *fs, uint64_t ino, uint64_t n, FsInode **ret);
-/* Finds the entry of an inode the kernel references; NULL if none. */
-FsInode *fs_inode_find(Fs *fs, uint64_t ino);
+/* Whether the kernel references ino or it is open (the answer may be stale at once). */
+bool fs_inode_known(Fs *fs, uint64_t ino);
+/*
+ * The cached answer to "has ino any xattrs" (-1 unknown, 0 no, 1 yes) and
+ * its update; a no-op for an inode without an entry.  By number, under the
+ * table lock: a FORGET on another thread may free the entry at any time.
+ */
+int fs_inode_xattrs_cached(Fs *fs, uint64_t ino);
+void fs_inode_xattrs_cache(Fs *fs, uint64_t ino, int state);
 /*
  * Drops n kernel references; when none remain and the inode is not open,
  * removes the entry and, if the catalog says it has no links left, deletes

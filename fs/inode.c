@@ -118,11 +118,35 @@ int fs_inode_ref(Fs *fs, uint64_t ino, uint64_t n, FsInode **ret) {
 	return 0;
 }
 
-FsInode *fs_inode_find(Fs *fs, uint64_t ino) {
+bool fs_inode_known(Fs *fs, uint64_t ino) {
+	pthread_mutex_lock(&fs->table_lock);
+	bool known = table_find(fs, ino) != NULL;
+	pthread_mutex_unlock(&fs->table_lock);
+	return known;
+}
+
+int fs_inode_xattrs_cached(Fs *fs, uint64_t ino) {
+	int state = -1;
 	pthread_mutex_lock(&fs->table_lock);
 	FsInode *i = table_find(fs, ino);
+	if (i) {
+		pthread_mutex_lock(&i->lock);
+		state = i->xattrs;
+		pthread_mutex_unlock(&i->lock);
+	}
 	pthread_mutex_unlock(&fs->table_lock);
-	return i;
+	return state;
+}
+
+void fs_inode_xattrs_cache(Fs *fs, uint64_t ino, int state) {
+	pthread_mutex_lock(&fs->table_lock);
+	FsInode *i = table_find(fs, ino);
+	if (i) {
+		pthread_mutex_lock(&i->lock);
+		i->xattrs = state;
+		pthread_mutex_unlock(&i->lock);
+	}
+	pthread_mutex_unlock(&fs->table_lock);
 }
 
 /* Deletes the inode if it has no links; the caller made sure no entry exists. */
@@ -139,7 +163,7 @@ static void inode_delete_if_unlinked(Fs *fs, uint64_t ino) {
 	 * Re-check under the catalog lock: a lookup racing with us may have
 	 * taken a new reference since the entry went away.
 	 */
-	if (fs_inode_find(fs, ino)) {
+	if (fs_inode_known(fs, ino)) {
 		catalog_rollback(fs->catalog);
 		return;
 	}
@@ -169,7 +193,7 @@ fail:
 }
 
 int fs_inode_purge_if_unused(Fs *fs, uint64_t ino) {
-	if (!fs_inode_find(fs, ino))
+	if (!fs_inode_known(fs, ino))
 		inode_delete_if_unlinked(fs, ino);
 	return 0;
 }

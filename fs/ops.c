@@ -731,17 +731,15 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 	if (r >= 0) {
 		if (!i->sealed)
 			r = fs_staging_fd(fs, i);
+		/* Writes below what the file already holds are rewrites (see op_write_buf). */
+		struct stat st;
+		if (r >= 0 && !i->sealed && !atomic_load(&i->written) && fstat(i->fd, &st) >= 0)
+			atomic_store(&i->written_end, (uint64_t) st.st_size);
 		fs_data_unlock(i);
 	}
 	if (r < 0) {
 		fs_inode_release(fs, i);
 		return r;
-	}
-	if (!atomic_load(&i->written)) {
-		/* Writes below what the file already holds are rewrites (see op_write_buf). */
-		struct stat st;
-		if (!i->sealed && fstat(i->fd, &st) >= 0)
-			atomic_store(&i->written_end, (uint64_t) st.st_size);
 	}
 	fi->fh = (uintptr_t) i;
 	if (fi->flags & O_DIRECT)
@@ -856,9 +854,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
+	/*
+	 * The reply goes out under data_lock (a raw reply splices from the
+	 * staging file, which a seal must not close meanwhile).  Once it is
+	 * out, the kernel may release the handle and forget the inode on other
+	 * threads: this handle's own pin keeps i alive until the lock is let go.
+	 */
+	fs_inode_open(fs, i);
 	int r = fs_data_lock_read(fs, i);
-	if (r < 0)
+	if (r < 0) {
+		fs_inode_release(fs, i);
 		return (void) fuse_reply_err(req, -r);
+	}
 	if (i->sealed)
 		read_sealed(req, i, size, off);
 	else {
@@ -869,6 +876,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 	}
 	fs_data_unlock(i);
+	fs_inode_release(fs, i);
 }
 
 /* Takes data_lock shared on a raw file, turning a sealed one back into raw first. */
@@ -1074,33 +1082,18 @@ static int xattr_check_name(const char *name) {
 }
 
 /* Records whether an inode has xattrs, for the getxattr fast path. */
-static void xattr_cache_set(Fs *fs, uint64_t ino, int state) {
-	FsInode *i = fs_inode_find(fs, ino);
-	if (!i)
-		return;
-	pthread_mutex_lock(&i->lock);
-	i->xattrs = state;
-	pthread_mutex_unlock(&i->lock);
-}
-
 /*
  * Returns 0 if ino certainly has no xattrs.  The kernel asks for
  * security.capability before every write, so this avoids a catalog query
  * on the write path.
  */
 static int xattr_cache_any(Fs *fs, uint64_t ino) {
-	FsInode *i = fs_inode_find(fs, ino);
-	int state = -1;
-	if (i) {
-		pthread_mutex_lock(&i->lock);
-		state = i->xattrs;
-		pthread_mutex_unlock(&i->lock);
-	}
+	int state = fs_inode_xattrs_cached(fs, ino);
 	if (state >= 0)
 		return state;
 	state = catalog_xattr_any(fs->catalog, ino);
 	if (state >= 0)
-		xattr_cache_set(fs, ino, state);
+		fs_inode_xattrs_cache(fs, ino, state);
 	return state;
 }
 
@@ -1133,7 +1126,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	r = catalog_commit(fs->catalog);
 	if (r >= 0)
-		xattr_cache_set(fs, ino, 1);
+		fs_inode_xattrs_cache(fs, ino, 1);
 	fuse_reply_err(req, -r);
 }
 
@@ -1247,7 +1240,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
 	}
 	r = catalog_commit(fs->catalog);
 	if (r >= 0)
-		xattr_cache_set(fs, ino, -1);
+		fs_inode_xattrs_cache(fs, ino, -1);
 	fuse_reply_err(req, -r);
 }
 

@@ -15,5 +15,5 @@ apt-get install -y -qq --no-install-recommends \
 	libzstd-dev libxxhash-dev libssl-dev libsqlite3-dev sqlite3 libinih-dev \
 	libnfs-dev libnfs-utils nfs-ganesha nfs-ganesha-vfs rpcbind \
 	python3 attr acl xfsprogs e2fsprogs util-linux procps psmisc rsync systemd \
-	valgrind \
+	valgrind gdb \
 	python3-prometheus-client chromium

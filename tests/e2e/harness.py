@@ -123,6 +123,36 @@ class Fratier:
         subprocess.run(["fusermount3", "-uz", self.mnt], check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+    def fuse_connection(self):
+        """This mount's /sys/fs/fuse/connections directory, found from
+        mountinfo: a stat of the mount point would hang with the daemon."""
+        path = os.path.join(os.path.realpath(os.path.dirname(self.mnt)), os.path.basename(self.mnt))
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                sep = fields.index("-")
+                if fields[4].encode().decode("unicode_escape") == path and fields[sep + 1].startswith("fuse"):
+                    minor = fields[2].split(":")[1]
+                    return "/sys/fs/fuse/connections/" + minor
+        return None
+
+    def diagnose_hang(self):
+        """For a test that found the file system hung: writes every daemon
+        thread's stack to stderr, then aborts the FUSE connection so that
+        every waiting process gets ENOTCONN and the test can end and report."""
+        if self.proc is not None and shutil.which("gdb"):
+            p = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-ex", "thread apply all bt"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+            sys.stderr.write("fratierfs threads while hung:\n" + p.stdout + "\n")
+        if not os.path.ismount("/sys/fs/fuse/connections"):
+            subprocess.run(["mount", "-t", "fusectl", "fusectl", "/sys/fs/fuse/connections"], check=False)
+        conn = self.fuse_connection()
+        if conn and os.path.exists(conn):
+            with open(os.path.join(conn, "abort"), "w") as f:
+                f.write("1")
+        elif self.proc is not None:
+            self.proc.kill()  # without fusectl, closing /dev/fuse fails the waiters just as well
+
     def path(self, *parts):
         return os.path.join(self.mnt, *parts)
 

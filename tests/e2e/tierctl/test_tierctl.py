@@ -382,16 +382,22 @@ def main():
                 time.sleep(0.05)
             res.check(st and st.get("clients") == 1, "status: the daemon serves only the asking client %r"
                       % (st or {}).get("clients"))
-            # 20 silent clients for 16 slots: a worker that is still closing
-            # (the status call above) may take a slot for a moment and make one
-            # of them be refused, but the slots end up all held by silent ones.
+            # 20 silent clients for 16 slots.  The worker of the status call
+            # above may still hold a slot while they connect and free it just
+            # after: then the next client is served.  Another silent client
+            # takes that slot, and from then on every slot is held by one.
             silent = []
             for _ in range(20):
                 s = socket.socket(socket.AF_UNIX)
                 s.connect(sock)
                 silent.append(s)
-            time.sleep(0.2)
-            rc, _, err = ctl.run("df")
+            for _ in range(3):
+                rc, _, err = ctl.run("df")
+                if rc != 0:
+                    break
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(sock)
+                silent.append(s)
             res.check(rc == 1 and "busy" in err, "a 17th client is told the daemon is busy: %d %r" % (rc, err))
             # A silent client is dropped after the request timeout, never kept.
             silent[0].settimeout(60)
