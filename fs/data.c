@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <fuse_lowlevel.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -297,6 +298,11 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	i->state_known = true;
 	log_debug("sealed inode %llu: %llu bytes stored as %llu", (unsigned long long) ino,
 		  (unsigned long long) ci.size, (unsigned long long) ci.stored);
+	pthread_rwlock_unlock(&i->data_lock);
+	/* st_blocks just changed: make du and ls -s see it now, not when the kernel's attributes expire. */
+	if (fs->se)
+		(void) fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	goto out;
 
 out_unlock:
 	pthread_rwlock_unlock(&i->data_lock);

@@ -72,6 +72,7 @@ typedef struct FsSealItem {
 
 typedef struct Fs {
 	Config *config;
+	struct fuse_session *se;  /* set once mounted: for notifications to the kernel */
 	const char *hot_path;
 	int hot_fd;
 	int staging_fd;

@@ -350,6 +350,7 @@ static int run(int argc, char **argv) {
 		goto out_session;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
+	fs.se = se;
 	if (!opts.foreground)
 		log_open_syslog("fratierfs");
 	/* Detaches only now, so whoever started us finds the mount ready. */

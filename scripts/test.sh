@@ -1,13 +1,14 @@
 #!/bin/bash
 # The whole test suite, from a fresh Debian 12 machine, as root:
-#   installs the build and test dependencies, builds fratier twice (optimised,
-#   and with AddressSanitizer + UndefinedBehaviorSanitizer), runs every test
+#   installs the build and test dependencies, builds fratier three times (optimised,
+#   with AddressSanitizer + UndefinedBehaviorSanitizer, with ThreadSanitizer), runs every test
 #   suite, and ends with one line "N passed, N failed, N skipped".
 #
 # Options (environment):
 #   FRATIER_SOAK=1        also run the long soak/fuzz suites (crash rounds x10,
 #                         long fuzzing); hours, not minutes
-#   FRATIER_NO_ASAN=1     skip the sanitizer build (quicker local runs)
+#   FRATIER_NO_ASAN=1     skip the AddressSanitizer build (quicker local runs)
+#   FRATIER_NO_TSAN=1     skip the ThreadSanitizer build
 #   FRATIER_NO_INSTALL=1  do not run apt-get (dependencies already present)
 set -uo pipefail
 
@@ -64,6 +65,18 @@ if [ -z "${FRATIER_NO_ASAN:-}" ]; then
 		FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_ASAN:-6}")
 	build_and_test asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
 		-- --timeout-multiplier 3
+fi
+
+if [ -z "${FRATIER_NO_TSAN:-}" ]; then
+	# ThreadSanitizer on the daemon under the random-I/O exerciser, with
+	# sealing right behind it: FUSE hands one inode to many threads, and the
+	# races that matter (a reply letting the kernel free what a thread still
+	# holds) show up here long before they corrupt anything in production.
+	# A report makes the daemon exit non-zero, which fails the test.
+	TEST_ENV=(FRATIER_TEST_BUILD=tsan FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_TSAN:-8}"
+		TSAN_OPTIONS="second_deadlock_stack=1")
+	build_and_test tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
+		-- --timeout-multiplier 3 e2e-integrity e2e-dedup
 fi
 
 python3 - "${#BUILD_FAILED[@]}" "${logs[@]}" <<'PY'
