@@ -37,7 +37,7 @@ def tierctl_json(res, fs, *args, want_rc=0):
 
 def generate(res, dst, seed=1, days=2):
     """oragen's FRA under dst; returns the manifest."""
-    cmd = [dc.oragen_path(), "--out", dst, "--datafile-size", "2M", "--archivelog-size", "512K",
+    cmd = [dc.oragen_path(), "--out", dst, "--datafile-size", "4M", "--archivelog-size", "1M",
            "--start-date", "2026-12-01", "--days", str(days), "--seed", str(seed), "--no-zstd", "-q"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if not res.check(p.returncode == 0, "%s failed: %s" % (" ".join(cmd), p.stdout.strip())):
