@@ -278,7 +278,7 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 		       size_of(m, 0, "store_rate", b));
 	else
 		printf("throughput:  not measured yet (the daemon samples every 10 s)\n");
-	printf("policy:      seal after %ss quiet, collect every %ss; watermarks arrive with migration (reserve below)\n\n",
+	printf("policy:      seal after %ss quiet, collect every %ss; migration by hand (tierctl migrate, recall), no watermarks yet\n\n",
 	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"));
 	r = print_tiers(m, false);
 
