@@ -182,8 +182,12 @@ int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t 
 		r = -ENXIO;
 		goto out;
 	}
+	/* A tier may ask for stronger compression of what moves there: colder data is read less often. */
 	const ConfigClassPolicy *policy = fs_class_policy(fs, (FsFileClass) ci.file_class);
-	int level = policy ? policy->zstd_level : DEDUP_STORE_LEVEL_DEFAULT;
+	const ConfigTier *target = fs->tiers[to].config;
+	int level = target->has_zstd_level ? target->zstd_level
+		    : policy               ? policy->zstd_level
+					   : DEDUP_STORE_LEVEL_DEFAULT;
 
 	/* A reference of our own keeps the in-memory inode (its locks, its data_gen) alive meanwhile. */
 	r = fs_inode_ref(fs, ino, 1, &i);
