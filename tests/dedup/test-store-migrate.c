@@ -41,6 +41,9 @@ static void check_refs_tier(Catalog *c, uint32_t tier, const uint64_t *inos, siz
 	RefCount rc = {};
 	for (size_t i = 0; i < n; i++)
 		ASSERT(catalog_recipe_foreach(c, inos[i], refcount_collect, &rc) >= 0);
+	/* qsort() and bsearch() want an array even when it is empty. */
+	if (!rc.ids)
+		rc.ids = test_malloc(sizeof(uint64_t));
 	qsort(rc.ids, rc.n, sizeof(uint64_t), refcount_cmp);
 	ASSERT_OK(catalog_chunks_foreach(c, tier, refcount_check_chunk, &rc));
 	for (size_t i = 0; i < rc.n; i++) {
