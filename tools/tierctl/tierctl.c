@@ -615,17 +615,25 @@ static int show_progress(const CtlMessage *frame, void *userdata) {
 	tierctl_format_size(total, false, t);
 	tierctl_format_size((uint64_t) rate, false, rt);
 	unsigned pct = (unsigned) (total ? done * 100 / total : 100);
+	/* Only a scrub looks for damage; moves would always say "0 damaged". */
+	char dmg[40] = "";
+	bool scrub = strcmp(p->what, "scrub") == 0;
 	if (p->tty) {
 		char bar[31];
 		size_t fill = (size_t) pct * 30 / 100;
 		memset(bar, '#', fill);
 		memset(bar + fill, '.', 30 - fill);
 		bar[30] = 0;
-		fprintf(stderr, "\r%s [%s] %3u%%  %s / %s  %s/s  ETA %um%02us  damaged %llu ", p->what, bar, pct, d, t, rt,
-			(unsigned) eta / 60, (unsigned) eta % 60, (unsigned long long) damaged);
-	} else
-		fprintf(stderr, "%s: %s %s of %s (%u%%), %s/s, eta %us, %llu damaged\n", p->what, phase, d, t, pct, rt,
-			(unsigned) eta, (unsigned long long) damaged);
+		if (scrub)
+			snprintf(dmg, sizeof(dmg), "  damaged %llu", (unsigned long long) damaged);
+		fprintf(stderr, "\r%s [%s] %3u%%  %s / %s  %s/s  ETA %um%02us%s ", p->what, bar, pct, d, t, rt,
+			(unsigned) eta / 60, (unsigned) eta % 60, dmg);
+	} else {
+		if (scrub)
+			snprintf(dmg, sizeof(dmg), ", %llu damaged", (unsigned long long) damaged);
+		fprintf(stderr, "%s: %s %s of %s (%u%%), %s/s, eta %us%s\n", p->what, phase, d, t, pct, rt,
+			(unsigned) eta, dmg);
+	}
 	p->said = true;
 	return 0;
 }
