@@ -14,6 +14,7 @@
 
 /*
  * Lock order, outermost first:
+ *   -. Fs.migrate_lock (one move between tiers at a time)
  *   0. FsInode.data_lock (shared by every use of the data, exclusive to switch raw <-> sealed)
  *   1. the catalog lock (catalog_begin() .. commit/rollback, or any catalog call)
  *   2. Fs.table_lock
