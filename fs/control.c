@@ -558,6 +558,8 @@ static int do_status(Conn *c) {
 	if (r >= 0)
 		r = add_u64(c, "seal_queue_due", seal_due);
 	if (r >= 0)
+		r = add_u64(c, "migrate_queue", atomic_load(&fs->migrate_queue));
+	if (r >= 0)
 		r = add_u64(c, "gc_queue", dead);
 	if (r >= 0 && tp_known)
 		r = add_u64(c, "seal_rate", tp_sealed);
@@ -702,9 +704,10 @@ static int add_usage(Conn *c, const Usage *u) {
 static int add_file_state(Conn *c, const CatalogInode *ci) {
 	if (!S_ISREG(ci->mode))
 		return 0;
+	bool moving = ci->state == CATALOG_FILE_SEALED && atomic_load(&c->fs->migrating_ino) == ci->ino;
 	int r = add_u64(c, "tier", ci->state == CATALOG_FILE_SEALED ? ci->tier : 0);
 	if (r >= 0)
-		r = add(c, "state", ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
+		r = add(c, "state", moving ? "migrating" : ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
 	if (r >= 0)
 		r = add(c, "class", fs_class_to_string((FsFileClass) ci->file_class));
 	return r;
@@ -1365,6 +1368,10 @@ static int do_move(Conn *c, const CtlRequest *req) {
 
 	c->move_plan = &p;
 	c->last_progress_ns = 0;
+	uint64_t queued = 0;
+	for (size_t i = 0; !req->dry_run && i < p.n; i++)
+		queued += p.items[i].result == MOVE_PENDING;
+	atomic_fetch_add(&fs->migrate_queue, queued);
 	for (size_t i = 0; r >= 0 && i < p.n; i++) {
 		MoveItem *it = &p.items[i];
 		if (it->result != MOVE_PENDING)
@@ -1375,7 +1382,10 @@ static int do_move(Conn *c, const CtlRequest *req) {
 		}
 		r = move_one(c, &p, it);
 		p.done += it->size;
+		atomic_fetch_sub(&fs->migrate_queue, 1);
+		queued--;
 	}
+	atomic_fetch_sub(&fs->migrate_queue, queued);
 	c->move_plan = NULL;
 	if (r == -ECANCELED) {
 		free(p.items);

@@ -103,6 +103,8 @@ typedef struct Fs {
 	FsTier tiers[CONFIG_TIERS_MAX];
 	uint32_t n_tiers;
 	pthread_mutex_t migrate_lock; /* one migration at a time; taken with no other lock held */
+	atomic_uint_fast64_t migrating_ino; /* the file being moved between tiers, 0 if none (for reports) */
+	atomic_uint_fast64_t migrate_queue; /* files waiting in the moves tierctl asked for (for reports) */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
 

@@ -194,6 +194,7 @@ int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t 
 	if (r < 0)
 		goto out;
 	uint64_t gen = atomic_load(&i->data_gen);
+	atomic_store(&fs->migrating_ino, ino);
 
 	r = dedup_file_migrate(from, dst, ino, ci.size, level, progress, userdata, &m);
 	if (r < 0) {
@@ -246,6 +247,7 @@ int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t 
 out_unlock:
 	pthread_rwlock_unlock(&i->data_lock);
 out_forget:
+	atomic_store(&fs->migrating_ino, 0);
 	dedup_migration_free(m);
 	fs_inode_forget(fs, ino, 1);
 out:

@@ -271,8 +271,9 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 	       tierctl_get(m, 0, "owner"), tierctl_get(m, 0, "allow_other"), tierctl_get(m, 0, "clients"));
 	printf("files:       %s sealed (%s), %s raw\n", tierctl_get(m, 0, "files_sealed"),
 	       size_of(m, 0, "sealed_bytes", a), tierctl_get(m, 0, "files_raw"));
-	printf("queues:      seal %s (%s due), migrate 0, gc %s dead chunks\n", tierctl_get(m, 0, "seal_queue"),
-	       tierctl_get(m, 0, "seal_queue_due"), tierctl_get(m, 0, "gc_queue"));
+	printf("queues:      seal %s (%s due), migrate %llu, gc %s dead chunks\n", tierctl_get(m, 0, "seal_queue"),
+	       tierctl_get(m, 0, "seal_queue_due"), (unsigned long long) tierctl_get_u64(m, 0, "migrate_queue"),
+	       tierctl_get(m, 0, "gc_queue"));
 	if (ctl_message_get(m, 0, "seal_rate"))
 		printf("throughput:  sealing %s/s, stored %s/s (last minute)\n", size_of(m, 0, "seal_rate", a),
 		       size_of(m, 0, "store_rate", b));
@@ -949,10 +950,11 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 	fprintf(f, "fratier_sealed_bytes %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "sealed_bytes"));
 	metric_head(f, "fratier_queue_depth", "gauge", "Work waiting, per queue.");
 	fprintf(f, "fratier_queue_depth{queue=\"seal\"} %llu\nfratier_queue_depth{queue=\"seal_due\"} %llu\n"
-		   "fratier_queue_depth{queue=\"gc\"} %llu\nfratier_queue_depth{queue=\"migrate\"} 0\n",
+		   "fratier_queue_depth{queue=\"gc\"} %llu\nfratier_queue_depth{queue=\"migrate\"} %llu\n",
 		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue"),
 		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue_due"),
-		(unsigned long long) tierctl_get_u64(m, 0, "gc_queue"));
+		(unsigned long long) tierctl_get_u64(m, 0, "gc_queue"),
+		(unsigned long long) tierctl_get_u64(m, 0, "migrate_queue"));
 	if (ctl_message_get(m, 0, "seal_rate")) {
 		metric_head(f, "fratier_seal_throughput_bytes_per_second", "gauge",
 			    "Net growth of sealed logical bytes over the last minute.");
