@@ -1313,23 +1313,27 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 			return 0;
 		}
 	}
-	for (unsigned attempt = 0; r >= 0 && attempt < 3; attempt++) {
+	/* Changed under the copy: that copy is garbage; start again from what the file is now. */
+	for (unsigned stale = 0; r >= 0;) {
 		r = fs_data_migrate(fs, it->ino, p->to, move_progress, c, &it->moved);
-		if (r != -ESTALE)
+		if (r != -ESTALE || ++stale == 3)
 			break;
-		r = 0; /* changed under the copy: the copy is garbage, start again from what the file is now */
-		it->why = "changed while being copied";
 	}
 	if (r == -ECANCELED)
 		return r;
-	if (r == 1) {
+	if (r == 1)
 		it->result = MOVE_MOVED;
-		it->why = NULL;
-	} else if (r == 0 && !it->why)
+	else if (r == 0)
 		it->result = MOVE_ALREADY;
-	else if (r == 0) {
+	else if (r == -ENOENT) {
+		it->result = MOVE_SKIPPED;
+		it->why = "deleted meanwhile";
+	} else if (r == -ESTALE) {
 		it->result = MOVE_SKIPPED;
 		it->why = "changed while being copied, three times; try again later";
+	} else if (r == -EMEDIUMTYPE) {
+		it->result = MOVE_SKIPPED;
+		it->why = "written meanwhile: raw on the hot tier again; try again once it is sealed";
 	} else {
 		it->result = MOVE_FAILED;
 		it->error = r;

@@ -197,12 +197,18 @@ int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t 
 	atomic_store(&fs->migrating_ino, ino);
 
 	r = dedup_file_migrate(from, dst, ino, ci.size, level, progress, userdata, &m);
-	if (r < 0) {
-		/* A file rewritten or unsealed under the copy fails it: that is a refusal, not damage. */
-		if (atomic_load(&i->data_gen) != gen)
+	if (r < 0 && r != -ECANCELED) {
+		/*
+		 * A file rewritten, unsealed or deleted under the copy fails it
+		 * (its recipe and chunks went away): that is a refusal, not damage.
+		 */
+		if (atomic_load(&i->data_gen) != gen ||
+		    catalog_inode_get(fs->catalog, ino, &now) < 0 || now.nlink == 0 ||
+		    now.state != CATALOG_FILE_SEALED || now.tier != ci.tier)
 			r = -ESTALE;
-		goto out_forget;
 	}
+	if (r < 0)
+		goto out_forget;
 
 	pthread_rwlock_wrlock(&i->data_lock);
 	if (atomic_load(&i->data_gen) != gen || (i->state_known && (!i->sealed || i->sealed_tier != ci.tier))) {

@@ -14,6 +14,8 @@ passthrough file are copied in and sealed.  Then:
   hot tier's containers are empty while the capacity tier's hold the data;
 - recall of a glob of archived logs brings exactly those back to tier 0;
 - everything reads back exactly after a remount, and the tiers stay;
+- Ctrl-C of a migration leaves every file exact and none "migrating"; a
+  file deleted while a recall runs is skipped (or moved before), not failed;
 - an append to a file on the capacity tier makes it raw on the hot tier and
   it is sealed again there; unlink of a capacity file is metadata-only;
 - migrate is refused to a user who is neither root nor the owner;
@@ -23,8 +25,10 @@ env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_KEEP (keep the data directory).
 """
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,6 +78,43 @@ class Readers:
         for t in self.threads:
             t.join()
         return False
+
+
+def start_move(fs, *args):
+    """tierctl ARGS --json, returned once its first progress line arrived (a file is being copied)."""
+    p = subprocess.Popen([tc.tierctl_path(), "-m", fs.mnt] + list(args) + ["--json"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    first = p.stderr.readline()
+    return p, first
+
+
+def interrupted(res, fs, model):
+    """Ctrl-C in the middle of a migration: the files moved stay moved, the one being copied stays put."""
+    p, first = start_move(fs, "migrate", fs.mnt)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    print("migrate interrupted after %r: exit %d" % (first.strip(), p.returncode), flush=True)
+    res.check(p.returncode in (0, 130), "interrupted migrate: exit %d: %s" % (p.returncode, err.strip()))
+    tc.compare_all(res, fs, model, "after an interrupted migrate")
+    j = tc.tierctl_json(res, fs, "ls", "-l", *sorted({os.path.dirname(fs.path(r)) for r in model}))
+    states = {e.get("state") for e in j.get("entries", []) if e.get("type") == "file"}
+    res.check("migrating" not in states, "a file still shows migrating after the move stopped: %r" % states)
+
+
+def deleted_meanwhile(res, fs, model, victim):
+    """A file deleted while a recall runs is skipped (or was moved before), never a failure."""
+    p, _ = start_move(fs, "recall", fs.mnt)
+    os.unlink(fs.path(victim))
+    del model[victim]
+    out, err = p.communicate(timeout=300)
+    res.check(p.returncode == 0, "recall with a file deleted meanwhile: exit %d: %s" % (p.returncode, err.strip()))
+    try:
+        j = json.loads(out)
+    except ValueError:
+        j = {}
+    res.check(j.get("failed") == 0, "recall with a file deleted meanwhile: %r" % {k: j.get(k) for k in ("moved", "skipped", "failed")})
+    tc.compare_all(res, fs, model, "after a recall with a file deleted meanwhile")
+    res.check(all(t == 0 for t in tc.tiers_of(res, fs, model).values()), "files left on tier 1 after recall")
 
 
 def run(res, fs, src):
@@ -140,6 +181,12 @@ def run(res, fs, src):
     res.check(all(tiers.get(r) == (0 if r in logs else 1) for r in sealed), "tiers changed over a remount")
 
     cold = sorted(r for r in sealed if r not in logs)
+    interrupted(res, fs, model)
+    deleted_meanwhile(res, fs, model, cold[-1])
+    j = tc.tierctl_json(res, fs, "migrate", fs.path(cold[0]), fs.path(cold[1]))
+    tiers = tc.tiers_of(res, fs, model)
+    res.check(j.get("moved") == 2 and tiers.get(cold[0]) == 1 and tiers.get(cold[1]) == 1,
+              "migrate of two files by name: %r" % j.get("moved"))
     appended = cold[0]
     with open(fs.path(appended), "ab") as f:
         f.write(b"appended after migration\n")
