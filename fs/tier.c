@@ -82,7 +82,8 @@ static int tier_open_backend(const ConfigTier *t, bool create, DedupBackend **re
 		r = -errno;
 	else
 		r = tier_backend_dir_open(containers, ret);
-	if (r < 0 && asprintf(ret_error, "%s: %s", containers, strerror(-r)) < 0)
+	/* ENOENT here means the tier's own directory is missing (a disk not mounted): name that one. */
+	if (r < 0 && asprintf(ret_error, "%s: %s", r == -ENOENT ? t->path : containers, strerror(-r)) < 0)
 		*ret_error = NULL;
 	return r;
 }

@@ -282,6 +282,12 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 	printf("policy:      seal after %ss quiet, collect every %ss; migration by hand (tierctl migrate, recall), no watermarks yet\n\n",
 	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"));
 	r = print_tiers(m, false);
+	size_t nt;
+	_cleanup_free_ size_t *trows = tierctl_rows(m, "tier", &nt);
+	for (size_t i = 0; trows && i < nt; i++)
+		if (ctl_message_get(m, trows[i], "error"))
+			printf("tier %s (%s) is not usable: %s\n", tierctl_get(m, trows[i], "tier"),
+			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "error"));
 
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "error", &n);
