@@ -1226,9 +1226,6 @@ typedef struct MovePlan {
 } MovePlan;
 
 static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
-	for (size_t i = 0; i < p->n; i++)
-		if (p->items[i].ino == ci->ino)
-			return 0; /* named twice (or a hard link seen again) */
 	if (p->n == p->cap) {
 		size_t cap = MAX(p->cap * 2, (size_t) 256);
 		MoveItem *q = realloc(p->items, cap * sizeof(*q));
@@ -1247,9 +1244,27 @@ static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 			  "on the hot tier";
 	} else if (it->from == p->to)
 		it->result = MOVE_ALREADY;
-	else
-		p->total += it->size;
 	return 0;
+}
+
+static int item_compare(const void *a, const void *b) {
+	const MoveItem *x = a, *y = b;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* In inode order, each file once (named twice, or a hard link met again), and the bytes to move. */
+static void plan_finish(MovePlan *p) {
+	size_t n = 0;
+	if (p->n > 0)
+		qsort(p->items, p->n, sizeof(MoveItem), item_compare);
+	for (size_t i = 0; i < p->n; i++) {
+		if (n > 0 && p->items[n - 1].ino == p->items[i].ino)
+			continue;
+		p->items[n++] = p->items[i];
+		if (p->items[i].result == MOVE_PENDING)
+			p->total += p->items[i].size;
+	}
+	p->n = n;
 }
 
 /* Every regular file of a tree (the caller may do anything: it is root or the owner). */
@@ -1370,6 +1385,7 @@ static int do_move(Conn *c, const CtlRequest *req) {
 			r = path_failed(c, req->paths[i], q);
 	}
 
+	plan_finish(&p);
 	c->move_plan = &p;
 	c->last_progress_ns = 0;
 	uint64_t queued = 0;
