@@ -13,8 +13,9 @@ in and sealed, then:
   its files;
 - with the NFS server killed, status says the filer is not reachable; a
   daemon started meanwhile mounts all the same, files on the NFS tier fail
-  with EIO while every other file reads exactly, and migrating to the filer
-  is refused; once the server is back (and the daemon restarted) they read
+  with EIO while every other file reads exactly, migrating to the filer is
+  refused, and unlink and truncate to zero of files on it work (they never
+  touch the tier); once the server is back (and the daemon restarted) they read
   exactly again;
 - migrate capacity -> NFS and recall NFS -> hot, remount, everything exact;
 - after deleting everything and a collection, the export holds no
@@ -84,6 +85,18 @@ def run(res, fs, srv, src):
               "status of a filer down at start: %r" % filer)
     rc, _, err = tc.tierctl(fs, "migrate", "--to", "filer", fs.path("ORCL", "archivelog"))
     res.check(rc == 1 and "not reachable" in err, "migrate to a filer down: %d %s" % (rc, err))
+    # Deleting or emptying a cold file never needs its tier.
+    gone, emptied = pieces[0], pieces[1]
+    try:
+        os.unlink(fs.path(gone))
+        os.truncate(fs.path(emptied), 0)
+        res.check(True, "")
+    except OSError as e:
+        res.check(False, "unlink/truncate of files on a dead NFS tier: %s" % e)
+    del model[gone]
+    model[emptied] = b""
+    pieces = pieces[2:]
+    dc.compare(res, fs.path(emptied), b"", "emptied with the filer down")
     srv.start()
     fs.stop()
     fs.start()
