@@ -545,15 +545,27 @@ static int parse_chunk_size(Parser *p, const char *key, const char *value) {
 	return 0;
 }
 
-static int parse_zstd_level(Parser *p, const char *key, const char *value) {
+static int parse_level(Parser *p, const char *key, const char *value, int *ret) {
 	char *end;
 	errno = 0;
 	long v = strtol(value, &end, 10);
 	if (errno != 0 || end == value || *end != '\0' || v < CONFIG_ZSTD_LEVEL_MIN || v > CONFIG_ZSTD_LEVEL_MAX)
 		return parser_fail(p, p->line, "invalid '%s' '%s' (expected an integer from %d to %d)", key, ESC(value),
 				   CONFIG_ZSTD_LEVEL_MIN, CONFIG_ZSTD_LEVEL_MAX);
-	p->config.classes[p->klass].zstd_level = (int) v;
+	*ret = (int) v;
 	return 0;
+}
+
+static int parse_zstd_level(Parser *p, const char *key, const char *value) {
+	return parse_level(p, key, value, &p->config.classes[p->klass].zstd_level);
+}
+
+static int parse_tier_zstd_level(Parser *p, const char *key, const char *value) {
+	ConfigTier *t = &p->config.tiers[p->tier];
+	int r = parse_level(p, key, value, &t->zstd_level);
+	if (r >= 0)
+		t->has_zstd_level = true;
+	return r;
 }
 
 typedef struct KeyDef {
@@ -574,6 +586,7 @@ static const KeyDef tier_keys[] = {
 	{ "path", parse_path },
 	{ "capacity", parse_capacity },
 	{ "reserve", parse_reserve },
+	{ "zstd_level", parse_tier_zstd_level },
 };
 
 static const KeyDef class_keys[] = {

@@ -21,6 +21,8 @@
  *   path = /nvme/fratier          ; directory (absolute, or relative to data_dir) or nfs:// URL
  *   capacity = 2T                 ; optional cap on what fratier may use, IEC suffixes K M G T P
  *   reserve = 16G                 ; optional space kept free
+ *   zstd_level = 9                ; optional: level of chunks new to this tier when files move
+ *                                 ; here (colder data, stronger compression); default: the class's
  *
  *   [class backuppiece]           ; "class NAME", NAME = archivelog | backuppiece | imagecopy | other
  *   chunking = cdc                ; cdc (content-defined) | fixed
@@ -118,6 +120,8 @@ typedef struct ConfigTier {
 	char *path;            /* absolute directory or nfs:// URL, after resolution */
 	uint64_t capacity;     /* 0 = no cap beyond the backing filesystem */
 	uint64_t reserve;      /* bytes kept free on this tier */
+	bool has_zstd_level;   /* files moved to this tier are compressed at zstd_level, not their class's */
+	int zstd_level;
 } ConfigTier;
 
 typedef struct Config {

@@ -26,6 +26,8 @@ static const char *const command_names[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_POLICY] = "policy",
 	[CTL_COMMAND_GC] = "gc",
 	[CTL_COMMAND_SCRUB] = "scrub",
+	[CTL_COMMAND_MIGRATE] = "migrate",
+	[CTL_COMMAND_RECALL] = "recall",
 };
 
 static const char *const report_by_names[_CTL_REPORT_BY_MAX] = {
@@ -40,30 +42,41 @@ static const char *const reply_kind_names[_CTL_REPLY_MAX] = {
 	[CTL_REPLY_DONE] = "done",
 };
 
-/* What each command takes: at most one kind of argument, between min and max times. */
+/* What each command takes: up to ARGS_MAX kinds of argument, each between min and max times. */
 typedef enum ArgKind {
 	ARG_NONE,
 	ARG_PATH,
 	ARG_BY,
 	ARG_TIER,
+	ARG_DRY_RUN,
 } ArgKind;
 
-typedef struct CommandDef {
-	ArgKind arg;
-	const char *arg_name;
+typedef struct ArgDef {
+	ArgKind kind;
+	const char *name;
 	unsigned min, max;
+} ArgDef;
+
+#define ARGS_MAX 3
+#define ARG_PATHS { ARG_PATH, "path", 1, CTL_PATHS_MAX }
+
+typedef struct CommandDef {
+	ArgDef args[ARGS_MAX];
 	bool privileged;
 } CommandDef;
 
 static const CommandDef commands[_CTL_COMMAND_MAX] = {
-	[CTL_COMMAND_STATUS] = { ARG_NONE },
-	[CTL_COMMAND_DF] = { ARG_NONE },
-	[CTL_COMMAND_DU] = { ARG_PATH, "path", 1, CTL_PATHS_MAX },
-	[CTL_COMMAND_LS] = { ARG_PATH, "path", 1, CTL_PATHS_MAX },
-	[CTL_COMMAND_REPORT] = { ARG_BY, "by", 1, 1 },
-	[CTL_COMMAND_POLICY] = { ARG_NONE },
-	[CTL_COMMAND_GC] = { ARG_NONE, .privileged = true },
-	[CTL_COMMAND_SCRUB] = { ARG_TIER, "tier", 0, 1, .privileged = true },
+	[CTL_COMMAND_STATUS] = {},
+	[CTL_COMMAND_DF] = {},
+	[CTL_COMMAND_DU] = { { ARG_PATHS } },
+	[CTL_COMMAND_LS] = { { ARG_PATHS } },
+	[CTL_COMMAND_REPORT] = { { { ARG_BY, "by", 1, 1 } } },
+	[CTL_COMMAND_POLICY] = {},
+	[CTL_COMMAND_GC] = { .privileged = true },
+	[CTL_COMMAND_SCRUB] = { { { ARG_TIER, "tier", 0, 1 } }, .privileged = true },
+	[CTL_COMMAND_MIGRATE] = { { ARG_PATHS, { ARG_TIER, "tier", 0, 1 }, { ARG_DRY_RUN, "dry_run", 0, 1 } },
+				  .privileged = true },
+	[CTL_COMMAND_RECALL] = { { ARG_PATHS, { ARG_DRY_RUN, "dry_run", 0, 1 } }, .privileged = true },
 };
 
 static int lookup(const char *const *table, size_t n, const char *s) {
@@ -422,7 +435,7 @@ void ctl_request_done(CtlRequest *r) {
 
 int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_error) {
 	CtlRequest req = {};
-	unsigned count = 0;
+	unsigned count[ARGS_MAX] = {};
 	int r;
 
 	*ret = (CtlRequest) {};
@@ -445,16 +458,20 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 	const CommandDef *d = &commands[req.command];
 	for (size_t i = 2; i < m->n; i++) {
 		const CtlField *f = &m->fields[i];
-		if (d->arg == ARG_NONE || strcmp(f->name, d->arg_name) != 0) {
+		size_t k = 0;
+		while (k < ARGS_MAX && (d->args[k].kind == ARG_NONE || strcmp(f->name, d->args[k].name) != 0))
+			k++;
+		if (k == ARGS_MAX) {
 			r = fail(ret_error, -EBADMSG, "unknown argument '%s' for command '%s'", f->name,
 				 command_names[req.command]);
 			goto fail;
 		}
-		if (++count > d->max) {
-			r = fail(ret_error, -EBADMSG, "argument '%s' given more than %u times", f->name, d->max);
+		const ArgDef *a = &d->args[k];
+		if (++count[k] > a->max) {
+			r = fail(ret_error, -EBADMSG, "argument '%s' given more than %u times", f->name, a->max);
 			goto fail;
 		}
-		switch (d->arg) {
+		switch (a->kind) {
 		case ARG_PATH:
 			if (!ctl_path_is_valid(f->value)) {
 				r = fail(ret_error, -EBADMSG, "path '%s' is not absolute and canonical", f->value);
@@ -480,14 +497,23 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 			req.tier = (uint32_t) t;
 			break;
 		}
+		case ARG_DRY_RUN:
+			if (strcmp(f->value, "yes") != 0 && strcmp(f->value, "no") != 0) {
+				r = fail(ret_error, -EBADMSG, "'dry_run' must be yes or no, not '%s'", f->value);
+				goto fail;
+			}
+			req.dry_run = strcmp(f->value, "yes") == 0;
+			break;
 		case ARG_NONE:
 			break;
 		}
 	}
-	if (count < d->min) {
-		r = fail(ret_error, -EBADMSG, "command '%s' needs argument '%s'", command_names[req.command], d->arg_name);
-		goto fail;
-	}
+	for (size_t k = 0; k < ARGS_MAX; k++)
+		if (count[k] < d->args[k].min) {
+			r = fail(ret_error, -EBADMSG, "command '%s' needs argument '%s'", command_names[req.command],
+				 d->args[k].name);
+			goto fail;
+		}
 	*ret = req;
 	return 0;
 

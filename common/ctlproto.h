@@ -100,6 +100,8 @@ typedef enum CtlCommand {
 	CTL_COMMAND_POLICY,
 	CTL_COMMAND_GC,
 	CTL_COMMAND_SCRUB,
+	CTL_COMMAND_MIGRATE,
+	CTL_COMMAND_RECALL,
 	_CTL_COMMAND_MAX,
 	_CTL_COMMAND_INVALID = -22, /* -EINVAL */
 } CtlCommand;
@@ -125,11 +127,12 @@ bool ctl_command_is_privileged(CtlCommand c);
 /* A validated request.  Strings are borrowed from msg. */
 typedef struct CtlRequest {
 	CtlCommand command;
-	const char *paths[CTL_PATHS_MAX]; /* du, ls: "/" or "/a/b", relative to the mount's root */
+	const char *paths[CTL_PATHS_MAX]; /* du, ls, migrate, recall: "/" or "/a/b", relative to the mount's root */
 	size_t n_paths;
 	CtlReportBy by;                   /* report */
-	bool has_tier;                    /* scrub */
+	bool has_tier;                    /* scrub, migrate (the target; default: tier 1) */
 	uint32_t tier;
+	bool dry_run;                     /* migrate, recall: list what would move, move nothing */
 	CtlMessage msg;
 } CtlRequest;
 

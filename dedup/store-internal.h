@@ -191,3 +191,4 @@ int store_read_container_frames(DedupStore *s, uint64_t container, const Catalog
 
 /* Sorts ids and calls catalog_chunk_ref(id, sign * occurrences) once per distinct id. */
 int store_refs_apply(DedupStore *s, uint64_t *ids, size_t n, int sign);
+int store_catalog_refs_apply(Catalog *c, uint64_t *ids, size_t n, int sign);

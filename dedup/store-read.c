@@ -676,18 +676,22 @@ static int collect_ids(uint64_t start, const void *blob, size_t size, void *user
 	return 0;
 }
 
-int dedup_file_drop(DedupStore *s, uint64_t ino) {
+int dedup_file_drop_unopened(Catalog *c, uint64_t ino) {
 	IdList l = {};
 	int r;
 
 	/* The callback runs under the catalog lock and must not call into it: collect, then update. */
-	r = catalog_recipe_foreach(s->catalog, ino, collect_ids, &l);
+	r = catalog_recipe_foreach(c, ino, collect_ids, &l);
 	if (r >= 0)
-		r = store_refs_apply(s, l.ids, l.n, -1);
+		r = store_catalog_refs_apply(c, l.ids, l.n, -1);
 	free(l.ids);
 	if (r < 0)
 		return r;
-	r = catalog_recipe_delete(s->catalog, ino);
+	return catalog_recipe_delete(c, ino);
+}
+
+int dedup_file_drop(DedupStore *s, uint64_t ino) {
+	int r = dedup_file_drop_unopened(s->catalog, ino);
 	if (r < 0)
 		return r;
 	store_recipe_invalidate(s, ino);

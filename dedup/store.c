@@ -456,6 +456,10 @@ static int id_cmp(const void *a, const void *b) {
 }
 
 int store_refs_apply(DedupStore *s, uint64_t *ids, size_t n, int sign) {
+	return store_catalog_refs_apply(s->catalog, ids, n, sign);
+}
+
+int store_catalog_refs_apply(Catalog *c, uint64_t *ids, size_t n, int sign) {
 	if (n == 0)
 		return 0;
 	qsort(ids, n, sizeof(*ids), id_cmp);
@@ -463,7 +467,7 @@ int store_refs_apply(DedupStore *s, uint64_t *ids, size_t n, int sign) {
 		size_t j = i + 1;
 		while (j < n && ids[j] == ids[i])
 			j++;
-		int r = catalog_chunk_ref(s->catalog, ids[i], sign * (int64_t) (j - i));
+		int r = catalog_chunk_ref(c, ids[i], sign * (int64_t) (j - i));
 		if (r < 0)
 			return r == -ENOENT ? -EUCLEAN : r;
 		i = j;

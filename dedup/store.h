@@ -212,6 +212,60 @@ int dedup_file_write_to_fd(DedupStore *s, uint64_t ino, uint64_t file_size, int 
  */
 int dedup_file_drop(DedupStore *s, uint64_t ino);
 
+/*
+ * The same for a file whose tier has no open store (its storage was not
+ * reachable at start): catalog work only, the tier is never touched.  Its
+ * collector reclaims the frames once the store is opened again.
+ */
+int dedup_file_drop_unopened(Catalog *c, uint64_t ino);
+
+/*
+ * Migration: moves sealed file ino (file_size bytes) from store `from` to
+ * store `to` (two tiers over the same catalog).  In two steps, like a
+ * writer:
+ *
+ *   dedup_file_migrate()              outside any catalog transaction
+ *   catalog_begin()                   (the caller)
+ *     dedup_migration_commit()           the recipe moves to `to`; `from` loses its references
+ *     ...the caller records the file's new tier...
+ *   catalog_commit()                  (the caller)
+ *   dedup_migration_free()
+ *
+ * dedup_file_migrate() reads the file through `from` (checked frames only)
+ * and stores it through a writer of `to`, chunked with the parameters its
+ * recipe records, so it deduplicates against what `to` holds; chunks new to
+ * `to` are compressed at zstd_level (as dedup_writer_new()).  When it
+ * returns 0 the copy is durable and registered on `to` and nothing of
+ * `from` changed.  progress (optional) is called after each step with the
+ * bytes copied so far; a negative return stops the copy and is returned.
+ * The file must not change meanwhile: the caller checks before it commits
+ * (a file that changed or lost its recipe fails the copy with -EIO, or is
+ * the caller's to refuse).  On error, or if the migration is freed
+ * uncommitted, the file stays whole on `from` and what was stored on `to`
+ * is garbage for its collector.
+ * Returns: 0 and *ret, -EINVAL (same store, different catalogs), -EIO (the
+ * recipe or a frame failed its checks, or the recipe is shorter than
+ * file_size), or as dedup_writer_new()/feed()/finish().
+ */
+typedef struct DedupMigration DedupMigration;
+int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t file_size, int zstd_level,
+		       int (*progress)(uint64_t done, uint64_t total, void *userdata), void *userdata,
+		       DedupMigration **ret);
+
+/*
+ * Inside the caller's catalog transaction: drops ino's recipe and its
+ * references on `from` and writes the new recipe, with its references, on
+ * `to`.  If the transaction rolls back, commit() may be retried in a new one.
+ * Returns: 0, -EIO (the old recipe does not decode), a catalog error.
+ */
+int dedup_migration_commit(DedupMigration *m);
+
+/* What the copy stored on the target (new_bytes, stored_bytes) and found there already.  Can't fail. */
+void dedup_migration_stats(const DedupMigration *m, DedupWriterStats *ret);
+
+/* Accepts NULL; returns NULL.  Uncommitted: as dedup_writer_free(). */
+DedupMigration *dedup_migration_free(DedupMigration *m);
+
 typedef struct DedupGcOptions {
 	/* Containers with live_bytes / size below this are compacted; 0 disables compaction. */
 	double live_threshold;

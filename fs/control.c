@@ -13,8 +13,8 @@
  *     anyone the root's mode bits let read), and du/ls need search
  *     permission on every directory on the way and read permission on the
  *     directories they list;
- *   - gc and scrub: root, the daemon's user, or the owner of the root
- *     directory.
+ *   - gc, scrub, migrate and recall: root, the daemon's user, or the owner
+ *     of the root directory.
  *
  * Invariants:
  *  1. Reports read the catalog through a read-only connection of their own
@@ -41,7 +41,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,6 +105,7 @@ typedef struct Conn {
 	size_t out_bytes;
 	char *error;
 	int64_t last_progress_ns;
+	struct MovePlan *move_plan; /* migrate, recall: the one being carried out */
 } Conn;
 
 static int64_t now_ns(clockid_t clock) {
@@ -282,27 +282,13 @@ static int authorize(Conn *c, CtlCommand cmd) {
 
 /* ---- tiers ---- */
 
-/* Tier numbers: the hot tier is 0, the others follow in the config's order. */
-static const ConfigTier *tier_by_number(const Fs *fs, uint32_t n) {
-	const Config *cfg = fs->config;
-	if (n == 0)
-		return config_tier_by_role(cfg, TIER_ROLE_HOT);
-	uint32_t k = 0;
-	for (size_t i = 0; i < cfg->n_tiers; i++) {
-		if (cfg->tiers[i].role == TIER_ROLE_HOT)
-			continue;
-		if (++k == n)
-			return &cfg->tiers[i];
-	}
-	return NULL;
-}
-
 static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t used, uint64_t *ret_free) {
-	struct statvfs sv;
-	bool reachable = t->backend == TIER_BACKEND_DIR && statvfs(t->path, &sv) == 0 &&
-			 access(t->path, R_OK | X_OK) == 0;
-	uint64_t fs_size = reachable ? (uint64_t) sv.f_blocks * sv.f_frsize : 0;
-	uint64_t fs_avail = reachable ? (uint64_t) sv.f_bavail * sv.f_frsize : 0;
+	const FsTier *ft = n < c->fs->n_tiers ? &c->fs->tiers[n] : NULL;
+	DedupBackendStatfs sf = {};
+	/* Asked of the tier's own backend, so an NFS tier answers for its export (within its bounded wait). */
+	bool reachable = ft && ft->store && dedup_backend_statfs(ft->backend, &sf) >= 0;
+	uint64_t fs_size = reachable ? sf.total : 0;
+	uint64_t fs_avail = reachable ? sf.avail : 0;
 	uint64_t capacity = t->capacity ? t->capacity : fs_size;
 	uint64_t free_bytes = fs_avail > t->reserve ? fs_avail - t->reserve : 0;
 	if (t->capacity)
@@ -316,9 +302,10 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = add(c, "backend", tier_backend_to_string(t->backend));
 	if (r >= 0)
 		r = add(c, "path", t->path);
-	/* Only local directories can be probed today; an NFS tier says "unknown". */
 	if (r >= 0)
-		r = add(c, "reachable", t->backend != TIER_BACKEND_DIR ? "unknown" : reachable ? "yes" : "no");
+		r = add(c, "reachable", reachable ? "yes" : "no");
+	if (r >= 0 && ft && ft->error)
+		r = add(c, "error", ft->error);
 	if (r >= 0)
 		r = add_u64(c, "capacity", capacity);
 	if (r >= 0)
@@ -441,7 +428,7 @@ static size_t tier_count(const Fs *fs) {
 static int add_df_rows(Conn *c, const FileVec *files) {
 	int r = 0;
 	for (uint32_t n = 0; r >= 0 && n < tier_count(c->fs); n++) {
-		const ConfigTier *t = tier_by_number(c->fs, n);
+		const ConfigTier *t = fs_tier_config(c->fs, n);
 		ContainerSums cs = {};
 		ChunkSums ks = {};
 		uint64_t logical = 0, raw = 0, nfiles = 0;
@@ -520,7 +507,8 @@ static int do_status(Conn *c) {
 
 	r = catalog_files_totals(c->reader, &totals);
 	if (r >= 0)
-		r = catalog_chunks_foreach_dead(c->reader, 0, count_dead, &dead);
+		for (uint32_t n = 0; r >= 0 && n < fs->n_tiers; n++)
+			r = catalog_chunks_foreach_dead(c->reader, n, count_dead, &dead);
 	if (r < 0)
 		return conn_fail(c, r, "cannot read the catalog: %s", strerror(-r));
 
@@ -569,6 +557,8 @@ static int do_status(Conn *c) {
 		r = add_u64(c, "seal_queue", seal_queue);
 	if (r >= 0)
 		r = add_u64(c, "seal_queue_due", seal_due);
+	if (r >= 0)
+		r = add_u64(c, "migrate_queue", atomic_load(&fs->migrate_queue));
 	if (r >= 0)
 		r = add_u64(c, "gc_queue", dead);
 	if (r >= 0 && tp_known)
@@ -714,9 +704,10 @@ static int add_usage(Conn *c, const Usage *u) {
 static int add_file_state(Conn *c, const CatalogInode *ci) {
 	if (!S_ISREG(ci->mode))
 		return 0;
+	bool moving = ci->state == CATALOG_FILE_SEALED && atomic_load(&c->fs->migrating_ino) == ci->ino;
 	int r = add_u64(c, "tier", ci->state == CATALOG_FILE_SEALED ? ci->tier : 0);
 	if (r >= 0)
-		r = add(c, "state", ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
+		r = add(c, "state", moving ? "migrating" : ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
 	if (r >= 0)
 		r = add(c, "class", fs_class_to_string((FsFileClass) ci->file_class));
 	return r;
@@ -986,7 +977,7 @@ static int do_report(Conn *c, const CtlRequest *req) {
 		if (req->by == CTL_REPORT_BY_CLASS)
 			snprintf(key, sizeof(key), "%s", fs_class_to_string((FsFileClass) g->key));
 		else if (req->by == CTL_REPORT_BY_TIER) {
-			const ConfigTier *t = tier_by_number(c->fs, (uint32_t) g->key);
+			const ConfigTier *t = fs_tier_config(c->fs, (uint32_t) g->key);
 			snprintf(key, sizeof(key), "%s", t ? t->name : "unknown");
 		} else {
 			time_t t = (time_t) (g->key * 86400);
@@ -1051,7 +1042,7 @@ static int do_gc(Conn *c) {
 	if (r < 0)
 		return r;
 	/* Runs to its end even if the client leaves: every step of it is crash-safe anyway. */
-	r = dedup_store_gc(c->fs->store, &o, &st);
+	r = fs_tiers_gc(c->fs, &o, &st);
 	if (r < 0)
 		log_warning_errno(r, "Chunk collection asked by tierctl failed: %m");
 	int q = add_u64(c, "chunks_deleted", st.chunks_deleted);
@@ -1128,16 +1119,20 @@ static int do_scrub(Conn *c, const CtlRequest *req) {
 	uint64_t damaged_files = 0;
 	int r;
 
-	if (req->has_tier && req->tier != 0)
-		return conn_fail(c, -ENOENT, "tier %u has no chunk store (only the hot tier, 0, has one)",
-				 (unsigned) req->tier);
+	uint32_t tier = req->has_tier ? req->tier : 0;
+	DedupStore *store = fs_tier_store(c->fs, tier);
+	if (!store)
+		return conn_fail(c, tier < c->fs->n_tiers ? -ENXIO : -ENOENT,
+				 tier < c->fs->n_tiers ? "tier %u is not reachable (see tierctl status)" : "there is no tier %u",
+				 (unsigned) tier);
 	if (atomic_exchange(&c->ctl->scrub_running, true))
 		return conn_fail(c, -EBUSY, "a scrub is already running; wait for it to finish");
 	c->last_progress_ns = 0;
-	r = dedup_store_scrub(c->fs->store, scrub_progress, c, &res);
+	r = dedup_store_scrub(store, scrub_progress, c, &res);
 	atomic_store(&c->ctl->scrub_running, false);
 	if (res.damaged_chunks)
-		log_error("scrub found %llu damaged chunks in the hot tier", (unsigned long long) res.damaged_chunks);
+		log_error("scrub found %llu damaged chunks in tier %u", (unsigned long long) res.damaged_chunks,
+			  (unsigned) tier);
 	if (r == -ECANCELED) {
 		dedup_scrub_result_done(&res);
 		return conn_fail(c, r, "scrub stopped (nothing was left half done)");
@@ -1192,6 +1187,278 @@ static int do_scrub(Conn *c, const CtlRequest *req) {
 	}
 	free(files.items);
 	dedup_scrub_result_done(&res);
+	return r;
+}
+
+/* ---- migrate and recall ---- */
+
+/* What happens (or would happen) to one file. */
+typedef enum MoveResult {
+	MOVE_PENDING,
+	MOVE_MOVED,
+	MOVE_WOULD_MOVE,
+	MOVE_ALREADY,
+	MOVE_SKIPPED,
+	MOVE_FAILED,
+	_MOVE_RESULT_MAX,
+} MoveResult;
+
+static const char *const move_result_names[_MOVE_RESULT_MAX] = {
+	[MOVE_PENDING] = "pending",   [MOVE_MOVED] = "moved",     [MOVE_WOULD_MOVE] = "would_move",
+	[MOVE_ALREADY] = "already",   [MOVE_SKIPPED] = "skipped", [MOVE_FAILED] = "failed",
+};
+
+typedef struct MoveItem {
+	uint64_t ino;
+	uint64_t size;
+	uint32_t from;
+	MoveResult result;
+	const char *why;  /* static */
+	int error;
+	FsMigrateResult moved;
+} MoveItem;
+
+typedef struct MovePlan {
+	MoveItem *items;
+	size_t n, cap;
+	uint32_t to;
+	uint64_t total, done; /* bytes to move, and moved (for progress) */
+} MovePlan;
+
+static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
+	if (p->n == p->cap) {
+		size_t cap = MAX(p->cap * 2, (size_t) 256);
+		MoveItem *q = realloc(p->items, cap * sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		p->items = q;
+		p->cap = cap;
+	}
+	MoveItem *it = &p->items[p->n++];
+	*it = (MoveItem) { .ino = ci->ino, .size = ci->size, .from = ci->state == CATALOG_FILE_SEALED ? ci->tier : 0 };
+	if (ci->state != CATALOG_FILE_SEALED)
+		raw_fill(c->fs, ci->ino, &it->size, &(uint64_t) { 0 }, NULL);
+	if (!fs_class_is_sealed((FsFileClass) ci->file_class) && ci->state != CATALOG_FILE_SEALED) {
+		it->result = p->to == 0 ? MOVE_ALREADY : MOVE_SKIPPED;
+		it->why = "passthrough class (online redo, control file, flashback log, or rewritten in place): stays raw "
+			  "on the hot tier";
+	} else if (it->from == p->to)
+		it->result = MOVE_ALREADY;
+	return 0;
+}
+
+static int item_compare(const void *a, const void *b) {
+	const MoveItem *x = a, *y = b;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* In inode order, each file once (named twice, or a hard link met again), and the bytes to move. */
+static void plan_finish(MovePlan *p) {
+	size_t n = 0;
+	if (p->n > 0)
+		qsort(p->items, p->n, sizeof(MoveItem), item_compare);
+	for (size_t i = 0; i < p->n; i++) {
+		if (n > 0 && p->items[n - 1].ino == p->items[i].ino)
+			continue;
+		p->items[n++] = p->items[i];
+		if (p->items[i].result == MOVE_PENDING)
+			p->total += p->items[i].size;
+	}
+	p->n = n;
+}
+
+/* Every regular file of a tree (the caller may do anything: it is root or the owner). */
+static int plan_tree(Conn *c, MovePlan *p, uint64_t top) {
+	_cleanup_free_ CatalogDirent *ents = malloc(CONTROL_DIR_BATCH * sizeof(CatalogDirent));
+	DirStack stack = {};
+	int r = ents ? dir_push(&stack, top) : -ENOMEM;
+	while (r >= 0 && stack.n > 0 && !atomic_load(&c->ctl->stopping)) {
+		uint64_t dir = stack.inos[--stack.n], after = 0;
+		for (;;) {
+			int n = catalog_dir_read(c->reader, dir, after, ents, CONTROL_DIR_BATCH);
+			if (n <= 0) {
+				r = n;
+				break;
+			}
+			for (int k = 0; r >= 0 && k < n; k++) {
+				CatalogInode ci;
+				after = ents[k].cookie;
+				if (catalog_inode_get(c->reader, ents[k].ino, &ci) < 0)
+					continue; /* removed meanwhile */
+				if (S_ISDIR(ci.mode))
+					r = dir_push(&stack, ci.ino);
+				else if (S_ISREG(ci.mode))
+					r = plan_add(c, p, &ci);
+			}
+			if (r < 0)
+				break;
+		}
+	}
+	free(stack.inos);
+	if (atomic_load(&c->ctl->stopping))
+		return -ECANCELED;
+	return r;
+}
+
+static int move_progress(uint64_t done, uint64_t total, void *userdata) {
+	Conn *c = userdata;
+	MovePlan *p = c->move_plan;
+	if (atomic_load(&c->ctl->stopping) || peer_gone(c))
+		return -ECANCELED;
+	int64_t now = now_ns(CLOCK_MONOTONIC);
+	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS)
+		return 0;
+	c->last_progress_ns = now;
+	return send_progress(c, "copy", p->done + done, p->total, 0) < 0 ? -ECANCELED : 0;
+}
+
+/* Moves one planned file, sealing it first if it is still raw. */
+static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
+	Fs *fs = c->fs;
+	CatalogInode ci;
+	int r = catalog_inode_get(fs->catalog, it->ino, &ci);
+	if (r >= 0 && ci.state != CATALOG_FILE_SEALED) {
+		/* Asked for by name: no need to wait for the seal delay. */
+		r = fs_data_seal(fs, it->ino);
+		if (r >= 0)
+			r = catalog_inode_get(fs->catalog, it->ino, &ci);
+		if (r >= 0 && ci.state != CATALOG_FILE_SEALED) {
+			it->result = MOVE_SKIPPED;
+			it->why = "not sealed: open for writing, changed while being sealed, or mostly holes; try again later";
+			return 0;
+		}
+	}
+	/* Changed under the copy: that copy is garbage; start again from what the file is now. */
+	for (unsigned stale = 0; r >= 0;) {
+		r = fs_data_migrate(fs, it->ino, p->to, move_progress, c, &it->moved);
+		if (r != -ESTALE || ++stale == 3)
+			break;
+	}
+	if (r == -ECANCELED)
+		return r;
+	if (r == 1)
+		it->result = MOVE_MOVED;
+	else if (r == 0)
+		it->result = MOVE_ALREADY;
+	else if (r == -ENOENT) {
+		it->result = MOVE_SKIPPED;
+		it->why = "deleted meanwhile";
+	} else if (r == -ESTALE) {
+		it->result = MOVE_SKIPPED;
+		it->why = "changed while being copied, three times; try again later";
+	} else if (r == -EMEDIUMTYPE) {
+		it->result = MOVE_SKIPPED;
+		it->why = "written meanwhile: raw on the hot tier again; try again once it is sealed";
+	} else {
+		it->result = MOVE_FAILED;
+		it->error = r;
+		it->why = r == -ENXIO ? "its tier or the target is not reachable" : NULL;
+		log_warning_errno(r, "Failed to move inode %llu to tier %u: %m", (unsigned long long) it->ino,
+				  (unsigned) p->to);
+	}
+	return 0;
+}
+
+static int do_move(Conn *c, const CtlRequest *req) {
+	Fs *fs = c->fs;
+	MovePlan p = { .to = req->command == CTL_COMMAND_RECALL ? 0 : req->has_tier ? req->tier : 1 };
+	uint64_t count[_MOVE_RESULT_MAX] = {}, bytes = 0, new_bytes = 0, stored_bytes = 0;
+	int r = 0;
+
+	if (p.to >= fs->n_tiers)
+		return conn_fail(c, -ENOENT, "there is no tier %u (this mount has %u; see tierctl df)", (unsigned) p.to,
+				 (unsigned) fs->n_tiers);
+	if (!fs_tier_store(fs, p.to))
+		return conn_fail(c, -ENXIO, "tier %u (%s) is not reachable: %s", (unsigned) p.to,
+				 fs->tiers[p.to].config->name, fs->tiers[p.to].error ?: "see tierctl status");
+
+	for (size_t i = 0; r >= 0 && i < req->n_paths; i++) {
+		CatalogInode ci;
+		int q = resolve(c, req->paths[i], &ci);
+		if (q >= 0)
+			q = S_ISDIR(ci.mode) ? plan_tree(c, &p, ci.ino) : S_ISREG(ci.mode) ? plan_add(c, &p, &ci) : -EINVAL;
+		if (q == -ECANCELED || q == -ENOMEM) {
+			r = q;
+			break;
+		}
+		if (q < 0)
+			r = path_failed(c, req->paths[i], q);
+	}
+
+	plan_finish(&p);
+	c->move_plan = &p;
+	c->last_progress_ns = 0;
+	uint64_t queued = 0;
+	for (size_t i = 0; !req->dry_run && i < p.n; i++)
+		queued += p.items[i].result == MOVE_PENDING;
+	atomic_fetch_add(&fs->migrate_queue, queued);
+	for (size_t i = 0; r >= 0 && i < p.n; i++) {
+		MoveItem *it = &p.items[i];
+		if (it->result != MOVE_PENDING)
+			continue;
+		if (req->dry_run) {
+			it->result = MOVE_WOULD_MOVE;
+			continue;
+		}
+		r = move_one(c, &p, it);
+		p.done += it->size;
+		atomic_fetch_sub(&fs->migrate_queue, 1);
+		queued--;
+	}
+	atomic_fetch_sub(&fs->migrate_queue, queued);
+	c->move_plan = NULL;
+	if (r == -ECANCELED) {
+		free(p.items);
+		return conn_fail(c, r, "stopped: the files moved so far stay moved, the one being copied stays where it "
+				       "was");
+	}
+	if (r >= 0 && !req->dry_run)
+		r = send_progress(c, "copy", p.total, p.total, 0);
+
+	for (size_t i = 0; i < p.n; i++) {
+		count[p.items[i].result]++;
+		bytes += p.items[i].moved.bytes;
+		new_bytes += p.items[i].moved.new_bytes;
+		stored_bytes += p.items[i].moved.stored_bytes;
+	}
+	if (r >= 0)
+		r = add_u64(c, "to", p.to);
+	if (r >= 0)
+		r = add(c, "to_name", fs->tiers[p.to].config->name);
+	if (r >= 0)
+		r = add(c, "dry_run", req->dry_run ? "yes" : "no");
+	if (r >= 0)
+		r = add_u64(c, "files", p.n);
+	for (int k = MOVE_MOVED; r >= 0 && k < _MOVE_RESULT_MAX; k++)
+		r = add_u64(c, move_result_names[k], count[k]);
+	if (r >= 0)
+		r = add_u64(c, "bytes", req->dry_run ? p.total : bytes);
+	if (r >= 0)
+		r = add_u64(c, "new_bytes", new_bytes);
+	if (r >= 0)
+		r = add_u64(c, "stored_bytes", stored_bytes);
+	for (size_t i = 0; r >= 0 && i < p.n; i++) {
+		const MoveItem *it = &p.items[i];
+		_cleanup_free_ char *path = NULL;
+		r = row(c, "file");
+		if (r >= 0 && path_of(c->reader, it->ino, &path) >= 0)
+			r = add(c, "path", path);
+		if (r >= 0)
+			r = add_u64(c, "ino", it->ino);
+		if (r >= 0)
+			r = add_u64(c, "size", it->size);
+		if (r >= 0)
+			r = add_u64(c, "from", it->from);
+		if (r >= 0)
+			r = add(c, "result", move_result_names[it->result]);
+		if (r >= 0 && it->result == MOVE_MOVED)
+			r = add_u64(c, "new_bytes", it->moved.new_bytes);
+		if (r >= 0 && it->result == MOVE_MOVED)
+			r = add_u64(c, "stored_bytes", it->moved.stored_bytes);
+		if (r >= 0 && (it->why || it->error))
+			r = add(c, "message", it->why ?: strerror(-it->error));
+	}
+	free(p.items);
 	return r;
 }
 
@@ -1286,6 +1553,10 @@ static int serve(Conn *c) {
 			break;
 		case CTL_COMMAND_SCRUB:
 			r = do_scrub(c, &req);
+			break;
+		case CTL_COMMAND_MIGRATE:
+		case CTL_COMMAND_RECALL:
+			r = do_move(c, &req);
 			break;
 		default:
 			r = conn_fail(c, -EINVAL, "command not served");

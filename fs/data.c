@@ -40,6 +40,7 @@ static int state_load(Fs *fs, FsInode *i) {
 		return r;
 	i->sealed = ci.state == CATALOG_FILE_SEALED;
 	i->sealed_size = ci.size;
+	i->sealed_tier = ci.tier;
 	i->state_known = true;
 	return 0;
 }
@@ -66,7 +67,9 @@ void fs_data_unlock(FsInode *i) {
 int fs_data_drop(Fs *fs, const CatalogInode *ci) {
 	if (ci->state != CATALOG_FILE_SEALED)
 		return 0;
-	return dedup_file_drop(fs->store, ci->ino);
+	DedupStore *store = fs_tier_store(fs, ci->tier);
+	/* Metadata only, whatever the tier: deleting a cold file never reads or waits for its tier. */
+	return store ? dedup_file_drop(store, ci->ino) : dedup_file_drop_unopened(fs->catalog, ci->ino);
 }
 
 int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
@@ -94,7 +97,8 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 		goto out;
 	}
 	if (!truncate_to_zero) {
-		r = dedup_file_write_to_fd(fs->store, i->ino, ci.size, fd);
+		DedupStore *store = fs_tier_store(fs, ci.tier);
+		r = store ? dedup_file_write_to_fd(store, i->ino, ci.size, fd) : -EIO;
 		if (r >= 0 && ftruncate(fd, (off_t) ci.size) < 0)
 			r = -errno;
 		if (r < 0)
@@ -119,6 +123,8 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	if (r >= 0) {
 		ci.state = CATALOG_FILE_RAW;
 		ci.stored = 0;
+		/* Raw data is on the hot tier, and so is its next seal. */
+		ci.tier = 0;
 		r = catalog_inode_update(fs->catalog, &ci);
 	}
 	if (r < 0) {
@@ -135,6 +141,7 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	i->fd = TAKE_FD(fd);
 	pthread_mutex_unlock(&i->lock);
 	i->sealed = false;
+	i->sealed_tier = 0;
 	/*
 	 * The bytes copied back count as not yet written: only a rewrite within
 	 * this raw session marks the file as rewritten in place, so an image

@@ -14,6 +14,7 @@
 
 /*
  * Lock order, outermost first:
+ *   -. Fs.migrate_lock (one move between tiers at a time)
  *   0. FsInode.data_lock (shared by every use of the data, exclusive to switch raw <-> sealed)
  *   1. the catalog lock (catalog_begin() .. commit/rollback, or any catalog call)
  *   2. Fs.table_lock
@@ -47,6 +48,7 @@ typedef struct FsInode {
 	bool state_known;         /* protected by data_lock */
 	bool sealed;              /* protected by data_lock */
 	uint64_t sealed_size;     /* protected by data_lock */
+	uint32_t sealed_tier;     /* protected by data_lock: the tier holding a sealed file's chunks */
 	atomic_uint_fast64_t data_gen;   /* bumped by every change of the bytes, so a seal can tell it raced one */
 	atomic_bool written;             /* changed since it was last queued for sealing */
 	atomic_bool overwritten;         /* rewritten in place: never sealed (online redo, control files) */
@@ -70,6 +72,17 @@ typedef struct FsSealItem {
 	struct FsSealItem *next;
 } FsSealItem;
 
+/*
+ * A tier of the mount: 0 is the hot one, the others follow in the config's
+ * order.  Each is a dedup domain of its own (its own store and containers).
+ */
+typedef struct FsTier {
+	const ConfigTier *config;
+	DedupBackend *backend;    /* NULL: the storage could not be opened at start */
+	DedupStore *store;        /* NULL likewise: its files read as EIO, unlink still works */
+	char *error;              /* why it could not be opened, for status */
+} FsTier;
+
 typedef struct Fs {
 	Config *config;
 	struct fuse_session *se;  /* set once mounted: for notifications to the kernel */
@@ -87,7 +100,12 @@ typedef struct Fs {
 	bool staging_dir_dirty[FS_STAGING_FANOUT]; /* protected by staging_dir_lock[] */
 
 	DedupBackend *hot_backend;
-	DedupStore *store;        /* the hot tier's chunk store */
+	DedupStore *store;        /* the hot tier's chunk store (tiers[0].store) */
+	FsTier tiers[CONFIG_TIERS_MAX];
+	uint32_t n_tiers;
+	pthread_mutex_t migrate_lock; /* one migration at a time; taken with no other lock held */
+	atomic_uint_fast64_t migrating_ino; /* the file being moved between tiers, 0 if none (for reports) */
+	atomic_uint_fast64_t migrate_queue; /* files waiting in the moves tierctl asked for (for reports) */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
 
@@ -173,6 +191,32 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
 int fs_data_seal(Fs *fs, uint64_t ino);
 /* Releases a sealed file's chunks; called inside the caller's catalog transaction. */
 int fs_data_drop(Fs *fs, const CatalogInode *ci);
+
+/* tier.c: the tiers' stores, and moving sealed files between them. */
+/* Opens every tier but the hot one (see FsTier); creates directories when create (embedded default). */
+int fs_tiers_open(Fs *fs, bool create);
+void fs_tiers_close(Fs *fs);
+/* The config of tier n, or NULL. */
+const ConfigTier *fs_tier_config(const Fs *fs, uint32_t n);
+/* The open store of tier n, or NULL (no such tier, or not reachable). */
+DedupStore *fs_tier_store(const Fs *fs, uint32_t n);
+/* Collects garbage on every open tier (dedup_store_gc()); *ret sums them; returns the first error. */
+int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret);
+
+typedef struct FsMigrateResult {
+	uint64_t bytes;           /* logical bytes moved */
+	uint64_t new_bytes;       /* of which new to the target (the rest deduplicated) */
+	uint64_t stored_bytes;    /* frame bytes the target gained */
+} FsMigrateResult;
+
+/*
+ * Moves sealed file ino to tier `to` (see tier.c).  Returns 1 if moved, 0 if
+ * there was nothing to do (already there), or -ENOENT, -EMEDIUMTYPE (not
+ * sealed: raw or passthrough), -ESTALE (changed or moved meanwhile: try
+ * again), -ENXIO (a tier not reachable), -EIO, -ENOSPC...
+ */
+int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t done, uint64_t total, void *userdata),
+		    void *userdata, FsMigrateResult *ret);
 
 /* seal.c: the sealing worker and the collector. */
 int fs_sealer_start(Fs *fs);

@@ -171,7 +171,7 @@ static int hot_tier_open(Fs *fs, bool create) {
 	return 0;
 }
 
-static int catalog_start(Fs *fs) {
+static int catalog_start(Fs *fs, bool create) {
 	_cleanup_free_ char *path = NULL;
 	uint64_t orphans = 0, strays = 0;
 	int r;
@@ -204,6 +204,10 @@ static int catalog_start(Fs *fs) {
 	r = dedup_store_open(fs->catalog, 0, fs->hot_backend, NULL, &fs->store);
 	if (r < 0)
 		return log_error_errno(r, "cannot open the chunk store in %s: %m", containers);
+	/* Before recovery: deleting an orphan drops its chunks on whichever tier holds them. */
+	r = fs_tiers_open(fs, create);
+	if (r < 0)
+		return r;
 
 	r = fs_staging_recover(fs, &orphans, &strays);
 	if (r < 0)
@@ -217,6 +221,7 @@ static int catalog_start(Fs *fs) {
 static void fs_done(Fs *fs) {
 	fs_control_stop(fs);
 	fs_inode_table_done(fs);
+	fs_tiers_close(fs);
 	fs->store = dedup_store_free(fs->store);
 	fs->hot_backend = dedup_backend_free(fs->hot_backend);
 	fs->catalog = catalog_close(fs->catalog);
@@ -322,7 +327,7 @@ static int run(int argc, char **argv) {
 		log_oom();
 		goto out_fs;
 	}
-	if (catalog_start(&fs) < 0)
+	if (catalog_start(&fs, !a.config) < 0)
 		goto out_fs;
 
 	if (add_mount_option(&args, "default_permissions", NULL) < 0 ||

@@ -839,7 +839,9 @@ static void read_sealed(fuse_req_t req, FsInode *i, size_t size, off_t off) {
 	_cleanup_free_ void *buf = malloc(size ? size : 1);
 	if (!buf)
 		return (void) fuse_reply_err(req, ENOMEM);
-	ssize_t n = dedup_file_read(fs->store, i->ino, i->sealed_size, (uint64_t) off, buf, size);
+	DedupStore *store = fs_tier_store(fs, i->sealed_tier);
+	/* A tier that could not be opened at start: its files cannot be read, the others can. */
+	ssize_t n = store ? dedup_file_read(store, i->ino, i->sealed_size, (uint64_t) off, buf, size) : -EIO;
 	if (n < 0) {
 		/* Damaged or unreachable chunks: an error, never wrong bytes. */
 		log_error_errno((int) n, "Failed to read inode %llu at %lld: %m", (unsigned long long) i->ino,

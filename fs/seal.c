@@ -67,7 +67,7 @@ int fs_seal_schedule_pending(Fs *fs) {
 static void run_gc(Fs *fs) {
 	DedupGcOptions o = DEDUP_GC_OPTIONS_DEFAULT;
 	DedupGcStats st = {};
-	int r = dedup_store_gc(fs->store, &o, &st);
+	int r = fs_tiers_gc(fs, &o, &st);
 	if (r < 0)
 		log_warning_errno(r, "Chunk collection failed: %m");
 	else if (st.chunks_deleted || st.containers_deleted)

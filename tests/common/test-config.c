@@ -91,6 +91,7 @@ static void test_full(void) {
 		 "role = nfs\n"
 		 "path = nfs://filer.example.com/export/fratier?version=4\n"
 		 "reserve = 1P\n"
+		 "zstd_level = 19\n"
 		 "[tier kernelnfs]\n"
 		 "role = nfs\n"
 		 "backend = dir\n"
@@ -120,6 +121,8 @@ static void test_full(void) {
 	assert(c.tiers[2].backend == TIER_BACKEND_NFS);
 	assert(strcmp(c.tiers[2].path, "nfs://filer.example.com/export/fratier?version=4") == 0);
 	assert(c.tiers[2].reserve == 1ull << 50);
+	assert(c.tiers[2].has_zstd_level && c.tiers[2].zstd_level == 19);
+	assert(!c.tiers[0].has_zstd_level && !c.tiers[1].has_zstd_level);
 
 	assert(c.tiers[3].role == TIER_ROLE_NFS);
 	assert(c.tiers[3].backend == TIER_BACKEND_DIR);
@@ -147,6 +150,7 @@ static void test_minimal(void) {
 		assert(c.tiers[i].role == d.tiers[i].role);
 		assert(c.tiers[i].backend == d.tiers[i].backend);
 		assert(c.tiers[i].capacity == 0 && c.tiers[i].reserve == 0);
+		assert(!c.tiers[i].has_zstd_level && !d.tiers[i].has_zstd_level);
 	}
 	assert(strcmp(c.tiers[0].path, "/srv/fratier/hot") == 0);
 	assert(strcmp(c.tiers[1].path, "/srv/fratier/capacity") == 0);
@@ -232,6 +236,9 @@ static void test_errors(void) {
 	/* Values. */
 	parse_fails(MAIN "[tier hot]\ncapacity = 12Q\n", FILE_NAME ":4: invalid size '12Q' for 'capacity'");
 	parse_fails(MAIN "[tier hot]\nreserve = -1\n", FILE_NAME ":4: invalid size '-1' for 'reserve'");
+	parse_fails(MAIN "[tier hot]\nzstd_level = 20\n",
+		    FILE_NAME ":4: invalid 'zstd_level' '20' (expected an integer from -7 to 19)");
+	parse_fails(MAIN "[tier hot]\nzstd_level = 9\nzstd_level = 9\n", FILE_NAME ":5: duplicate key 'zstd_level' in section [tier hot]");
 	parse_fails(MAIN "[tier hot]\ncapacity = 16385P\n", FILE_NAME ":4: size '16385P' out of range for 'capacity'");
 	parse_fails(MAIN "allow_other = maybe\n",
 		    FILE_NAME ":3: invalid boolean 'maybe' for 'allow_other' (expected yes/no, true/false, on/off or 1/0)");

@@ -140,6 +140,14 @@ static void test_requests(void) {
 	const char *gc = "fratier 1\ncommand gc\n";
 	assert(ctl_request_parse(gc, strlen(gc), &req, NULL) == 0 && ctl_command_is_privileged(req.command));
 	ctl_request_done(&req);
+	const char *mig = "fratier 1\ncommand migrate\npath /a.arc\ndry_run yes\ntier 2\npath /b\n";
+	assert(ctl_request_parse(mig, strlen(mig), &req, NULL) == 0 && req.command == CTL_COMMAND_MIGRATE);
+	assert(req.n_paths == 2 && req.has_tier && req.tier == 2 && req.dry_run && ctl_command_is_privileged(req.command));
+	ctl_request_done(&req);
+	const char *rec = "fratier 1\ncommand recall\npath /a.arc\n";
+	assert(ctl_request_parse(rec, strlen(rec), &req, NULL) == 0 && req.command == CTL_COMMAND_RECALL);
+	assert(req.n_paths == 1 && !req.has_tier && !req.dry_run && ctl_command_is_privileged(req.command));
+	ctl_request_done(&req);
 	const char *st = "fratier 1\ncommand status\n";
 	assert(ctl_request_parse(st, strlen(st), &req, NULL) == 0 && !ctl_command_is_privileged(req.command));
 	ctl_request_done(&req);
@@ -161,6 +169,11 @@ static void test_requests(void) {
 	expect_bad_request("fratier 1\ncommand scrub\ntier 8\n", "from 0 to 7");
 	expect_bad_request("fratier 1\ncommand scrub\ntier 01\n", "from 0 to 7");
 	expect_bad_request("fratier 1\ncommand scrub\ntier -1\n", "from 0 to 7");
+	expect_bad_request("fratier 1\ncommand migrate\ntier 1\n", "command 'migrate' needs argument 'path'");
+	expect_bad_request("fratier 1\ncommand migrate\npath /a\ndry_run 1\n", "'dry_run' must be yes or no, not '1'");
+	expect_bad_request("fratier 1\ncommand migrate\npath /a\ntier 1\ntier 1\n", "'tier' given more than 1 times");
+	expect_bad_request("fratier 1\ncommand recall\npath /a\ntier 0\n", "unknown argument 'tier' for command 'recall'");
+	expect_bad_request("fratier 1\ncommand migrate\npath a\n", "not absolute");
 
 	/* CTL_PATHS_MAX paths pass, one more does not. */
 	char buf[4096] = "fratier 1\ncommand ls\n";

@@ -62,7 +62,8 @@ static void fuzz_request(const uint8_t *data, size_t size) {
 	check(!error);
 	check(req.command >= 0 && req.command < _CTL_COMMAND_MAX);
 	check(req.n_paths <= CTL_PATHS_MAX);
-	if (req.command == CTL_COMMAND_DU || req.command == CTL_COMMAND_LS)
+	if (req.command == CTL_COMMAND_DU || req.command == CTL_COMMAND_LS || req.command == CTL_COMMAND_MIGRATE ||
+	    req.command == CTL_COMMAND_RECALL)
 		check(req.n_paths >= 1);
 	else
 		check(req.n_paths == 0);
@@ -71,7 +72,10 @@ static void fuzz_request(const uint8_t *data, size_t size) {
 		      !strstr(req.paths[i], "/../") && !strstr(req.paths[i], "/./"));
 	if (req.command == CTL_COMMAND_REPORT)
 		check(req.by >= 0 && req.by < _CTL_REPORT_BY_MAX);
-	check(!req.has_tier || (req.command == CTL_COMMAND_SCRUB && req.tier <= CTL_TIER_MAX));
+	check(!req.has_tier ||
+	      ((req.command == CTL_COMMAND_SCRUB || req.command == CTL_COMMAND_MIGRATE) && req.tier <= CTL_TIER_MAX));
+	check(!req.dry_run || req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL);
+	check(!ctl_command_is_privileged(req.command) || req.command >= CTL_COMMAND_GC);
 	ctl_request_done(&req);
 }
 

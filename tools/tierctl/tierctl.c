@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,8 @@ static const char *arg_by;
 static const char *arg_html;
 static const char *arg_listen;
 static const char *arg_tier;
+static const char *arg_to;
+static bool arg_dry_run;
 
 static volatile int interrupted;
 
@@ -61,19 +64,11 @@ static int refused(const char *cmd, const TierctlReply *r) {
 	return TIERCTL_EXIT_FAILURE;
 }
 
-static int call(TierctlMount *m, CtlCommand cmd, const char *arg_name, char **args, int n_args, TierctlProgress progress,
-		void *userdata, TierctlReply *ret) {
-	CtlMessage req = {};
-	int r = ctl_request_begin(&req, cmd);
-	for (int i = 0; r >= 0 && i < n_args; i++)
-		r = ctl_message_add(&req, arg_name, args[i]);
-	if (r < 0) {
-		ctl_message_done(&req);
-		log_error_errno(r, "cannot build the request: %m");
-		return TIERCTL_EXIT_USAGE;
-	}
-	r = tierctl_call(m->socket, &req, progress, userdata, &interrupted, ret);
-	ctl_message_done(&req);
+/* Sends a built request (taking it over) and turns the outcome into an exit code. */
+static int call_request(TierctlMount *m, CtlCommand cmd, CtlMessage *req, TierctlProgress progress, void *userdata,
+			TierctlReply *ret) {
+	int r = tierctl_call(m->socket, req, progress, userdata, &interrupted, ret);
+	ctl_message_done(req);
 	if (r == -EINTR) {
 		log_error("interrupted: the daemon stops at a safe point; nothing is left half done");
 		return TIERCTL_EXIT_INTERRUPTED;
@@ -88,10 +83,25 @@ static int call(TierctlMount *m, CtlCommand cmd, const char *arg_name, char **ar
 	return 0;
 }
 
+static int call(TierctlMount *m, CtlCommand cmd, const char *arg_name, char **args, int n_args, TierctlProgress progress,
+		void *userdata, TierctlReply *ret) {
+	CtlMessage req = {};
+	int r = ctl_request_begin(&req, cmd);
+	for (int i = 0; r >= 0 && i < n_args; i++)
+		r = ctl_message_add(&req, arg_name, args[i]);
+	if (r < 0) {
+		ctl_message_done(&req);
+		log_error_errno(r, "cannot build the request: %m");
+		return TIERCTL_EXIT_USAGE;
+	}
+	return call_request(m, cmd, &req, progress, userdata, ret);
+}
+
 static const char *row_array_name(const char *kind) {
 	static const char *const names[][2] = {
 		{ "tier", "tiers" },   { "error", "errors" },  { "group", "groups" },   { "entry", "entries" },
 		{ "du", "paths" },     { "failed", "failed" }, { "damaged", "damaged" }, { "class", "classes" },
+		{ "file", "files" },
 	};
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (strcmp(names[i][0], kind) == 0)
@@ -261,16 +271,23 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 	       tierctl_get(m, 0, "owner"), tierctl_get(m, 0, "allow_other"), tierctl_get(m, 0, "clients"));
 	printf("files:       %s sealed (%s), %s raw\n", tierctl_get(m, 0, "files_sealed"),
 	       size_of(m, 0, "sealed_bytes", a), tierctl_get(m, 0, "files_raw"));
-	printf("queues:      seal %s (%s due), migrate 0, gc %s dead chunks\n", tierctl_get(m, 0, "seal_queue"),
-	       tierctl_get(m, 0, "seal_queue_due"), tierctl_get(m, 0, "gc_queue"));
+	printf("queues:      seal %s (%s due), migrate %llu, gc %s dead chunks\n", tierctl_get(m, 0, "seal_queue"),
+	       tierctl_get(m, 0, "seal_queue_due"), (unsigned long long) tierctl_get_u64(m, 0, "migrate_queue"),
+	       tierctl_get(m, 0, "gc_queue"));
 	if (ctl_message_get(m, 0, "seal_rate"))
 		printf("throughput:  sealing %s/s, stored %s/s (last minute)\n", size_of(m, 0, "seal_rate", a),
 		       size_of(m, 0, "store_rate", b));
 	else
 		printf("throughput:  not measured yet (the daemon samples every 10 s)\n");
-	printf("policy:      seal after %ss quiet, collect every %ss; watermarks arrive with migration (reserve below)\n\n",
+	printf("policy:      seal after %ss quiet, collect every %ss; migration by hand (tierctl migrate, recall), no watermarks yet\n\n",
 	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"));
 	r = print_tiers(m, false);
+	size_t nt;
+	_cleanup_free_ size_t *trows = tierctl_rows(m, "tier", &nt);
+	for (size_t i = 0; trows && i < nt; i++)
+		if (ctl_message_get(m, trows[i], "error"))
+			printf("tier %s (%s) is not usable: %s\n", tierctl_get(m, trows[i], "tier"),
+			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "error"));
 
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "error", &n);
@@ -605,17 +622,25 @@ static int show_progress(const CtlMessage *frame, void *userdata) {
 	tierctl_format_size(total, false, t);
 	tierctl_format_size((uint64_t) rate, false, rt);
 	unsigned pct = (unsigned) (total ? done * 100 / total : 100);
+	/* Only a scrub looks for damage; moves would always say "0 damaged". */
+	char dmg[40] = "";
+	bool scrub = strcmp(p->what, "scrub") == 0;
 	if (p->tty) {
 		char bar[31];
 		size_t fill = (size_t) pct * 30 / 100;
 		memset(bar, '#', fill);
 		memset(bar + fill, '.', 30 - fill);
 		bar[30] = 0;
-		fprintf(stderr, "\r%s [%s] %3u%%  %s / %s  %s/s  ETA %um%02us  damaged %llu ", p->what, bar, pct, d, t, rt,
-			(unsigned) eta / 60, (unsigned) eta % 60, (unsigned long long) damaged);
-	} else
-		fprintf(stderr, "%s: %s %s of %s (%u%%), %s/s, eta %us, %llu damaged\n", p->what, phase, d, t, pct, rt,
-			(unsigned) eta, (unsigned long long) damaged);
+		if (scrub)
+			snprintf(dmg, sizeof(dmg), "  damaged %llu", (unsigned long long) damaged);
+		fprintf(stderr, "\r%s [%s] %3u%%  %s / %s  %s/s  ETA %um%02us%s ", p->what, bar, pct, d, t, rt,
+			(unsigned) eta / 60, (unsigned) eta % 60, dmg);
+	} else {
+		if (scrub)
+			snprintf(dmg, sizeof(dmg), ", %llu damaged", (unsigned long long) damaged);
+		fprintf(stderr, "%s: %s %s of %s (%u%%), %s/s, eta %us%s\n", p->what, phase, d, t, pct, rt,
+			(unsigned) eta, dmg);
+	}
 	p->said = true;
 	return 0;
 }
@@ -678,6 +703,178 @@ static int run_scrub(TierctlMount *mount, char **args, int n_args) {
 	}
 	tierctl_reply_done(&reply);
 	return damaged ? TIERCTL_EXIT_PARTIAL : 0;
+}
+
+/* ---- migrate, recall ---- */
+
+/* A tier named by number, or by name (looked up with df). */
+static int tier_number(TierctlMount *mount, const char *s, char buf[static 16]) {
+	uint64_t t;
+	if (ctl_parse_u64(s, &t) >= 0) {
+		if (t > CTL_TIER_MAX) {
+			log_error("--to takes a tier number from 0 to %u or a tier name, not '%s'", CTL_TIER_MAX, s);
+			return TIERCTL_EXIT_USAGE;
+		}
+		snprintf(buf, 16, "%llu", (unsigned long long) t);
+		return 0;
+	}
+	TierctlReply reply;
+	int r = call(mount, CTL_COMMAND_DF, NULL, NULL, 0, NULL, NULL, &reply);
+	if (r != 0)
+		return r;
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(&reply.data, "tier", &n);
+	r = TIERCTL_EXIT_USAGE;
+	for (size_t i = 0; rows && i < n; i++)
+		if (strcmp(tierctl_get(&reply.data, rows[i], "name"), s) == 0) {
+			snprintf(buf, 16, "%s", tierctl_get(&reply.data, rows[i], "tier"));
+			r = 0;
+		}
+	if (r != 0)
+		log_error("no tier is called '%s' (see tierctl df)", s);
+	tierctl_reply_done(&reply);
+	return r;
+}
+
+/* The arguments with quoted globs expanded against the mount (the shell expands unquoted ones). */
+static int expand_globs(char **args, int n, char ***ret, int *ret_n) {
+	char **out = calloc(CTL_PATHS_MAX + 1, sizeof(char *));
+	size_t n_out = 0;
+	int r = out ? 0 : -ENOMEM;
+	for (int i = 0; r == 0 && i < n; i++) {
+		glob_t g = {};
+		bool pattern = strpbrk(args[i], "*?[") && access(args[i], F_OK) < 0;
+		if (pattern) {
+			int q = glob(args[i], 0, NULL, &g);
+			if (q != 0) {
+				log_error("%s: %s", args[i], q == GLOB_NOMATCH ? "no file matches" : "cannot expand the pattern");
+				r = -EINVAL;
+			}
+		}
+		size_t k = pattern ? g.gl_pathc : 1;
+		for (size_t j = 0; r == 0 && j < k; j++) {
+			if (n_out == CTL_PATHS_MAX) {
+				log_error("more than %d paths: name their directory instead (directories are walked)",
+					  CTL_PATHS_MAX);
+				r = -E2BIG;
+				break;
+			}
+			out[n_out] = strdup(pattern ? g.gl_pathv[j] : args[i]);
+			if (!out[n_out++])
+				r = -ENOMEM;
+		}
+		if (pattern)
+			globfree(&g);
+	}
+	if (r < 0) {
+		strv_free(out);
+		if (r == -ENOMEM)
+			log_oom();
+		return r == -ENOMEM ? TIERCTL_EXIT_FAILURE : TIERCTL_EXIT_USAGE;
+	}
+	*ret = out;
+	*ret_n = (int) n_out;
+	return 0;
+}
+
+static int run_move(TierctlMount *mount, char **args, int n_args, CtlCommand cmd) {
+	const char *name = ctl_command_to_string(cmd);
+	char to[16] = "";
+	char **expanded = NULL, **paths = NULL;
+	int n = 0, r;
+
+	if (cmd == CTL_COMMAND_MIGRATE && arg_to) {
+		r = tier_number(mount, arg_to, to);
+		if (r != 0)
+			return r;
+	}
+	r = expand_globs(args, n_args, &expanded, &n);
+	if (r != 0)
+		return r;
+	r = mount_paths(mount, expanded, n, &paths) < 0 ? TIERCTL_EXIT_USAGE : 0;
+	strv_free(expanded);
+	if (r != 0)
+		return r;
+
+	CtlMessage req = {};
+	int q = ctl_request_begin(&req, cmd);
+	for (int i = 0; q >= 0 && i < n; i++)
+		q = ctl_message_add(&req, "path", paths[i]);
+	if (q >= 0 && to[0])
+		q = ctl_message_add(&req, "tier", to);
+	if (q >= 0 && arg_dry_run)
+		q = ctl_message_add(&req, "dry_run", "yes");
+	strv_free(paths);
+	if (q < 0) {
+		ctl_message_done(&req);
+		log_oom();
+		return TIERCTL_EXIT_FAILURE;
+	}
+	TierctlReply reply;
+	Progress p = { .what = name, .tty = isatty(STDOUT_FILENO) };
+	clock_gettime(CLOCK_MONOTONIC, &p.start);
+	r = call_request(mount, cmd, &req, show_progress, &p, &reply);
+	progress_end(&p);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	int code = print_failures(m);
+	size_t nr;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "file", &nr);
+	if (tierctl_get_u64(m, 0, "failed"))
+		code = TIERCTL_EXIT_PARTIAL;
+	if (arg_json)
+		print_json(name, mount, m);
+	else {
+		static const char *const h[] = { "SIZE", "FROM", "TO", "RESULT", "NEW THERE", "PATH" };
+		TierctlTable t;
+		r = table_start(&t, h, ELEMENTSOF(h), "rrrlrl");
+		for (size_t i = 0; r >= 0 && rows && i < nr; i++) {
+			size_t at = rows[i];
+			char a[32], b[32];
+			_cleanup_free_ char *path = NULL, *result = NULL;
+			const char *why = tierctl_get(m, at, "message");
+			if (asprintf(&path, "%s%s", mount->mountpoint, tierctl_get(m, at, "path")) < 0 ||
+			    asprintf(&result, "%s%s%s", tierctl_get(m, at, "result"), why[0] ? ": " : "", why) < 0) {
+				r = -ENOMEM;
+				break;
+			}
+			const char *cells[] = { size_of(m, at, "size", a), tierctl_get(m, at, "from"), tierctl_get(m, 0, "to"),
+						result, ctl_message_get(m, at, "new_bytes") ? size_of(m, at, "new_bytes", b) : "-",
+						path };
+			r = tierctl_table_add(&t, cells);
+		}
+		if (r >= 0) {
+			table_finish(&t);
+			char a[32], b[32], c[32];
+			if (strcmp(tierctl_get(m, 0, "dry_run"), "yes") == 0)
+				printf("\ndry run: %s files (%s) would move to tier %s (%s), %s already there, %s skipped\n",
+				       tierctl_get(m, 0, "would_move"), size_of(m, 0, "bytes", a), tierctl_get(m, 0, "to"),
+				       tierctl_get(m, 0, "to_name"), tierctl_get(m, 0, "already"), tierctl_get(m, 0, "skipped"));
+			else
+				printf("\nmoved %s files (%s) to tier %s (%s): %s new there, stored as %s; %s already there, %s "
+				       "skipped, %s failed\n",
+				       tierctl_get(m, 0, "moved"), size_of(m, 0, "bytes", a), tierctl_get(m, 0, "to"),
+				       tierctl_get(m, 0, "to_name"), size_of(m, 0, "new_bytes", b),
+				       size_of(m, 0, "stored_bytes", c), tierctl_get(m, 0, "already"),
+				       tierctl_get(m, 0, "skipped"), tierctl_get(m, 0, "failed"));
+		} else
+			tierctl_table_done(&t);
+	}
+	tierctl_reply_done(&reply);
+	if (r < 0) {
+		log_oom();
+		return TIERCTL_EXIT_FAILURE;
+	}
+	return code;
+}
+
+static int run_migrate(TierctlMount *mount, char **args, int n_args) {
+	return run_move(mount, args, n_args, CTL_COMMAND_MIGRATE);
+}
+
+static int run_recall(TierctlMount *mount, char **args, int n_args) {
+	return run_move(mount, args, n_args, CTL_COMMAND_RECALL);
 }
 
 /* ---- metrics ---- */
@@ -759,10 +956,11 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 	fprintf(f, "fratier_sealed_bytes %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "sealed_bytes"));
 	metric_head(f, "fratier_queue_depth", "gauge", "Work waiting, per queue.");
 	fprintf(f, "fratier_queue_depth{queue=\"seal\"} %llu\nfratier_queue_depth{queue=\"seal_due\"} %llu\n"
-		   "fratier_queue_depth{queue=\"gc\"} %llu\nfratier_queue_depth{queue=\"migrate\"} 0\n",
+		   "fratier_queue_depth{queue=\"gc\"} %llu\nfratier_queue_depth{queue=\"migrate\"} %llu\n",
 		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue"),
 		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue_due"),
-		(unsigned long long) tierctl_get_u64(m, 0, "gc_queue"));
+		(unsigned long long) tierctl_get_u64(m, 0, "gc_queue"),
+		(unsigned long long) tierctl_get_u64(m, 0, "migrate_queue"));
 	if (ctl_message_get(m, 0, "seal_rate")) {
 		metric_head(f, "fratier_seal_throughput_bytes_per_second", "gauge",
 			    "Net growth of sealed logical bytes over the last minute.");
@@ -828,6 +1026,11 @@ static const Command commands[] = {
 	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },
 	{ "scrub", "scrub [--tier N]", "verify every stored chunk, list damaged files (root or the owner)", "t",
 	  run_scrub, 0, 0 },
+	{ "migrate", "migrate [--to TIER] [--dry-run] PATH|GLOB...",
+	  "move sealed files (raw ones are sealed first) to a lower tier, default tier 1 (root or the owner)", "TD",
+	  run_migrate, 1, CTL_PATHS_MAX },
+	{ "recall", "recall [--dry-run] PATH|GLOB...", "bring files back to the hot tier, ahead of a restore (root or the owner)",
+	  "D", run_recall, 1, CTL_PATHS_MAX },
 	{ "metrics", "metrics [--listen ADDR:PORT]", "Prometheus text exposition, or serve it on /metrics", "L",
 	  run_metrics, 0, 0 },
 };
@@ -867,23 +1070,29 @@ static void command_help(const Command *c) {
 		       "  --html FILE       write a self-contained page with charts to FILE\n");
 	if (strchr(c->options, 't'))
 		printf("\n  --tier N          only tier N (0 is the hot tier)\n");
+	if (strchr(c->options, 'T'))
+		printf("\n  --to TIER         the target tier, by number or name (default 1, the first below the hot one)\n");
+	if (strchr(c->options, 'D'))
+		printf("  --dry-run         list what would move, move nothing\n"
+		       "\n  Directories are walked; quoted globs are expanded against the mount.\n");
 	if (strchr(c->options, 'L'))
 		printf("\n  --listen ADDR:PORT  serve http://ADDR:PORT/metrics until interrupted\n");
 }
 
 int main(int argc, char **argv) {
-	enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_BY, OPT_HTML, OPT_TIER, OPT_LISTEN };
+	enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_BY, OPT_HTML, OPT_TIER, OPT_LISTEN, OPT_TO, OPT_DRY_RUN };
 	static const struct option options[] = {
 		{ "mount", required_argument, NULL, 'm' },  { "socket", required_argument, NULL, OPT_SOCKET },
 		{ "json", no_argument, NULL, OPT_JSON },    { "bytes", no_argument, NULL, 'b' },
 		{ "long", no_argument, NULL, 'l' },	    { "by", required_argument, NULL, OPT_BY },
 		{ "html", required_argument, NULL, OPT_HTML }, { "tier", required_argument, NULL, OPT_TIER },
 		{ "listen", required_argument, NULL, OPT_LISTEN }, { "help", no_argument, NULL, 'h' },
+		{ "to", required_argument, NULL, OPT_TO },  { "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "version", no_argument, NULL, 'V' },	    {},
 	};
 	const Command *cmd = NULL;
 	bool want_help = false;
-	char seen[8] = ""; /* command options given, checked against the command's */
+	char seen[16] = ""; /* command options given, checked against the command's */
 	int c;
 
 	log_set_program_name("tierctl");
@@ -920,6 +1129,14 @@ int main(int argc, char **argv) {
 		case OPT_LISTEN:
 			arg_listen = optarg;
 			strcat(seen, strchr(seen, 'L') ? "" : "L");
+			break;
+		case OPT_TO:
+			arg_to = optarg;
+			strcat(seen, strchr(seen, 'T') ? "" : "T");
+			break;
+		case OPT_DRY_RUN:
+			arg_dry_run = true;
+			strcat(seen, strchr(seen, 'D') ? "" : "D");
 			break;
 		case 'h':
 			want_help = true;

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Migration between two chunk stores (tier 0 and tier 1) over one catalog:
+ * the copy deduplicates against the target, reference counts match the
+ * recipes on both tiers after every step, the source's collector frees
+ * what only the migrated file used and never a frame another file still
+ * references, and an abandoned or rolled-back migration leaves the file
+ * whole where it was.
+ */
+#include "tests/dedup/store-test.h"
+
+typedef struct Tiers {
+	Env e;           /* tier 0: e.store, e.backend */
+	char dir1[128];
+	DedupBackend *backend1;
+	DedupStore *store1;
+} Tiers;
+
+static void tiers_open(Tiers *t) {
+	env_open(&t->e, NULL);
+	snprintf(t->dir1, sizeof(t->dir1), "%s/tier1", t->e.dir);
+	ASSERT(mkdir(t->dir1, 0755) == 0);
+	ASSERT_OK(tier_backend_dir_open(t->dir1, &t->backend1));
+	ASSERT_OK(dedup_store_open(t->e.catalog, 1, t->backend1, NULL, &t->store1));
+}
+
+static void tiers_close(Tiers *t) {
+	t->store1 = dedup_store_free(t->store1);
+	t->backend1 = dedup_backend_free(t->backend1);
+	env_close(&t->e);
+}
+
+/* The same Env, reading and writing through tier 1's store. */
+static Env on1(const Tiers *t) {
+	Env e = t->e;
+	e.store = t->store1;
+	return e;
+}
+
+static void check_refs_tier(Catalog *c, uint32_t tier, const uint64_t *inos, size_t n) {
+	RefCount rc = {};
+	for (size_t i = 0; i < n; i++)
+		ASSERT(catalog_recipe_foreach(c, inos[i], refcount_collect, &rc) >= 0);
+	/* qsort() and bsearch() want an array even when it is empty. */
+	if (!rc.ids)
+		rc.ids = test_malloc(sizeof(uint64_t));
+	qsort(rc.ids, rc.n, sizeof(uint64_t), refcount_cmp);
+	ASSERT_OK(catalog_chunks_foreach(c, tier, refcount_check_chunk, &rc));
+	for (size_t i = 0; i < rc.n; i++) {
+		CatalogChunk ch;
+		ASSERT_OK(catalog_chunk_get(c, rc.ids[i], &ch));
+		ASSERT(ch.tier == tier);
+	}
+	free(rc.ids);
+}
+
+static void migrate(DedupStore *from, DedupStore *to, Catalog *c, uint64_t ino, size_t len, int level,
+		    DedupWriterStats *ret) {
+	DedupMigration *m;
+	ASSERT_OK(dedup_file_migrate(from, to, ino, len, level, NULL, NULL, &m));
+	ASSERT_OK(catalog_begin(c));
+	ASSERT_OK(dedup_migration_commit(m));
+	ASSERT_OK(catalog_commit(c));
+	if (ret)
+		dedup_migration_stats(m, ret);
+	dedup_migration_free(m);
+}
+
+static uint64_t stored_bytes(DedupStore *s) {
+	DedupStoreStats st;
+	ASSERT_OK(dedup_store_stats(s, &st));
+	return st.stored_bytes;
+}
+
+static void gc(DedupStore *s) {
+	DedupGcOptions o = { .live_threshold = 0.99 };
+	ASSERT_OK(dedup_store_gc(s, &o, NULL));
+}
+
+/* A file already half on the target: only the other half is stored there. */
+static void test_dedup_against_target(void) {
+	Tiers t;
+	TestRng rng = { 11 };
+	size_t len = 6 * MiB;
+	uint8_t *a = test_malloc(len), *b = test_malloc(len);
+	tiers_open(&t);
+	Env e1 = on1(&t);
+
+	fill_text(&rng, a, len);
+	memcpy(b, a, len / 2);
+	fill_text(&rng, b + len / 2, len - len / 2);
+	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL);
+	uint64_t ib = env_seal(&e1, b, len, &rng, NULL);
+
+	DedupWriterStats ws;
+	migrate(t.e.store, t.store1, t.e.catalog, ia, len, 9, &ws);
+	ASSERT(ws.dup_bytes >= len / 2 - 256 * KiB);
+	ASSERT(ws.new_bytes <= len / 2 + 256 * KiB);
+	ASSERT(ws.logical_bytes == len);
+
+	uint64_t both[] = { ia, ib };
+	check_refs_tier(t.e.catalog, 1, both, 2);
+	check_refs_tier(t.e.catalog, 0, NULL, 0);
+	env_check_file(&e1, ia, a, len, &rng);
+	env_check_file(&e1, ib, b, len, &rng);
+
+	/* Nothing on tier 0 is referenced any more: its collector empties it. */
+	ASSERT(stored_bytes(t.e.store) > 0);
+	gc(t.e.store);
+	ASSERT(stored_bytes(t.e.store) == 0);
+	uint64_t before = stored_bytes(t.store1);
+	gc(t.store1);
+	ASSERT(stored_bytes(t.store1) == before);
+	env_check_file(&e1, ia, a, len, &rng);
+
+	/* Recall: back on tier 0, byte-exact, and tier 1 keeps only b. */
+	migrate(t.store1, t.e.store, t.e.catalog, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL);
+	env_check_file(&t.e, ia, a, len, &rng);
+	check_refs_tier(t.e.catalog, 0, &ia, 1);
+	check_refs_tier(t.e.catalog, 1, &ib, 1);
+	gc(t.store1);
+	env_check_file(&e1, ib, b, len, &rng);
+
+	free(a);
+	free(b);
+	tiers_close(&t);
+}
+
+/* Two files sharing chunks on the source; moving one must leave the other's frames alone. */
+static void test_shared_source(void) {
+	Tiers t;
+	TestRng rng = { 12 };
+	size_t len = 4 * MiB;
+	uint8_t *a = test_malloc(len), *c = test_malloc(len);
+	tiers_open(&t);
+	Env e1 = on1(&t);
+
+	fill_sparse(&rng, a, len);
+	memcpy(c, a, len);
+	test_rng_fill(&rng, c + len / 3, 64 * KiB);
+	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL);
+	uint64_t ic = env_seal(&t.e, c, len, &rng, NULL);
+
+	migrate(t.e.store, t.store1, t.e.catalog, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL);
+	check_refs_tier(t.e.catalog, 0, &ic, 1);
+	check_refs_tier(t.e.catalog, 1, &ia, 1);
+	gc(t.e.store);
+	gc(t.store1);
+	env_check_file(&t.e, ic, c, len, &rng);
+	env_check_file(&e1, ia, a, len, &rng);
+	check_refs_tier(t.e.catalog, 0, &ic, 1);
+
+	/* After a reopen (recovery of both stores) the same. */
+	t.store1 = dedup_store_free(t.store1);
+	env_reopen_store(&t.e);
+	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, NULL, &t.store1));
+	e1 = on1(&t);
+	env_check_file(&t.e, ic, c, len, &rng);
+	env_check_file(&e1, ia, a, len, &rng);
+
+	free(a);
+	free(c);
+	tiers_close(&t);
+}
+
+/* Freed before commit, or its transaction rolled back: the file stays whole on the source. */
+static void test_abandoned(void) {
+	Tiers t;
+	TestRng rng = { 13 };
+	size_t len = 3 * MiB + 12345;
+	uint8_t *a = test_malloc(len);
+	tiers_open(&t);
+	Env e1 = on1(&t);
+
+	fill_text(&rng, a, len);
+	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL);
+	uint64_t src = stored_bytes(t.e.store);
+
+	DedupMigration *m;
+	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL, NULL, &m));
+	m = dedup_migration_free(m);
+	check_refs_tier(t.e.catalog, 0, &ia, 1);
+	check_refs_tier(t.e.catalog, 1, NULL, 0);
+	env_check_file(&t.e, ia, a, len, &rng);
+	ASSERT(stored_bytes(t.store1) > 0);
+	gc(t.store1);
+	ASSERT(stored_bytes(t.store1) == 0);
+	ASSERT(stored_bytes(t.e.store) == src);
+
+	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL, NULL, &m));
+	ASSERT_OK(catalog_begin(t.e.catalog));
+	ASSERT_OK(dedup_migration_commit(m));
+	catalog_rollback(t.e.catalog);
+	check_refs_tier(t.e.catalog, 0, &ia, 1);
+	env_check_file(&t.e, ia, a, len, &rng);
+	/* The copy is still good: commit again. */
+	ASSERT_OK(catalog_begin(t.e.catalog));
+	ASSERT_OK(dedup_migration_commit(m));
+	ASSERT_OK(catalog_commit(t.e.catalog));
+	dedup_migration_free(m);
+	check_refs_tier(t.e.catalog, 1, &ia, 1);
+	check_refs_tier(t.e.catalog, 0, NULL, 0);
+	env_check_file(&e1, ia, a, len, &rng);
+
+	free(a);
+	tiers_close(&t);
+}
+
+static int stop_early(uint64_t done, uint64_t total, void *userdata) {
+	(*(unsigned *) userdata)++;
+	return done >= total / 2 ? -ECANCELED : 0;
+}
+
+/* A copy stopped by its progress callback; a recipe shorter than the size asked for; misuse. */
+static void test_errors(void) {
+	Tiers t;
+	TestRng rng = { 14 };
+	size_t len = 9 * MiB;
+	uint8_t *a = test_malloc(len);
+	tiers_open(&t);
+	DedupMigration *m = NULL;
+
+	fill_text(&rng, a, len);
+	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL);
+	unsigned calls = 0;
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, stop_early, &calls, &m),
+		   -ECANCELED);
+	ASSERT(calls >= 2 && !m);
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len + 1, DEDUP_STORE_LEVEL_DEFAULT, NULL, NULL, &m),
+		   -EIO);
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.e.store, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL, NULL, &m),
+		   -EINVAL);
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, 99, NULL, NULL, &m), -EINVAL);
+	check_refs_tier(t.e.catalog, 0, &ia, 1);
+	env_check_file(&t.e, ia, a, len, &rng);
+
+	/* An empty file has no recipe: it moves all the same. */
+	uint64_t empty = env_seal(&t.e, a, 0, &rng, NULL);
+	migrate(t.e.store, t.store1, t.e.catalog, empty, 0, DEDUP_STORE_LEVEL_DEFAULT, NULL);
+
+	/* Dropped without its store: the references go all the same, the store untouched. */
+	migrate(t.e.store, t.store1, t.e.catalog, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL);
+	ASSERT_OK(catalog_begin(t.e.catalog));
+	ASSERT_OK(dedup_file_drop_unopened(t.e.catalog, ia));
+	ASSERT_OK(catalog_commit(t.e.catalog));
+	check_refs_tier(t.e.catalog, 1, NULL, 0);
+	gc(t.store1);
+	ASSERT(stored_bytes(t.store1) == 0);
+
+	free(a);
+	tiers_close(&t);
+}
+
+int main(void) {
+	test_dedup_against_target();
+	test_shared_source();
+	test_abandoned();
+	test_errors();
+	return 0;
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Migration to an NFS tier served by nfs-ganesha (tests/nfs/ganesha.py), end
+to end, in a private network namespace.
+
+A config file names three tiers: hot and capacity directories and an NFS
+export (backend nfs, spoken through libnfs).  oragen's FRA content is copied
+in and sealed, then:
+
+- tierctl migrate --to filer moves the backup pieces to the NFS tier and
+  the archived logs to the capacity tier; every file reads back exactly,
+  the export holds the containers, df shows the NFS tier reachable with
+  its files;
+- with the NFS server killed, status says the filer is not reachable; a
+  daemon started meanwhile mounts all the same, files on the NFS tier fail
+  with EIO while every other file reads exactly, migrating to the filer is
+  refused, and unlink and truncate to zero of files on it work (they never
+  touch the tier); once the server is back (and the daemon restarted) they read
+  exactly again;
+- migrate capacity -> NFS and recall NFS -> hot, remount, everything exact;
+- after deleting everything and a collection, the export holds no
+  container with data.
+
+Exits 77 (skip) where a namespace, ganesha or FUSE is not available.
+"""
+
+import errno
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
+import ganesha  # noqa: E402
+import harness  # noqa: E402
+import tiercommon as tc  # noqa: E402
+from tiercommon import dc  # noqa: E402
+
+
+def export_stored(srv):
+    _, apparent, allocated = dc.tree_usage(srv.export)
+    return max(apparent, allocated)
+
+
+def run(res, fs, srv, src):
+    model = tc.copy_in(fs, src)
+    if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
+        return
+    pieces = sorted(r for r in model if "/backupset/" in r)
+    logs = sorted(r for r in model if "/archivelog/" in r)
+    res.check(pieces and logs, "oragen wrote no backup pieces or no logs")
+
+    j = tc.tierctl_json(res, fs, "migrate", "--to", "filer", fs.path("ORCL", "backupset"))
+    res.check(j.get("moved") == len(pieces) and j.get("to") == 2, "migrate to filer: %r" % j.get("moved"))
+    j = tc.tierctl_json(res, fs, "migrate", "--to", "capacity", fs.path("ORCL", "archivelog"))
+    res.check(j.get("moved") == len(logs) and j.get("to") == 1, "migrate to capacity: %r" % j.get("moved"))
+    tc.compare_all(res, fs, model, "after migrate")
+    tiers = tc.tiers_of(res, fs, model)
+    res.check(all(tiers.get(r) == 2 for r in pieces) and all(tiers.get(r) == 1 for r in logs),
+              "tiers after migrate: %r" % tiers)
+    res.check(export_stored(srv) > 0, "the NFS export holds nothing")
+    df = tc.tierctl_json(res, fs, "df")
+    filer = [t for t in df.get("tiers", []) if t.get("name") == "filer"]
+    res.check(filer and filer[0].get("reachable") == "yes" and filer[0].get("backend") == "nfs"
+              and filer[0].get("files") == len(pieces) and filer[0].get("capacity", 0) > 0,
+              "df filer row: %r" % filer)
+
+    srv.kill()
+    st = tc.tierctl_json(res, fs, "status")
+    res.check(any(t.get("name") == "filer" and t.get("reachable") == "no" for t in st.get("tiers", [])),
+              "status does not say the filer is unreachable")
+    # A daemon started while the filer is down: its files fail, the others do not.
+    fs.stop()
+    fs.start()
+    for r in pieces:
+        try:
+            dc.read_all(fs.path(r))
+            res.check(False, "%s read with its NFS server dead" % r)
+        except OSError as e:
+            res.check(e.errno == errno.EIO, "%s with the server dead: %s, expected EIO" % (r, e))
+    others = {r: model[r] for r in model if r not in pieces}
+    tc.compare_all(res, fs, others, "with the NFS server dead")
+    st = tc.tierctl_json(res, fs, "status")
+    filer = [t for t in st.get("tiers", []) if t.get("name") == "filer"]
+    res.check(filer and filer[0].get("reachable") == "no" and filer[0].get("error"),
+              "status of a filer down at start: %r" % filer)
+    rc, _, err = tc.tierctl(fs, "migrate", "--to", "filer", fs.path("ORCL", "archivelog"))
+    res.check(rc == 1 and "not reachable" in err, "migrate to a filer down: %d %s" % (rc, err))
+    # Deleting or emptying a cold file never needs its tier.
+    gone, emptied = pieces[0], pieces[1]
+    try:
+        os.unlink(fs.path(gone))
+        os.truncate(fs.path(emptied), 0)
+        res.check(True, "")
+    except OSError as e:
+        res.check(False, "unlink/truncate of files on a dead NFS tier: %s" % e)
+    del model[gone]
+    model[emptied] = b""
+    pieces = pieces[2:]
+    dc.compare(res, fs.path(emptied), b"", "emptied with the filer down")
+    srv.start()
+    fs.stop()
+    fs.start()
+    tc.compare_all(res, fs, model, "NFS server back")
+
+    j = tc.tierctl_json(res, fs, "migrate", "--to", "2", fs.path("ORCL", "archivelog"))
+    res.check(j.get("moved") == len(logs), "migrate capacity -> filer: %r" % j.get("moved"))
+    j = tc.tierctl_json(res, fs, "recall", fs.path("ORCL", "backupset"))
+    res.check(j.get("moved") == len(pieces), "recall filer -> hot: %r" % j.get("moved"))
+    fs.stop()
+    fs.start()
+    tc.compare_all(res, fs, model, "after remount")
+    tiers = tc.tiers_of(res, fs, model)
+    res.check(all(tiers.get(r) == 0 for r in pieces) and all(tiers.get(r) == 2 for r in logs),
+              "tiers after recall and remount: %r" % tiers)
+
+    for r in model:
+        os.unlink(fs.path(r))
+    rc, _, err = tc.tierctl(fs, "gc")
+    res.check(rc == 0, "gc: %s" % err)
+    files, _, _ = dc.tree_usage(srv.export)
+    big = [(p, max(a, b)) for p, a, b in files if max(a, b) >= dc.EMPTY_CONTAINER_MAX]
+    res.check(not big, "the export keeps containers with data after deleting everything: %s" % big[:3])
+
+
+def main():
+    ganesha.enter_private_namespace()
+    harness.require_fuse()
+    res = harness.Results("e2e-migrate-nfs")
+    with tempfile.TemporaryDirectory(prefix="fratier-migrate-nfs-", dir=os.environ.get("FRATIER_TMP")) as tmp:
+        src = os.path.join(tmp, "fra")
+        tc.generate(res, src)
+        with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
+            data = os.path.join(tmp, "data")
+            for d in ("hot", "capacity"):
+                os.makedirs(os.path.join(data, d))
+            conf = os.path.join(tmp, "fratier.conf")
+            with open(conf, "w") as f:
+                f.write("[fratier]\ndata_dir = %s\n\n[tier hot]\n\n[tier capacity]\n\n"
+                        "[tier filer]\nrole = nfs\npath = %s\n" % (data, srv.url))
+            fs = harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
+            try:
+                fs.start()
+                run(res, fs, srv, src)
+                fs.stop()
+            finally:
+                if res.failed:
+                    sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
+                fs.kill()
+    res.finish()
+
+
+if __name__ == "__main__":
+    main()

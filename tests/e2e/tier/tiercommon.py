@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Shared plumbing of the tier end-to-end tests: oragen content copied into a
+mount and sealed, tierctl calls, and what each tier's containers take."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dedup"))
+import dedupcommon as dc  # noqa: E402
+
+
+def tierctl_path():
+    return os.environ.get("FRATIER_TIERCTL") or os.path.join(
+        os.environ.get("FRATIER_BUILD_ROOT", "build"), "tools", "tierctl", "tierctl")
+
+
+def tierctl(fs, *args, timeout=600):
+    """(exit code, stdout, stderr) of tierctl -m MOUNT ARGS."""
+    p = subprocess.run([tierctl_path(), "-m", fs.mnt] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def tierctl_json(res, fs, *args, want_rc=0):
+    rc, out, err = tierctl(fs, *(list(args) + ["--json"]))
+    res.check(rc == want_rc, "tierctl %s: exit %d, expected %d: %s" % (" ".join(args), rc, want_rc, err.strip()))
+    try:
+        return json.loads(out)
+    except ValueError:
+        res.check(False, "tierctl %s --json: not JSON: %r" % (" ".join(args), out[:300]))
+        return {}
+
+
+def generate(res, dst, seed=1, days=2):
+    """oragen's FRA under dst; returns the manifest."""
+    cmd = [dc.oragen_path(), "--out", dst, "--datafile-size", "4M", "--archivelog-size", "1M",
+           "--start-date", "2026-12-01", "--days", str(days), "--seed", str(seed), "--no-zstd", "-q"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if not res.check(p.returncode == 0, "%s failed: %s" % (" ".join(cmd), p.stdout.strip())):
+        res.finish()
+    with open(os.path.join(dst, "manifest.json")) as f:
+        return json.load(f)
+
+
+def copy_in(fs, src):
+    """Copies every file of src (but the manifest) into the mount; returns {rel: bytes}."""
+    model = {}
+    for d, _, names in os.walk(src):
+        for n in names:
+            if n == "manifest.json":
+                continue
+            s = os.path.join(d, n)
+            rel = os.path.relpath(s, src)
+            os.makedirs(os.path.dirname(fs.path(rel)), exist_ok=True)
+            shutil.copyfile(s, fs.path(rel))
+            model[rel] = dc.read_all(s)
+    return model
+
+
+def containers_dir(fs, tier):
+    return os.path.join(fs.data, tier, "containers")
+
+
+def stored(fs, tier):
+    _, apparent, allocated = dc.tree_usage(containers_dir(fs, tier))
+    return max(apparent, allocated)
+
+
+def wait_empty(fs, tier, timeout=dc.GC_TIMEOUT):
+    """Polls until no container of tier holds more than a header; returns the big ones left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        files, _, _ = dc.tree_usage(containers_dir(fs, tier))
+        big = [(p, max(a, b)) for p, a, b in files if max(a, b) >= dc.EMPTY_CONTAINER_MAX]
+        if not big or time.monotonic() > deadline:
+            return big
+        time.sleep(0.1)
+
+
+def compare_all(res, fs, model, what):
+    bad = sum(0 if dc.compare(res, fs.path(r), model[r], what) else 1 for r in sorted(model))
+    print("%s: %d files compared, %d differ" % (what, len(model), bad), flush=True)
+    return bad == 0
+
+
+def tiers_of(res, fs, model):
+    """{rel: tier} from tierctl ls --json of every file's directory."""
+    dirs = sorted({os.path.dirname(fs.path(r)) for r in model})
+    out = {}
+    j = tierctl_json(res, fs, "ls", *dirs)
+    for e in j.get("entries", []):
+        if e.get("type") == "file":
+            rel = os.path.relpath(os.path.join(fs.mnt, e["dir"].lstrip("/"), e["name"]), fs.mnt)
+            out[rel] = int(e.get("tier", -1))
+    return out
