@@ -64,6 +64,12 @@ void fs_data_unlock(FsInode *i) {
 	pthread_rwlock_unlock(&i->data_lock);
 }
 
+void fs_data_attrs_changed(Fs *fs, uint64_t ino) {
+	/* An inode the kernel does not hold is no error: it has nothing cached. */
+	if (fs->se)
+		(void) fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+}
+
 int fs_data_drop(Fs *fs, const CatalogInode *ci) {
 	if (ci->state != CATALOG_FILE_SEALED)
 		return 0;
@@ -306,9 +312,7 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	log_debug("sealed inode %llu: %llu bytes stored as %llu", (unsigned long long) ino,
 		  (unsigned long long) ci.size, (unsigned long long) ci.stored);
 	pthread_rwlock_unlock(&i->data_lock);
-	/* st_blocks just changed: make du and ls -s see it now, not when the kernel's attributes expire. */
-	if (fs->se)
-		(void) fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	fs_data_attrs_changed(fs, ino);
 	goto out;
 
 out_unlock:

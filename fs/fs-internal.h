@@ -191,6 +191,8 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
 int fs_data_seal(Fs *fs, uint64_t ino);
 /* Releases a sealed file's chunks; called inside the caller's catalog transaction. */
 int fs_data_drop(Fs *fs, const CatalogInode *ci);
+/* After a seal or a move changed st_blocks: drops the kernel's cached attributes, so du sees it now. */
+void fs_data_attrs_changed(Fs *fs, uint64_t ino);
 
 /* tier.c: the tiers' stores, and moving sealed files between them. */
 /* Opens every tier but the hot one (see FsTier); creates directories when create (embedded default). */

@@ -250,6 +250,9 @@ int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t 
 	log_debug("moved inode %llu from tier %u to tier %u: %llu bytes, %llu new there",
 		  (unsigned long long) ino, (unsigned) ci.tier, (unsigned) to, (unsigned long long) ret->bytes,
 		  (unsigned long long) ret->new_bytes);
+	pthread_rwlock_unlock(&i->data_lock);
+	fs_data_attrs_changed(fs, ino);
+	goto out_forget;
 
 out_unlock:
 	pthread_rwlock_unlock(&i->data_lock);
