@@ -49,6 +49,10 @@ typedef enum ArgKind {
 	ARG_BY,
 	ARG_TIER,
 	ARG_DRY_RUN,
+	ARG_THREAD,
+	ARG_SEQUENCE,
+	ARG_SINCE,
+	ARG_UNTIL,
 } ArgKind;
 
 typedef struct ArgDef {
@@ -57,8 +61,12 @@ typedef struct ArgDef {
 	unsigned min, max;
 } ArgDef;
 
-#define ARGS_MAX 3
+#define ARGS_MAX 7
 #define ARG_PATHS { ARG_PATH, "path", 1, CTL_PATHS_MAX }
+/* migrate and recall: paths, or archived logs by their headers, or both (checked after parsing). */
+#define ARG_MOVE_SELECTION                                                                            \
+	{ ARG_PATH, "path", 0, CTL_PATHS_MAX }, { ARG_THREAD, "thread", 0, 1 }, { ARG_SEQUENCE, "sequence", 0, 1 }, \
+		{ ARG_SINCE, "since", 0, 1 }, { ARG_UNTIL, "until", 0, 1 }
 
 typedef struct CommandDef {
 	ArgDef args[ARGS_MAX];
@@ -74,9 +82,9 @@ static const CommandDef commands[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_POLICY] = {},
 	[CTL_COMMAND_GC] = { .privileged = true },
 	[CTL_COMMAND_SCRUB] = { { { ARG_TIER, "tier", 0, 1 } }, .privileged = true },
-	[CTL_COMMAND_MIGRATE] = { { ARG_PATHS, { ARG_TIER, "tier", 0, 1 }, { ARG_DRY_RUN, "dry_run", 0, 1 } },
+	[CTL_COMMAND_MIGRATE] = { { ARG_MOVE_SELECTION, { ARG_TIER, "tier", 0, 1 }, { ARG_DRY_RUN, "dry_run", 0, 1 } },
 				  .privileged = true },
-	[CTL_COMMAND_RECALL] = { { ARG_PATHS, { ARG_DRY_RUN, "dry_run", 0, 1 } }, .privileged = true },
+	[CTL_COMMAND_RECALL] = { { ARG_MOVE_SELECTION, { ARG_DRY_RUN, "dry_run", 0, 1 } }, .privileged = true },
 };
 
 static int lookup(const char *const *table, size_t n, const char *s) {
@@ -433,6 +441,26 @@ void ctl_request_done(CtlRequest *r) {
 		ctl_message_done(&r->msg);
 }
 
+/* "N" or "FIRST-LAST", 1..UINT32_MAX, FIRST <= LAST. */
+static int parse_sequence_range(const char *s, uint32_t *ret_first, uint32_t *ret_last) {
+	char first[11];
+	const char *dash = strchr(s, '-');
+	size_t n = dash ? (size_t) (dash - s) : strlen(s);
+	uint64_t a, b;
+
+	if (n == 0 || n >= sizeof(first))
+		return -EBADMSG;
+	memcpy(first, s, n);
+	first[n] = '\0';
+	if (ctl_parse_u64(first, &a) < 0 || (dash ? ctl_parse_u64(dash + 1, &b) : ctl_parse_u64(first, &b)) < 0)
+		return -EBADMSG;
+	if (a == 0 || b > UINT32_MAX || a > b)
+		return -EBADMSG;
+	*ret_first = (uint32_t) a;
+	*ret_last = (uint32_t) b;
+	return 0;
+}
+
 int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_error) {
 	CtlRequest req = {};
 	unsigned count[ARGS_MAX] = {};
@@ -504,8 +532,56 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 			}
 			req.dry_run = strcmp(f->value, "yes") == 0;
 			break;
+		case ARG_THREAD: {
+			uint64_t t;
+			if (ctl_parse_u64(f->value, &t) < 0 || t == 0 || t > UINT16_MAX) {
+				r = fail(ret_error, -EBADMSG, "'thread' must be a redo thread from 1 to %u, not '%s'",
+					 (unsigned) UINT16_MAX, f->value);
+				goto fail;
+			}
+			req.has_thread = true;
+			req.thread = (uint16_t) t;
+			break;
+		}
+		case ARG_SEQUENCE:
+			r = parse_sequence_range(f->value, &req.sequence_first, &req.sequence_last);
+			if (r < 0) {
+				r = fail(ret_error, r, "'sequence' must be N or FIRST-LAST (1 to %u, FIRST <= LAST), not '%s'",
+					 (unsigned) UINT32_MAX, f->value);
+				goto fail;
+			}
+			req.has_sequence = true;
+			break;
+		case ARG_SINCE:
+		case ARG_UNTIL: {
+			uint64_t t;
+			if (ctl_parse_u64(f->value, &t) < 0 || t > INT64_MAX) {
+				r = fail(ret_error, -EBADMSG, "'%s' must be Unix seconds, not '%s'", a->name, f->value);
+				goto fail;
+			}
+			if (a->kind == ARG_SINCE) {
+				req.has_since = true;
+				req.since = (int64_t) t;
+			} else {
+				req.has_until = true;
+				req.until = (int64_t) t;
+			}
+			break;
+		}
 		case ARG_NONE:
 			break;
+		}
+	}
+	if (req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL) {
+		if (req.n_paths == 0 && !req.has_thread && !req.has_sequence && !req.has_since && !req.has_until) {
+			r = fail(ret_error, -EBADMSG, "command '%s' needs a 'path' or an archived-log selection "
+						      "('thread', 'sequence', 'since', 'until')",
+				 command_names[req.command]);
+			goto fail;
+		}
+		if (req.has_since && req.has_until && req.since > req.until) {
+			r = fail(ret_error, -EBADMSG, "'since' is after 'until'");
+			goto fail;
 		}
 	}
 	for (size_t k = 0; k < ARGS_MAX; k++)

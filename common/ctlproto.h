@@ -133,6 +133,15 @@ typedef struct CtlRequest {
 	bool has_tier;                    /* scrub, migrate (the target; default: tier 1) */
 	uint32_t tier;
 	bool dry_run;                     /* migrate, recall: list what would move, move nothing */
+	/*
+	 * migrate, recall: archived logs chosen by what their headers say, in
+	 * addition to (or instead of) paths: redo thread, a sequence range, and
+	 * a time window (Unix seconds) that a log's [low_time, next_time] meets.
+	 */
+	bool has_thread, has_sequence, has_since, has_until;
+	uint16_t thread;
+	uint32_t sequence_first, sequence_last;
+	int64_t since, until;
 	CtlMessage msg;
 } CtlRequest;
 

@@ -710,6 +710,24 @@ static int add_file_state(Conn *c, const CatalogInode *ci) {
 		r = add(c, "state", moving ? "migrating" : ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
 	if (r >= 0)
 		r = add(c, "class", fs_class_to_string((FsFileClass) ci->file_class));
+	CatalogArchivelog a;
+	if (r >= 0 && ci->file_class == FS_CLASS_ARCHIVELOG && catalog_archivelog_get(c->reader, ci->ino, &a) >= 0) {
+		r = add_u64(c, "dbid", a.dbid);
+		if (r >= 0 && a.db_name[0])
+			r = add(c, "db_name", a.db_name);
+		if (r >= 0)
+			r = add_u64(c, "thread", a.thread);
+		if (r >= 0)
+			r = add_u64(c, "sequence", a.sequence);
+		if (r >= 0)
+			r = add_u64(c, "low_scn", a.low_scn);
+		if (r >= 0)
+			r = add_u64(c, "next_scn", a.next_scn);
+		if (r >= 0)
+			r = add_u64(c, "low_time", (uint64_t) a.low_time);
+		if (r >= 0)
+			r = add_u64(c, "next_time", (uint64_t) a.next_time);
+	}
 	return r;
 }
 
@@ -1267,6 +1285,48 @@ static void plan_finish(MovePlan *p) {
 	p->n = n;
 }
 
+typedef struct LogSelection {
+	const CtlRequest *req;
+	uint64_t *inos;
+	size_t n, cap;
+} LogSelection;
+
+static int log_selected(uint64_t ino, const CatalogArchivelog *a, void *userdata) {
+	LogSelection *sel = userdata;
+	/* A log belongs to a window when the changes it holds, [low_time, next_time], meet it. */
+	if ((sel->req->has_since && a->next_time < sel->req->since) ||
+	    (sel->req->has_until && a->low_time > sel->req->until))
+		return 0;
+	if (sel->n == sel->cap) {
+		size_t cap = MAX(sel->cap * 2, (size_t) 256);
+		uint64_t *q = realloc(sel->inos, cap * sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		sel->inos = q;
+		sel->cap = cap;
+	}
+	sel->inos[sel->n++] = ino;
+	return 0;
+}
+
+/* The archived logs whose recorded headers match the request's thread, sequence range and time window. */
+static int plan_logs(Conn *c, MovePlan *p, const CtlRequest *req) {
+	LogSelection sel = { .req = req };
+	/* The catalog is locked during the walk: collect first, look the inodes up after. */
+	int r = catalog_archivelogs_foreach(c->reader, 0, req->has_thread ? req->thread : 0,
+					    req->has_sequence ? req->sequence_first : 0,
+					    req->has_sequence ? req->sequence_last : UINT32_MAX, log_selected, &sel);
+	for (size_t i = 0; r >= 0 && i < sel.n; i++) {
+		CatalogInode ci;
+		int q = catalog_inode_get(c->reader, sel.inos[i], &ci);
+		if (q == -ENOENT)
+			continue; /* deleted since */
+		r = q < 0 ? q : ci.nlink > 0 && S_ISREG(ci.mode) ? plan_add(c, p, &ci) : 0;
+	}
+	free(sel.inos);
+	return r;
+}
+
 /* Every regular file of a tree (the caller may do anything: it is root or the owner). */
 static int plan_tree(Conn *c, MovePlan *p, uint64_t top) {
 	_cleanup_free_ CatalogDirent *ents = malloc(CONTROL_DIR_BATCH * sizeof(CatalogDirent));
@@ -1384,6 +1444,8 @@ static int do_move(Conn *c, const CtlRequest *req) {
 		if (q < 0)
 			r = path_failed(c, req->paths[i], q);
 	}
+	if (r >= 0 && (req->has_thread || req->has_sequence || req->has_since || req->has_until))
+		r = plan_logs(c, &p, req);
 
 	plan_finish(&p);
 	c->move_plan = &p;

@@ -261,6 +261,13 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	if (r < 0)
 		goto out;
 
+	/*
+	 * Read before the switch, while the staging file is still there; if the
+	 * bytes change meanwhile, data_gen refuses the switch and this with it.
+	 */
+	CatalogArchivelog log;
+	bool have_log = ci.file_class == FS_CLASS_ARCHIVELOG && fs_archivelog_header(fs, ino, &log) >= 0;
+
 	pthread_rwlock_wrlock(&i->data_lock);
 	if (atomic_load(&i->data_gen) != gen || (i->state_known && i->sealed)) {
 		r = 0; /* changed while we read it: the frames are garbage for GC, try again later */
@@ -274,6 +281,8 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 		r = -ESTALE;
 	if (r >= 0)
 		r = dedup_writer_commit(w, ino);
+	if (r >= 0 && have_log)
+		r = catalog_archivelog_set(fs->catalog, ino, &log);
 	if (r >= 0) {
 		ci.state = CATALOG_FILE_SEALED;
 		ci.size = (uint64_t) st.st_size;

@@ -191,6 +191,12 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
 int fs_data_seal(Fs *fs, uint64_t ino);
 /* Releases a sealed file's chunks; called inside the caller's catalog transaction. */
 int fs_data_drop(Fs *fs, const CatalogInode *ci);
+/*
+ * archivelog.c: the header of raw file ino (its staging file), if it is an
+ * archived redo log's.  Returns 0, or -ENODATA/-EMEDIUMTYPE/-EBADMSG when it
+ * is not one (see ora_archivelog_parse()), or the error of reading it.
+ */
+int fs_archivelog_header(Fs *fs, uint64_t ino, CatalogArchivelog *ret);
 /* After a seal or a move changed st_blocks: drops the kernel's cached attributes, so du sees it now. */
 void fs_data_attrs_changed(Fs *fs, uint64_t ino);
 

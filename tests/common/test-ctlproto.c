@@ -148,6 +148,16 @@ static void test_requests(void) {
 	assert(ctl_request_parse(rec, strlen(rec), &req, NULL) == 0 && req.command == CTL_COMMAND_RECALL);
 	assert(req.n_paths == 1 && !req.has_tier && !req.dry_run && ctl_command_is_privileged(req.command));
 	ctl_request_done(&req);
+	const char *logs = "fratier 1\ncommand recall\nthread 2\nsequence 2596-2603\nsince 1700000000\nuntil 1700086400\n";
+	assert(ctl_request_parse(logs, strlen(logs), &req, NULL) == 0 && req.n_paths == 0);
+	assert(req.has_thread && req.thread == 2 && req.has_sequence && req.sequence_first == 2596 &&
+	       req.sequence_last == 2603 && req.has_since && req.since == 1700000000 && req.has_until &&
+	       req.until == 1700086400);
+	ctl_request_done(&req);
+	const char *one = "fratier 1\ncommand migrate\nsequence 7\n";
+	assert(ctl_request_parse(one, strlen(one), &req, NULL) == 0 && !req.has_thread && req.sequence_first == 7 &&
+	       req.sequence_last == 7);
+	ctl_request_done(&req);
 	const char *st = "fratier 1\ncommand status\n";
 	assert(ctl_request_parse(st, strlen(st), &req, NULL) == 0 && !ctl_command_is_privileged(req.command));
 	ctl_request_done(&req);
@@ -169,7 +179,17 @@ static void test_requests(void) {
 	expect_bad_request("fratier 1\ncommand scrub\ntier 8\n", "from 0 to 7");
 	expect_bad_request("fratier 1\ncommand scrub\ntier 01\n", "from 0 to 7");
 	expect_bad_request("fratier 1\ncommand scrub\ntier -1\n", "from 0 to 7");
-	expect_bad_request("fratier 1\ncommand migrate\ntier 1\n", "command 'migrate' needs argument 'path'");
+	expect_bad_request("fratier 1\ncommand migrate\ntier 1\n", "command 'migrate' needs a 'path' or an archived-log selection");
+	expect_bad_request("fratier 1\ncommand recall\nthread 0\n", "'thread' must be a redo thread from 1 to 65535");
+	expect_bad_request("fratier 1\ncommand recall\nthread 65536\n", "'thread' must be a redo thread");
+	expect_bad_request("fratier 1\ncommand recall\nsequence 9-3\n", "'sequence' must be N or FIRST-LAST");
+	expect_bad_request("fratier 1\ncommand recall\nsequence 0\n", "'sequence' must be N or FIRST-LAST");
+	expect_bad_request("fratier 1\ncommand recall\nsequence 3-\n", "'sequence' must be N or FIRST-LAST");
+	expect_bad_request("fratier 1\ncommand recall\nsequence -3\n", "'sequence' must be N or FIRST-LAST");
+	expect_bad_request("fratier 1\ncommand recall\nsequence 4294967296\n", "'sequence' must be N or FIRST-LAST");
+	expect_bad_request("fratier 1\ncommand recall\nsince 2024-01-01\n", "'since' must be Unix seconds");
+	expect_bad_request("fratier 1\ncommand recall\nsince 20\nuntil 10\n", "'since' is after 'until'");
+	expect_bad_request("fratier 1\ncommand ls\npath /\nthread 1\n", "unknown argument 'thread' for command 'ls'");
 	expect_bad_request("fratier 1\ncommand migrate\npath /a\ndry_run 1\n", "'dry_run' must be yes or no, not '1'");
 	expect_bad_request("fratier 1\ncommand migrate\npath /a\ntier 1\ntier 1\n", "'tier' given more than 1 times");
 	expect_bad_request("fratier 1\ncommand recall\npath /a\ntier 0\n", "unknown argument 'tier' for command 'recall'");

@@ -62,11 +62,20 @@ static void fuzz_request(const uint8_t *data, size_t size) {
 	check(!error);
 	check(req.command >= 0 && req.command < _CTL_COMMAND_MAX);
 	check(req.n_paths <= CTL_PATHS_MAX);
-	if (req.command == CTL_COMMAND_DU || req.command == CTL_COMMAND_LS || req.command == CTL_COMMAND_MIGRATE ||
-	    req.command == CTL_COMMAND_RECALL)
+	bool moves = req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL;
+	bool selects_logs = req.has_thread || req.has_sequence || req.has_since || req.has_until;
+	if (req.command == CTL_COMMAND_DU || req.command == CTL_COMMAND_LS)
 		check(req.n_paths >= 1);
+	else if (moves)
+		check(req.n_paths >= 1 || selects_logs);
 	else
 		check(req.n_paths == 0);
+	check(!selects_logs || moves);
+	check(!req.has_thread || req.thread >= 1);
+	check(!req.has_sequence || (req.sequence_first >= 1 && req.sequence_first <= req.sequence_last));
+	check(!req.has_since || req.since >= 0);
+	check(!req.has_until || req.until >= 0);
+	check(!(req.has_since && req.has_until) || req.since <= req.until);
 	for (size_t i = 0; i < req.n_paths; i++)
 		check(ctl_path_is_valid(req.paths[i]) && req.paths[i][0] == '/' && !strstr(req.paths[i], "//") &&
 		      !strstr(req.paths[i], "/../") && !strstr(req.paths[i], "/./"));

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <glob.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,11 @@ static const char *arg_listen;
 static const char *arg_tier;
 static const char *arg_to;
 static bool arg_dry_run;
+/* migrate, recall: archived logs by what their headers say */
+static const char *arg_thread;
+static const char *arg_sequence;
+static const char *arg_since;
+static const char *arg_until;
 
 static volatile int interrupted;
 
@@ -101,7 +107,7 @@ static const char *row_array_name(const char *kind) {
 	static const char *const names[][2] = {
 		{ "tier", "tiers" },   { "error", "errors" },  { "group", "groups" },   { "entry", "entries" },
 		{ "du", "paths" },     { "failed", "failed" }, { "damaged", "damaged" }, { "class", "classes" },
-		{ "file", "files" },
+		{ "file", "moves" },
 	};
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (strcmp(names[i][0], kind) == 0)
@@ -777,12 +783,54 @@ static int expand_globs(char **args, int n, char ***ret, int *ret_n) {
 	return 0;
 }
 
+/*
+ * "YYYY-MM-DD", "YYYY-MM-DD HH:MM[:SS]" (or with a 'T'), or "@SECONDS".
+ * Taken as UTC: archived logs carry the database host's local time without
+ * a zone, and fratier reads it as UTC, so the DBA's local times compare.
+ */
+static int parse_time(const char *s, char out[static 24]) {
+	static const char *const formats[] = { "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M",
+					       "%Y-%m-%dT%H:%M", "%Y-%m-%d" };
+	uint64_t secs;
+
+	if (s[0] == '@') {
+		if (ctl_parse_u64(s + 1, &secs) < 0 || secs > INT64_MAX)
+			return -EINVAL;
+		snprintf(out, 24, "%" PRIu64, secs);
+		return 0;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(formats); i++) {
+		struct tm tm = {};
+		const char *end = strptime(s, formats[i], &tm);
+		if (!end || *end)
+			continue;
+		time_t t = timegm(&tm);
+		if (t < 0)
+			return -EINVAL;
+		snprintf(out, 24, "%lld", (long long) t);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static bool selects_logs(void) {
+	return arg_thread || arg_sequence || arg_since || arg_until;
+}
+
 static int run_move(TierctlMount *mount, char **args, int n_args, CtlCommand cmd) {
 	const char *name = ctl_command_to_string(cmd);
-	char to[16] = "";
+	char to[16] = "", since[24] = "", until[24] = "";
 	char **expanded = NULL, **paths = NULL;
 	int n = 0, r;
 
+	if (n_args == 0 && !selects_logs()) {
+		log_error("%s needs paths, or archived logs by --thread, --sequence, --since or --until", name);
+		return TIERCTL_EXIT_USAGE;
+	}
+	if ((arg_since && parse_time(arg_since, since) < 0) || (arg_until && parse_time(arg_until, until) < 0)) {
+		log_error("--since and --until take YYYY-MM-DD[ HH:MM[:SS]] (the database host's local time) or @SECONDS");
+		return TIERCTL_EXIT_USAGE;
+	}
 	if (cmd == CTL_COMMAND_MIGRATE && arg_to) {
 		r = tier_number(mount, arg_to, to);
 		if (r != 0)
@@ -804,6 +852,14 @@ static int run_move(TierctlMount *mount, char **args, int n_args, CtlCommand cmd
 		q = ctl_message_add(&req, "tier", to);
 	if (q >= 0 && arg_dry_run)
 		q = ctl_message_add(&req, "dry_run", "yes");
+	if (q >= 0 && arg_thread)
+		q = ctl_message_add(&req, "thread", arg_thread);
+	if (q >= 0 && arg_sequence)
+		q = ctl_message_add(&req, "sequence", arg_sequence);
+	if (q >= 0 && since[0])
+		q = ctl_message_add(&req, "since", since);
+	if (q >= 0 && until[0])
+		q = ctl_message_add(&req, "until", until);
 	strv_free(paths);
 	if (q < 0) {
 		ctl_message_done(&req);
@@ -1026,11 +1082,12 @@ static const Command commands[] = {
 	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },
 	{ "scrub", "scrub [--tier N]", "verify every stored chunk, list damaged files (root or the owner)", "t",
 	  run_scrub, 0, 0 },
-	{ "migrate", "migrate [--to TIER] [--dry-run] PATH|GLOB...",
-	  "move sealed files (raw ones are sealed first) to a lower tier, default tier 1 (root or the owner)", "TD",
-	  run_migrate, 1, CTL_PATHS_MAX },
-	{ "recall", "recall [--dry-run] PATH|GLOB...", "bring files back to the hot tier, ahead of a restore (root or the owner)",
-	  "D", run_recall, 1, CTL_PATHS_MAX },
+	{ "migrate", "migrate [--to TIER] [--dry-run] [LOG SELECTION] PATH|GLOB...",
+	  "move sealed files (raw ones are sealed first) to a lower tier, default tier 1 (root or the owner)", "TDS",
+	  run_migrate, 0, CTL_PATHS_MAX },
+	{ "recall", "recall [--dry-run] [LOG SELECTION] PATH|GLOB...",
+	  "bring files back to the hot tier, ahead of a restore (root or the owner)", "DS", run_recall, 0,
+	  CTL_PATHS_MAX },
 	{ "metrics", "metrics [--listen ADDR:PORT]", "Prometheus text exposition, or serve it on /metrics", "L",
 	  run_metrics, 0, 0 },
 };
@@ -1075,12 +1132,20 @@ static void command_help(const Command *c) {
 	if (strchr(c->options, 'D'))
 		printf("  --dry-run         list what would move, move nothing\n"
 		       "\n  Directories are walked; quoted globs are expanded against the mount.\n");
+	if (strchr(c->options, 'S'))
+		printf("\n  LOG SELECTION: archived logs by what their headers say (with or instead of paths):\n"
+		       "  --thread T        redo thread T\n"
+		       "  --sequence A[-B]  log sequences A to B\n"
+		       "  --since TIME      logs holding changes at or after TIME\n"
+		       "  --until TIME      logs holding changes at or before TIME\n"
+		       "                    TIME: YYYY-MM-DD[ HH:MM[:SS]], the database host's local time, or @SECONDS\n");
 	if (strchr(c->options, 'L'))
 		printf("\n  --listen ADDR:PORT  serve http://ADDR:PORT/metrics until interrupted\n");
 }
 
 int main(int argc, char **argv) {
-	enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_BY, OPT_HTML, OPT_TIER, OPT_LISTEN, OPT_TO, OPT_DRY_RUN };
+	enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_BY, OPT_HTML, OPT_TIER, OPT_LISTEN, OPT_TO, OPT_DRY_RUN, OPT_THREAD,
+	       OPT_SEQUENCE, OPT_SINCE, OPT_UNTIL };
 	static const struct option options[] = {
 		{ "mount", required_argument, NULL, 'm' },  { "socket", required_argument, NULL, OPT_SOCKET },
 		{ "json", no_argument, NULL, OPT_JSON },    { "bytes", no_argument, NULL, 'b' },
@@ -1088,6 +1153,8 @@ int main(int argc, char **argv) {
 		{ "html", required_argument, NULL, OPT_HTML }, { "tier", required_argument, NULL, OPT_TIER },
 		{ "listen", required_argument, NULL, OPT_LISTEN }, { "help", no_argument, NULL, 'h' },
 		{ "to", required_argument, NULL, OPT_TO },  { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+		{ "thread", required_argument, NULL, OPT_THREAD }, { "sequence", required_argument, NULL, OPT_SEQUENCE },
+		{ "since", required_argument, NULL, OPT_SINCE }, { "until", required_argument, NULL, OPT_UNTIL },
 		{ "version", no_argument, NULL, 'V' },	    {},
 	};
 	const Command *cmd = NULL;
@@ -1137,6 +1204,14 @@ int main(int argc, char **argv) {
 		case OPT_DRY_RUN:
 			arg_dry_run = true;
 			strcat(seen, strchr(seen, 'D') ? "" : "D");
+			break;
+		case OPT_THREAD:
+		case OPT_SEQUENCE:
+		case OPT_SINCE:
+		case OPT_UNTIL:
+			*(c == OPT_THREAD ? &arg_thread : c == OPT_SEQUENCE ? &arg_sequence : c == OPT_SINCE ? &arg_since
+													  : &arg_until) = optarg;
+			strcat(seen, strchr(seen, 'S') ? "" : "S");
 			break;
 		case 'h':
 			want_help = true;

@@ -141,7 +141,7 @@ def run(res, fs, src):
     res.check(readers.reads > 0, "no read completed during the migration")
     res.check(j.get("moved") == len(sealed) and j.get("failed") == 0 and j.get("to") == 1,
               "migrate: %r" % {k: j.get(k) for k in ("moved", "failed", "skipped", "to")})
-    files = {f.get("path", "").lstrip("/"): f for f in j.get("files", [])}
+    files = {f.get("path", "").lstrip("/"): f for f in j.get("moves", [])}
     res.check(files.get(PASSTHROUGH, {}).get("result") == "skipped" and "passthrough" in files.get(PASSTHROUGH, {}).get("message", ""),
               "passthrough file: %r" % files.get(PASSTHROUGH))
     res.check(j.get("new_bytes", 0) < j.get("bytes", 0),
