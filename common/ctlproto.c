@@ -34,6 +34,7 @@ static const char *const report_by_names[_CTL_REPORT_BY_MAX] = {
 	[CTL_REPORT_BY_CLASS] = "class",
 	[CTL_REPORT_BY_DAY] = "day",
 	[CTL_REPORT_BY_TIER] = "tier",
+	[CTL_REPORT_BY_DATABASE] = "database",
 };
 
 static const char *const reply_kind_names[_CTL_REPLY_MAX] = {
@@ -510,7 +511,7 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 		case ARG_BY:
 			req.by = ctl_report_by_from_string(f->value);
 			if (req.by < 0) {
-				r = fail(ret_error, -EBADMSG, "'by' must be class, day or tier, not '%s'", f->value);
+				r = fail(ret_error, -EBADMSG, "'by' must be class, day, tier or database, not '%s'", f->value);
 				goto fail;
 			}
 			break;

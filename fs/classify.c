@@ -9,6 +9,7 @@
  * in place are kept raw whatever their class (see FsInode.overwritten).
  */
 #include <fnmatch.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/macros.h"
@@ -70,6 +71,29 @@ FsFileClass fs_classify(const char *dir_name, const char *name) {
 
 bool fs_class_is_sealed(FsFileClass c) {
 	return c != FS_CLASS_PASSTHROUGH && c < _FS_CLASS_MAX;
+}
+
+bool fs_database_of_path(const char *path, char *ret, size_t size) {
+	static const char *const areas[] = { "archivelog", "backupset", "autobackup", "datafile",
+					     "onlinelog", "controlfile", "flashback" };
+	const char *prev = NULL, *prev_end = NULL;
+
+	for (const char *p = path; *p;) {
+		while (*p == '/')
+			p++;
+		const char *end = strchrnul(p, '/');
+		for (size_t k = 0; prev && k < ELEMENTSOF(areas); k++)
+			if ((size_t) (end - p) == strlen(areas[k]) && strncmp(p, areas[k], (size_t) (end - p)) == 0) {
+				snprintf(ret, size, "%.*s", (int) (prev_end - prev), prev);
+				return true;
+			}
+		if (end > p) {
+			prev = p;
+			prev_end = end;
+		}
+		p = end;
+	}
+	return false;
 }
 
 const char *fs_class_to_string(FsFileClass c) {

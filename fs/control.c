@@ -913,6 +913,38 @@ static int do_ls(Conn *c, const CtlRequest *req) {
 	return r;
 }
 
+/* The path of ino from the root, following one link at each step. */
+static int path_of(Catalog *cat, uint64_t ino, char **ret) {
+	char *path = strdup(""), name[CATALOG_NAME_MAX + 1];
+	int r = path ? 0 : -ENOMEM;
+	for (unsigned depth = 0; r >= 0 && ino != CATALOG_ROOT_INO; depth++) {
+		uint64_t parent;
+		char *longer;
+		r = depth < CONTROL_PATH_DEPTH_MAX ? catalog_dirent_find(cat, ino, &parent, name, sizeof(name)) : -ELOOP;
+		if (r < 0)
+			break;
+		if (asprintf(&longer, "/%s%s", name, path) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		free(path);
+		path = longer;
+		ino = parent;
+	}
+	if (r < 0) {
+		free(path);
+		return r;
+	}
+	if (!*path) {
+		free(path);
+		path = strdup("/");
+		if (!path)
+			return -ENOMEM;
+	}
+	*ret = path;
+	return 0;
+}
+
 /* ---- report ---- */
 
 typedef struct Group {
@@ -956,16 +988,74 @@ static int64_t day_of(int64_t t_ns) {
 	return t_ns >= 0 ? t_ns / day : -((-t_ns + day - 1) / day);
 }
 
+typedef struct NameVec {
+	char **names;
+	size_t n, cap;
+} NameVec;
+
+/* The index of name in v, added if new: group keys of report --by database. */
+static int64_t name_index(NameVec *v, const char *name) {
+	for (size_t i = 0; i < v->n; i++)
+		if (strcmp(v->names[i], name) == 0)
+			return (int64_t) i;
+	if (v->n == v->cap) {
+		size_t cap = MAX(v->cap * 2, (size_t) 8);
+		char **p = realloc(v->names, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		v->names = p;
+		v->cap = cap;
+	}
+	v->names[v->n] = strdup(name);
+	return v->names[v->n] ? (int64_t) v->n++ : -ENOMEM;
+}
+
+static void name_vec_done(NameVec *v) {
+	for (size_t i = 0; i < v->n; i++)
+		free(v->names[i]);
+	free(v->names);
+}
+
+/*
+ * The database of a file: DB_UNIQUE_NAME from the FRA layout, as the DBA
+ * sees it in the recovery area; else, for an archived log kept elsewhere,
+ * the name in its header; else "unknown".
+ */
+static int database_key(Conn *c, NameVec *names, const FileRow *f) {
+	_cleanup_free_ char *path = NULL;
+	char db[CATALOG_NAME_MAX + 1] = "unknown";
+	CatalogArchivelog a;
+
+	int r = path_of(c->reader, f->ino, &path);
+	if (r == -ENOMEM)
+		return r;
+	if ((r < 0 || !fs_database_of_path(path, db, sizeof(db))) && f->file_class == FS_CLASS_ARCHIVELOG &&
+	    catalog_archivelog_get(c->reader, f->ino, &a) >= 0 && a.db_name[0])
+		snprintf(db, sizeof(db), "%s", a.db_name);
+	return (int) name_index(names, db);
+}
+
+static int group_by_name(const void *a, const void *b, void *userdata) {
+	const NameVec *names = userdata;
+	return strcmp(names->names[((const Group *) a)->key], names->names[((const Group *) b)->key]);
+}
+
 static int do_report(Conn *c, const CtlRequest *req) {
 	FileVec files = {};
 	GroupVec groups = {};
+	NameVec names = {};
 	int r = census(c, &files);
 
 	for (size_t i = 0; r >= 0 && i < files.n; i++) {
 		const FileRow *f = &files.items[i];
 		int64_t key = req->by == CTL_REPORT_BY_CLASS ? f->file_class
 			    : req->by == CTL_REPORT_BY_TIER  ? f->tier
-							     : day_of(f->mtime_ns);
+			    : req->by == CTL_REPORT_BY_DAY   ? day_of(f->mtime_ns)
+							     : database_key(c, &names, f);
+		if (key < 0) {
+			r = (int) key;
+			break;
+		}
 		Group *g = group_get(&groups, key);
 		if (!g) {
 			r = -ENOMEM;
@@ -989,11 +1079,15 @@ static int do_report(Conn *c, const CtlRequest *req) {
 		/* A file whose recipe is damaged costs nothing we can tell; scrub names it. */
 	}
 	r = r >= 0 ? add(c, "by", ctl_report_by_to_string(req->by)) : r;
+	if (req->by == CTL_REPORT_BY_DATABASE && groups.n > 0)
+		qsort_r(groups.items, groups.n, sizeof(Group), group_by_name, &names);
 	for (size_t i = 0; r >= 0 && i < groups.n; i++) {
 		const Group *g = &groups.items[i];
-		char key[32];
+		char key[CATALOG_NAME_MAX + 1];
 		if (req->by == CTL_REPORT_BY_CLASS)
 			snprintf(key, sizeof(key), "%s", fs_class_to_string((FsFileClass) g->key));
+		else if (req->by == CTL_REPORT_BY_DATABASE)
+			snprintf(key, sizeof(key), "%s", names.names[g->key]);
 		else if (req->by == CTL_REPORT_BY_TIER) {
 			const ConfigTier *t = fs_tier_config(c->fs, (uint32_t) g->key);
 			snprintf(key, sizeof(key), "%s", t ? t->name : "unknown");
@@ -1025,6 +1119,7 @@ static int do_report(Conn *c, const CtlRequest *req) {
 	}
 	free(groups.items);
 	free(files.items);
+	name_vec_done(&names);
 	return r;
 }
 
@@ -1097,38 +1192,6 @@ static int scrub_progress(const DedupScrubResult *res, uint64_t total, void *use
 static int id_compare(const void *a, const void *b) {
 	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
 	return x < y ? -1 : x > y;
-}
-
-/* The path of ino from the root, following one link at each step. */
-static int path_of(Catalog *cat, uint64_t ino, char **ret) {
-	char *path = strdup(""), name[CATALOG_NAME_MAX + 1];
-	int r = path ? 0 : -ENOMEM;
-	for (unsigned depth = 0; r >= 0 && ino != CATALOG_ROOT_INO; depth++) {
-		uint64_t parent;
-		char *longer;
-		r = depth < CONTROL_PATH_DEPTH_MAX ? catalog_dirent_find(cat, ino, &parent, name, sizeof(name)) : -ELOOP;
-		if (r < 0)
-			break;
-		if (asprintf(&longer, "/%s%s", name, path) < 0) {
-			r = -ENOMEM;
-			break;
-		}
-		free(path);
-		path = longer;
-		ino = parent;
-	}
-	if (r < 0) {
-		free(path);
-		return r;
-	}
-	if (!*path) {
-		free(path);
-		path = strdup("/");
-		if (!path)
-			return -ENOMEM;
-	}
-	*ret = path;
-	return 0;
 }
 
 static int do_scrub(Conn *c, const CtlRequest *req) {

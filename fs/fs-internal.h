@@ -174,6 +174,13 @@ int fs_staging_recover(Fs *fs, uint64_t *ret_orphans, uint64_t *ret_strays);
 FsFileClass fs_classify(const char *dir_name, const char *name);
 bool fs_class_is_sealed(FsFileClass c);
 const char *fs_class_to_string(FsFileClass c);
+/*
+ * The database a file belongs to by the FRA layout, DEST/DB_UNIQUE_NAME/
+ * {archivelog,backupset,autobackup,datafile,onlinelog,controlfile,flashback}/...:
+ * the component before the first such area, copied into ret (NUL-terminated,
+ * truncated to size).  Returns false when the path follows no such layout.
+ */
+bool fs_database_of_path(const char *path, char *ret, size_t size);
 const ConfigClassPolicy *fs_class_policy(const Fs *fs, FsFileClass c);
 DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p);
 

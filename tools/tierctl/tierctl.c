@@ -469,7 +469,7 @@ static int run_report(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
 	char *by[] = { (char *) (arg_by ?: "class") };
 	if (ctl_report_by_from_string(by[0]) < 0) {
-		log_error("--by takes class, day or tier, not '%s'", by[0]);
+		log_error("--by takes class, day, tier or database, not '%s'", by[0]);
 		return TIERCTL_EXIT_USAGE;
 	}
 	int r = call(mount, CTL_COMMAND_REPORT, "by", by, 1, NULL, NULL, &reply);
@@ -1076,7 +1076,8 @@ static const Command commands[] = {
 	  CTL_PATHS_MAX },
 	{ "ls", "ls [-l] [PATH...]", "per file: logical and stored bytes, tier, state, class", "l", run_ls, 0,
 	  CTL_PATHS_MAX },
-	{ "report", "report [--by class|day|tier] [--html FILE]", "logical and stored bytes per class, day or tier",
+	{ "report", "report [--by class|day|tier|database] [--html FILE]",
+	  "logical and stored bytes per class, day, tier or database",
 	  "bh", run_report, 0, 0 },
 	{ "policy", "policy show", "the per-class settings the daemon uses", "", run_policy, 1, 1 },
 	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },

@@ -132,6 +132,25 @@ def run(res, fs, src, manifest):
     rc, _, err = tc.tierctl(fs, "ls", "--thread", "1", "/")
     res.check(rc == 2, "ls takes no log selection: %d %r" % (rc, err))
 
+    # report --by database: DB_UNIQUE_NAME from the FRA layout; a log kept
+    # outside it (LOG_ARCHIVE_DEST_n = /arch) by its header; anything else unknown.
+    os.makedirs(fs.path("arch"))
+    outside = "arch/1_%d_1153923201.arc" % seqs[0]
+    shutil.copyfile(os.path.join(src, by_seq[seqs[0]]), fs.path(outside))
+    model[outside] = model[by_seq[seqs[0]]]
+    logs[outside] = logs[by_seq[seqs[0]]]
+    with open(fs.path("notes.txt"), "w") as f:
+        f.write("not Oracle's\n")
+    model["notes.txt"] = b"not Oracle's\n"
+    dc.check_sealed(res, [fs.path(outside), fs.path("notes.txt")], "seal outside the FRA layout")
+    groups = {g["key"]: g for g in tc.tierctl_json(res, fs, "report", "--by", "database").get("groups", [])}
+    want = {db["db_name"]: len(model) - 1, "unknown": 1}
+    got = {k: int(g.get("files", 0)) for k, g in groups.items()}
+    res.check(got == want, "report --by database: %r, expected %r" % (got, want))
+    res.check(int(groups.get(db["db_name"], {}).get("logical", 0)) ==
+              sum(len(v) for r, v in model.items() if r != "notes.txt"),
+              "report --by database: the logical bytes of %s" % db["db_name"])
+
     # A rename keeps the header (it belongs to the inode); a remount keeps them all.
     old = by_seq[seqs[-1]]
     new = os.path.join(os.path.dirname(old), "renamed.arc")
