@@ -37,6 +37,9 @@ typedef enum StatementId {
 	STMT_INODE_UPDATE,
 	STMT_INODE_DELETE,
 	STMT_INODE_ARCHIVELOG_DELETE,
+	STMT_INODE_PIN_DELETE,
+	STMT_PIN_SET,
+	STMT_PIN_GET,
 	STMT_ARCHIVELOG_SET,
 	STMT_ARCHIVELOG_GET,
 	STMT_ARCHIVELOGS,
@@ -99,6 +102,9 @@ static const char *const statement_sql[_STMT_MAX] = {
 			      "stored = ? WHERE ino = ?",
 	[STMT_INODE_DELETE] = "DELETE FROM inodes WHERE ino = ?",
 	[STMT_INODE_ARCHIVELOG_DELETE] = "DELETE FROM archivelogs WHERE ino = ?",
+	[STMT_INODE_PIN_DELETE] = "DELETE FROM pins WHERE ino = ?",
+	[STMT_PIN_SET] = "INSERT OR IGNORE INTO pins (ino) VALUES (?)",
+	[STMT_PIN_GET] = "SELECT 1 FROM pins WHERE ino = ?",
 	[STMT_ARCHIVELOG_SET] = "INSERT OR REPLACE INTO archivelogs (ino, dbid, db_name, resetlogs_id, thread, sequence, "
 				"low_scn, next_scn, low_time, next_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[STMT_ARCHIVELOG_GET] = "SELECT ino, dbid, db_name, resetlogs_id, thread, sequence, low_scn, next_scn, low_time, "
@@ -237,6 +243,9 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  low_time INTEGER NOT NULL,"
 	"  next_time INTEGER NOT NULL);"
 	"CREATE INDEX archivelogs_sequence ON archivelogs (thread, sequence);",
+
+	/* 3 -> 4: files pinned to the hot tier. */
+	"CREATE TABLE pins (ino INTEGER PRIMARY KEY REFERENCES inodes (ino));",
 };
 
 struct Catalog {
@@ -667,6 +676,8 @@ int catalog_inode_delete(Catalog *c, uint64_t ino) {
 	if (r >= 0)
 		r = run_ino(c, STMT_INODE_ARCHIVELOG_DELETE, ino);
 	if (r >= 0)
+		r = run_ino(c, STMT_INODE_PIN_DELETE, ino);
+	if (r >= 0)
 		r = run_ino(c, STMT_INODE_DELETE, ino);
 	unlock(c);
 	return r;
@@ -762,6 +773,17 @@ out:
 
 int catalog_orphans_foreach(Catalog *c, int (*cb)(uint64_t ino, void *userdata), void *userdata) {
 	return inos_foreach(c, STMT_ORPHANS, 0, cb, userdata);
+}
+
+int catalog_pin_set(Catalog *c, uint64_t ino, bool pinned) {
+	lock(c);
+	int r = run_ino(c, pinned ? STMT_PIN_SET : STMT_INODE_PIN_DELETE, ino);
+	unlock(c);
+	return r;
+}
+
+int catalog_pinned(Catalog *c, uint64_t ino) {
+	return query_ino_any(c, STMT_PIN_GET, ino);
 }
 
 int catalog_archivelog_set(Catalog *c, uint64_t ino, const CatalogArchivelog *a) {

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 3
+#define CATALOG_SCHEMA_VERSION 4
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -165,6 +165,14 @@ int catalog_archivelog_get(Catalog *c, uint64_t ino, CatalogArchivelog *ret);
  */
 int catalog_archivelogs_foreach(Catalog *c, uint32_t dbid, uint16_t thread, uint32_t first, uint32_t last,
 				int (*cb)(uint64_t ino, const CatalogArchivelog *a, void *userdata), void *userdata);
+
+/*
+ * Pins: files the operator keeps on the hot tier (tierctl pin), whatever the
+ * policy says.  catalog_pin_set() is idempotent; a deleted inode loses its pin.
+ * catalog_pinned() returns 1 or 0, or <0 on error.
+ */
+int catalog_pin_set(Catalog *c, uint64_t ino, bool pinned);
+int catalog_pinned(Catalog *c, uint64_t ino);
 
 /* Visits the regular files in a state (sealing work left from before a restart); same rule for cb. */
 int catalog_files_foreach_state(Catalog *c, CatalogFileState state, int (*cb)(uint64_t ino, void *userdata),

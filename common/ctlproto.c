@@ -28,6 +28,8 @@ static const char *const command_names[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_SCRUB] = "scrub",
 	[CTL_COMMAND_MIGRATE] = "migrate",
 	[CTL_COMMAND_RECALL] = "recall",
+	[CTL_COMMAND_PIN] = "pin",
+	[CTL_COMMAND_UNPIN] = "unpin",
 };
 
 static const char *const report_by_names[_CTL_REPORT_BY_MAX] = {
@@ -86,6 +88,8 @@ static const CommandDef commands[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_MIGRATE] = { { ARG_MOVE_SELECTION, { ARG_TIER, "tier", 0, 1 }, { ARG_DRY_RUN, "dry_run", 0, 1 } },
 				  .privileged = true },
 	[CTL_COMMAND_RECALL] = { { ARG_MOVE_SELECTION, { ARG_DRY_RUN, "dry_run", 0, 1 } }, .privileged = true },
+	[CTL_COMMAND_PIN] = { { ARG_MOVE_SELECTION, { ARG_DRY_RUN, "dry_run", 0, 1 } }, .privileged = true },
+	[CTL_COMMAND_UNPIN] = { { ARG_MOVE_SELECTION }, .privileged = true },
 };
 
 static int lookup(const char *const *table, size_t n, const char *s) {
@@ -573,7 +577,8 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 			break;
 		}
 	}
-	if (req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL) {
+	if (req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL || req.command == CTL_COMMAND_PIN ||
+	    req.command == CTL_COMMAND_UNPIN) {
 		if (req.n_paths == 0 && !req.has_thread && !req.has_sequence && !req.has_since && !req.has_until) {
 			r = fail(ret_error, -EBADMSG, "command '%s' needs a 'path' or an archived-log selection "
 						      "('thread', 'sequence', 'since', 'until')",

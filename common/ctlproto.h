@@ -102,6 +102,8 @@ typedef enum CtlCommand {
 	CTL_COMMAND_SCRUB,
 	CTL_COMMAND_MIGRATE,
 	CTL_COMMAND_RECALL,
+	CTL_COMMAND_PIN,
+	CTL_COMMAND_UNPIN,
 	_CTL_COMMAND_MAX,
 	_CTL_COMMAND_INVALID = -22, /* -EINVAL */
 } CtlCommand;
@@ -133,9 +135,9 @@ typedef struct CtlRequest {
 	CtlReportBy by;                   /* report */
 	bool has_tier;                    /* scrub, migrate (the target; default: tier 1) */
 	uint32_t tier;
-	bool dry_run;                     /* migrate, recall: list what would move, move nothing */
+	bool dry_run;                     /* migrate, recall, pin: list what would move, move nothing */
 	/*
-	 * migrate, recall: archived logs chosen by what their headers say, in
+	 * migrate, recall, pin, unpin: archived logs chosen by what their headers say, in
 	 * addition to (or instead of) paths: redo thread, a sequence range, and
 	 * a time window (Unix seconds) that a log's [low_time, next_time] meets.
 	 */

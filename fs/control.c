@@ -710,6 +710,8 @@ static int add_file_state(Conn *c, const CatalogInode *ci) {
 		r = add(c, "state", moving ? "migrating" : ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
 	if (r >= 0)
 		r = add(c, "class", fs_class_to_string((FsFileClass) ci->file_class));
+	if (r >= 0 && catalog_pinned(c->reader, ci->ino) > 0)
+		r = add(c, "pinned", "yes");
 	CatalogArchivelog a;
 	if (r >= 0 && ci->file_class == FS_CLASS_ARCHIVELOG && catalog_archivelog_get(c->reader, ci->ino, &a) >= 0) {
 		r = add_u64(c, "dbid", a.dbid);
@@ -1281,12 +1283,14 @@ typedef enum MoveResult {
 	MOVE_ALREADY,
 	MOVE_SKIPPED,
 	MOVE_FAILED,
+	MOVE_UNPINNED,
 	_MOVE_RESULT_MAX,
 } MoveResult;
 
 static const char *const move_result_names[_MOVE_RESULT_MAX] = {
 	[MOVE_PENDING] = "pending",   [MOVE_MOVED] = "moved",     [MOVE_WOULD_MOVE] = "would_move",
 	[MOVE_ALREADY] = "already",   [MOVE_SKIPPED] = "skipped", [MOVE_FAILED] = "failed",
+	[MOVE_UNPINNED] = "unpinned",
 };
 
 typedef struct MoveItem {
@@ -1325,6 +1329,10 @@ static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 			  "on the hot tier";
 	} else if (it->from == p->to)
 		it->result = MOVE_ALREADY;
+	else if (p->to != 0 && catalog_pinned(c->reader, ci->ino) > 0) {
+		it->result = MOVE_SKIPPED;
+		it->why = "pinned to the hot tier (tierctl unpin lets it move)";
+	}
 	return 0;
 }
 
@@ -1484,7 +1492,8 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 
 static int do_move(Conn *c, const CtlRequest *req) {
 	Fs *fs = c->fs;
-	MovePlan p = { .to = req->command == CTL_COMMAND_RECALL ? 0 : req->has_tier ? req->tier : 1 };
+	bool pin = req->command == CTL_COMMAND_PIN, unpin = req->command == CTL_COMMAND_UNPIN;
+	MovePlan p = { .to = req->command == CTL_COMMAND_MIGRATE ? (req->has_tier ? req->tier : 1) : 0 };
 	uint64_t count[_MOVE_RESULT_MAX] = {}, bytes = 0, new_bytes = 0, stored_bytes = 0;
 	int r = 0;
 
@@ -1511,6 +1520,16 @@ static int do_move(Conn *c, const CtlRequest *req) {
 		r = plan_logs(c, &p, req);
 
 	plan_finish(&p);
+	/*
+	 * Pins first, so that no policy run demotes a file between its recall
+	 * and its pin; a pin is a wish about placement, kept even if the
+	 * recall of that file fails (the next recall or the policy honours it).
+	 */
+	for (size_t i = 0; r >= 0 && (pin || unpin) && !req->dry_run && i < p.n; i++) {
+		r = catalog_pin_set(fs->catalog, p.items[i].ino, pin);
+		if (unpin)
+			p.items[i].result = MOVE_UNPINNED;
+	}
 	c->move_plan = &p;
 	c->last_progress_ns = 0;
 	uint64_t queued = 0;
@@ -1681,6 +1700,8 @@ static int serve(Conn *c) {
 			break;
 		case CTL_COMMAND_MIGRATE:
 		case CTL_COMMAND_RECALL:
+		case CTL_COMMAND_PIN:
+		case CTL_COMMAND_UNPIN:
 			r = do_move(c, &req);
 			break;
 		default:

@@ -436,7 +436,7 @@ static void test_archivelogs(void) {
 	catalog_close(c);
 
 	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
-	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE pins; DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
 		 "PRAGMA user_version = 2'", p3);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p3, 0, 0, &c) == 0);
@@ -447,6 +447,37 @@ static void test_archivelogs(void) {
 	snprintf(a.db_name, sizeof(a.db_name), "ORCL");
 	CHECK(catalog_archivelog_set(c, logs[3], &a) == 0);
 	CHECK(catalog_archivelog_get(c, logs[3], &got) == 0 && got.sequence == 104);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
+static void test_pins(void) {
+	char p4[300], cmd[700];
+	Catalog *c;
+
+	snprintf(p4, sizeof(p4), "%s/pins.db", dir);
+	CHECK(catalog_open(p4, 0, 0, &c) == 0);
+	uint64_t a = make(c, CATALOG_ROOT_INO, "a", S_IFREG | 0640), b = make(c, CATALOG_ROOT_INO, "b", S_IFREG | 0640);
+	CHECK(catalog_pinned(c, a) == 0);
+	CHECK(catalog_pin_set(c, a, true) == 0 && catalog_pin_set(c, a, true) == 0);
+	CHECK(catalog_pinned(c, a) == 1 && catalog_pinned(c, b) == 0);
+	CHECK(catalog_pin_set(c, b, true) == 0 && catalog_pin_set(c, b, false) == 0 && catalog_pin_set(c, b, false) == 0);
+	CHECK(catalog_pinned(c, b) == 0);
+	/* A deleted inode takes its pin with it: a new file of the same number is not pinned. */
+	CHECK(catalog_begin(c) == 0);
+	CHECK(catalog_dirent_remove(c, CATALOG_ROOT_INO, "a") == 0);
+	CHECK(catalog_inode_delete(c, a) == 0);
+	CHECK(catalog_commit(c) == 0);
+	CHECK(catalog_pinned(c, a) == 0);
+	CHECK(catalog_pin_set(c, b, true) == 0);
+	catalog_close(c);
+
+	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE pins; PRAGMA user_version = 3'", p4);
+	CHECK(system(cmd) == 0);
+	CHECK(catalog_open(p4, 0, 0, &c) == 0);
+	CHECK(catalog_pinned(c, b) == 0);
+	CHECK(catalog_pin_set(c, b, true) == 0 && catalog_pinned(c, b) == 1);
 	CHECK(catalog_check(c) == 0);
 	catalog_close(c);
 }
@@ -465,6 +496,7 @@ int main(void) {
 	test_chunks_and_recipes();
 	test_checkpoint();
 	test_archivelogs();
+	test_pins();
 	test_bad_files();
 
 	char cmd[300];

@@ -158,6 +158,14 @@ static void test_requests(void) {
 	assert(ctl_request_parse(one, strlen(one), &req, NULL) == 0 && !req.has_thread && req.sequence_first == 7 &&
 	       req.sequence_last == 7);
 	ctl_request_done(&req);
+	const char *pin = "fratier 1\ncommand pin\npath /a.arc\nsequence 5-9\n";
+	assert(ctl_request_parse(pin, strlen(pin), &req, NULL) == 0 && req.command == CTL_COMMAND_PIN);
+	assert(req.n_paths == 1 && req.has_sequence && ctl_command_is_privileged(req.command));
+	ctl_request_done(&req);
+	const char *unpin = "fratier 1\ncommand unpin\npath /a.arc\n";
+	assert(ctl_request_parse(unpin, strlen(unpin), &req, NULL) == 0 && req.command == CTL_COMMAND_UNPIN);
+	assert(ctl_command_is_privileged(req.command));
+	ctl_request_done(&req);
 	const char *st = "fratier 1\ncommand status\n";
 	assert(ctl_request_parse(st, strlen(st), &req, NULL) == 0 && !ctl_command_is_privileged(req.command));
 	ctl_request_done(&req);
@@ -180,6 +188,8 @@ static void test_requests(void) {
 	expect_bad_request("fratier 1\ncommand scrub\ntier 01\n", "from 0 to 7");
 	expect_bad_request("fratier 1\ncommand scrub\ntier -1\n", "from 0 to 7");
 	expect_bad_request("fratier 1\ncommand migrate\ntier 1\n", "command 'migrate' needs a 'path' or an archived-log selection");
+	expect_bad_request("fratier 1\ncommand unpin\npath /a\ndry_run yes\n", "unknown argument 'dry_run' for command 'unpin'");
+	expect_bad_request("fratier 1\ncommand pin\n", "command 'pin' needs a 'path' or an archived-log selection");
 	expect_bad_request("fratier 1\ncommand recall\nthread 0\n", "'thread' must be a redo thread from 1 to 65535");
 	expect_bad_request("fratier 1\ncommand recall\nthread 65536\n", "'thread' must be a redo thread");
 	expect_bad_request("fratier 1\ncommand recall\nsequence 9-3\n", "'sequence' must be N or FIRST-LAST");

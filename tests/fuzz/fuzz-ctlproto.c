@@ -62,7 +62,8 @@ static void fuzz_request(const uint8_t *data, size_t size) {
 	check(!error);
 	check(req.command >= 0 && req.command < _CTL_COMMAND_MAX);
 	check(req.n_paths <= CTL_PATHS_MAX);
-	bool moves = req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL;
+	bool moves = req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL ||
+		     req.command == CTL_COMMAND_PIN || req.command == CTL_COMMAND_UNPIN;
 	bool selects_logs = req.has_thread || req.has_sequence || req.has_since || req.has_until;
 	if (req.command == CTL_COMMAND_DU || req.command == CTL_COMMAND_LS)
 		check(req.n_paths >= 1);
@@ -83,7 +84,8 @@ static void fuzz_request(const uint8_t *data, size_t size) {
 		check(req.by >= 0 && req.by < _CTL_REPORT_BY_MAX);
 	check(!req.has_tier ||
 	      ((req.command == CTL_COMMAND_SCRUB || req.command == CTL_COMMAND_MIGRATE) && req.tier <= CTL_TIER_MAX));
-	check(!req.dry_run || req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL);
+	check(!req.dry_run || req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL ||
+	      req.command == CTL_COMMAND_PIN);
 	check(!ctl_command_is_privileged(req.command) || req.command >= CTL_COMMAND_GC);
 	ctl_request_done(&req);
 }

@@ -903,7 +903,9 @@ static int run_move(TierctlMount *mount, char **args, int n_args, CtlCommand cmd
 		if (r >= 0) {
 			table_finish(&t);
 			char a[32], b[32], c[32];
-			if (strcmp(tierctl_get(m, 0, "dry_run"), "yes") == 0)
+			if (cmd == CTL_COMMAND_UNPIN)
+				printf("\nunpinned %s files: the policy may move them again\n", tierctl_get(m, 0, "unpinned"));
+			else if (strcmp(tierctl_get(m, 0, "dry_run"), "yes") == 0)
 				printf("\ndry run: %s files (%s) would move to tier %s (%s), %s already there, %s skipped\n",
 				       tierctl_get(m, 0, "would_move"), size_of(m, 0, "bytes", a), tierctl_get(m, 0, "to"),
 				       tierctl_get(m, 0, "to_name"), tierctl_get(m, 0, "already"), tierctl_get(m, 0, "skipped"));
@@ -931,6 +933,14 @@ static int run_migrate(TierctlMount *mount, char **args, int n_args) {
 
 static int run_recall(TierctlMount *mount, char **args, int n_args) {
 	return run_move(mount, args, n_args, CTL_COMMAND_RECALL);
+}
+
+static int run_pin(TierctlMount *mount, char **args, int n_args) {
+	return run_move(mount, args, n_args, CTL_COMMAND_PIN);
+}
+
+static int run_unpin(TierctlMount *mount, char **args, int n_args) {
+	return run_move(mount, args, n_args, CTL_COMMAND_UNPIN);
 }
 
 /* ---- metrics ---- */
@@ -1089,6 +1099,11 @@ static const Command commands[] = {
 	{ "recall", "recall [--dry-run] [LOG SELECTION] PATH|GLOB...",
 	  "bring files back to the hot tier, ahead of a restore (root or the owner)", "DS", run_recall, 0,
 	  CTL_PATHS_MAX },
+	{ "pin", "pin [--dry-run] [LOG SELECTION] PATH|GLOB...",
+	  "keep files on the hot tier: recall them, and no migration moves them (root or the owner)", "DS", run_pin, 0,
+	  CTL_PATHS_MAX },
+	{ "unpin", "unpin [LOG SELECTION] PATH|GLOB...", "let pinned files move again (root or the owner)", "S",
+	  run_unpin, 0, CTL_PATHS_MAX },
 	{ "metrics", "metrics [--listen ADDR:PORT]", "Prometheus text exposition, or serve it on /metrics", "L",
 	  run_metrics, 0, 0 },
 };

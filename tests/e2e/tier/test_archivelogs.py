@@ -15,6 +15,8 @@ Then:
   the window (a window inside one log's range, then one spanning two);
 - the headers survive a remount, a rename keeps them, and every file reads
   back exactly;
+- pin recalls a file and keeps it on the hot tier (migrate skips it and
+  says why), unpin lets it move again, and a pin survives a remount;
 - bad selections are refused with a clear message: no paths and no
   selection, a reversed sequence range, a time tierctl cannot read.
 
@@ -122,6 +124,25 @@ def run(res, fs, src, manifest):
               "a window across the end of log %d names %s" % (a, sorted(named)))
     expect_tiers(res, fs, model, tiers, "after migrate by time")
 
+    # Pins: pin recalls and keeps a file on the hot tier, migrate skips it
+    # and says why, unpin lets it move again; a pin survives a remount (below).
+    x, y = by_seq[seqs[2]], by_seq[seqs[3]]
+    moved = move(res, fs, "pin", fs.path(x))
+    res.check(moved == {x}, "pin of a file on the capacity tier recalled %s" % sorted(moved))
+    j = tc.tierctl_json(res, fs, "migrate", fs.path(x))
+    row = (j.get("moves") or [{}])[0]
+    res.check(row.get("result") == "skipped" and "pinned" in row.get("message", ""),
+              "migrate of a pinned file: %r" % row)
+    res.check(entries(res, fs, model).get(x, {}).get("pinned") == "yes", "ls shows %s pinned" % x)
+    j = tc.tierctl_json(res, fs, "unpin", "--sequence", str(seqs[2]))
+    res.check(j.get("unpinned") == 1, "unpin by sequence: %r" % j.get("unpinned"))
+    res.check("pinned" not in entries(res, fs, model).get(x, {}), "ls shows %s unpinned" % x)
+    moved = move(res, fs, "migrate", fs.path(x))
+    res.check(moved == {x}, "an unpinned file moves again: %s" % sorted(moved))
+    moved = move(res, fs, "pin", "--thread", "1", "--sequence", str(seqs[3]))
+    res.check(moved == {y}, "pin by sequence recalled %s" % sorted(moved))
+    tiers.pop(y)
+
     # Refusals, with a message that says what is wrong.
     rc, _, err = tc.tierctl(fs, "recall")
     res.check(rc == 2 and "--sequence" in err, "recall without paths or selection: %d %r" % (rc, err))
@@ -161,6 +182,7 @@ def run(res, fs, src, manifest):
     fs.stop()
     fs.start()
     check_headers(res, fs, model, logs, db, "after a rename and a remount")
+    res.check(entries(res, fs, model).get(y, {}).get("pinned") == "yes", "the pin of %s survives a remount" % y)
     expect_tiers(res, fs, model, tiers, "after a remount")
     tc.compare_all(res, fs, model, "after a remount")
 
