@@ -271,6 +271,11 @@ out:
 	return r;
 }
 
+/* Empty ones are phase 1's (invariant 1 forbids deleting their dead chunks here). */
+static bool is_candidate(const CatalogContainer *ct, const DedupGcOptions *o) {
+	return ct->size > 0 && ct->live_bytes > 0 && (double) ct->live_bytes < o->live_threshold * (double) ct->size;
+}
+
 /* Phase 2, beside writers and readers. */
 static int compact(DedupStore *s, const DedupGcOptions *o, DedupGcStats *st) {
 	StoreContainerList l;
@@ -279,12 +284,17 @@ static int compact(DedupStore *s, const DedupGcOptions *o, DedupGcStats *st) {
 	r = store_containers_list(s, &l);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < l.n; i++) {
+	uint64_t total = 0, done = 0;
+	for (size_t i = 0; i < l.n; i++)
+		if (is_candidate(&l.items[i], o))
+			total += l.items[i].live_bytes;
+	if (o->progress)
+		r = o->progress(0, total, o->userdata);
+	for (size_t i = 0; r >= 0 && i < l.n; i++) {
 		const CatalogContainer *ct = l.items + i;
 		if (o->max_copy_bytes > 0 && st->bytes_copied >= o->max_copy_bytes)
 			break;
-		/* Empty ones are phase 1's (invariant 1 forbids deleting their dead chunks here). */
-		if (ct->size == 0 || ct->live_bytes == 0 || (double) ct->live_bytes >= o->live_threshold * (double) ct->size)
+		if (!is_candidate(ct, o))
 			continue;
 		if (store_container_is_busy(s, ct->id)) /* invariant 4 */
 			continue;
@@ -292,10 +302,10 @@ static int compact(DedupStore *s, const DedupGcOptions *o, DedupGcStats *st) {
 		if (r == -EIO) {
 			st->containers_skipped++;
 			r = 0;
-			continue;
 		}
-		if (r < 0)
-			break;
+		done += ct->live_bytes;
+		if (r >= 0 && o->progress)
+			r = o->progress(done, total, o->userdata);
 	}
 	free(l.items);
 	return r;

@@ -271,6 +271,14 @@ typedef struct DedupGcOptions {
 	double live_threshold;
 	/* Stop compacting after copying this many bytes in one run; 0 = no limit. */
 	uint64_t max_copy_bytes;
+	/*
+	 * Optional: called before compaction and after each container with the
+	 * live bytes copied so far and those the candidates hold; a negative
+	 * return stops the run there (every container is moved whole or not at
+	 * all) and is returned.
+	 */
+	int (*progress)(uint64_t done, uint64_t total, void *userdata);
+	void *userdata;
 } DedupGcOptions;
 
 #define DEDUP_GC_LIVE_THRESHOLD_DEFAULT 0.5

@@ -1150,14 +1150,30 @@ static bool peer_gone(Conn *c) {
 	return poll(&p, 1, 0) > 0;
 }
 
+/* Compaction's progress, per tier; Ctrl-C (the client leaving) stops it between two containers. */
+static int gc_progress(uint64_t done, uint64_t total, void *userdata) {
+	Conn *c = userdata;
+	if (atomic_load(&c->ctl->stopping) || peer_gone(c))
+		return -ECANCELED;
+	int64_t now = now_ns(CLOCK_MONOTONIC);
+	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS && done > 0 && done < total)
+		return 0;
+	c->last_progress_ns = now;
+	return send_progress(c, "compact", done, total, 0) < 0 ? -ECANCELED : 0;
+}
+
 static int do_gc(Conn *c) {
 	DedupGcOptions o = DEDUP_GC_OPTIONS_DEFAULT;
 	DedupGcStats st = {};
 	int r = send_progress(c, "collect", 0, 0, 0);
 	if (r < 0)
 		return r;
-	/* Runs to its end even if the client leaves: every step of it is crash-safe anyway. */
+	o.progress = gc_progress;
+	o.userdata = c;
+	c->last_progress_ns = 0;
 	r = fs_tiers_gc(c->fs, &o, &st);
+	if (r == -ECANCELED)
+		return conn_fail(c, r, "stopped between two containers: what was collected and compacted stays done");
 	if (r < 0)
 		log_warning_errno(r, "Chunk collection asked by tierctl failed: %m");
 	int q = add_u64(c, "chunks_deleted", st.chunks_deleted);

@@ -317,6 +317,20 @@ static void test_refcounts_drop_gc(void) {
 	env_close(&e);
 }
 
+typedef struct GcProgress {
+	unsigned calls, stop_after; /* stop_after: containers to compact before stopping; 0 = never */
+	uint64_t done, total;
+} GcProgress;
+
+static int gc_progress(uint64_t done, uint64_t total, void *userdata) {
+	GcProgress *p = userdata;
+	ASSERT(done <= total && done >= p->done);
+	p->done = done;
+	p->total = total;
+	p->calls++;
+	return p->stop_after && p->calls > p->stop_after ? -ECANCELED : 0;
+}
+
 /* A and B share chunks; dropping A and collecting (with compaction) must leave B exact. */
 static void test_gc_keeps_shared(void) {
 	TestRng rng = { 9 };
@@ -334,12 +348,23 @@ static void test_gc_keeps_shared(void) {
 	uint64_t ib = env_seal(&e, b, len, &rng, NULL);
 	env_drop(&e, ia);
 
+	/* A compaction stopped by its progress callback leaves B exact and resumes on the next run. */
 	DedupGcStats gc;
-	DedupGcOptions go = { .live_threshold = 1.0 };
-	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
-	ASSERT(gc.chunks_deleted > 0 && gc.containers_compacted > 0);
+	GcProgress stop = { .stop_after = 1 };
+	DedupGcOptions go = { .live_threshold = 1.0, .progress = gc_progress, .userdata = &stop };
+	ASSERT(dedup_store_gc(e.store, &go, &gc) == -ECANCELED);
+	ASSERT(gc.chunks_deleted > 0 && gc.containers_compacted == 1 && stop.calls == 2);
 	env_check_file(&e, ib, b, len, &rng);
 	env_check_refs(&e, &ib, 1);
+
+	GcProgress all = {};
+	go.userdata = &all;
+	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
+	ASSERT(gc.containers_compacted > 0 && all.calls == gc.containers_compacted + 1);
+	ASSERT(all.done == all.total && all.total > 0);
+	env_check_file(&e, ib, b, len, &rng);
+	env_check_refs(&e, &ib, 1);
+	go = (DedupGcOptions) { .live_threshold = 1.0 };
 	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
 	env_reopen_store(&e);
 	env_check_file(&e, ib, b, len, &rng);
