@@ -49,6 +49,7 @@
 #include "common/log.h"
 #include "common/macros.h"
 #include "fs/fs-internal.h"
+#include "tier/backend-nfs.h"
 
 #define CONTROL_CONNECTIONS_MAX 16
 #define CONTROL_REQUEST_TIMEOUT_MS 5000
@@ -318,6 +319,15 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = add_u64(c, "used", used);
 	if (r >= 0)
 		r = add_u64(c, "free", free_bytes);
+	if (r >= 0 && t->backend == TIER_BACKEND_NFS && ft && ft->backend) {
+		TierNfsStats ns;
+		tier_backend_nfs_stats(ft->backend, &ns);
+		r = add_u64(c, "nfs_rpcs", ns.rpcs);
+		if (r >= 0)
+			r = add_u64(c, "nfs_rpc_us", ns.rpc_ns / 1000);
+		if (r >= 0)
+			r = add_u64(c, "nfs_rpc_failures", ns.failures);
+	}
 	if (ret_free)
 		*ret_free = free_bytes;
 	return r;

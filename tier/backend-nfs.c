@@ -68,6 +68,8 @@ typedef struct NfsConn {
 	uint64_t deadline_ms;      /* protected by lock; of the attempt running on it */
 	FhSlot fhs[FH_CACHE_SIZE]; /* protected by lock */
 	uint64_t tick;             /* protected by lock */
+	/* Written under lock, read by tier_backend_nfs_stats() without it. */
+	atomic_uint_fast64_t rpcs, rpc_ns, rpc_failures;
 } NfsConn;
 
 typedef struct NfsBackend {
@@ -216,7 +218,7 @@ static void conn_drop(NfsConn *c) {
  * will, and no straggler of a split request can call back later into a Wait
  * that is gone.  queued is the async call's result.
  */
-static int conn_wait(NfsConn *c, Wait *w, int queued) {
+static int conn_wait_for(NfsConn *c, Wait *w, int queued) {
 	if (queued != 0) {
 		conn_drop(c);
 		return -EIO;
@@ -236,6 +238,23 @@ static int conn_wait(NfsConn *c, Wait *w, int queued) {
 		return w->status;
 	conn_drop(c);
 	return -EIO;
+}
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000 + (uint64_t) ts.tv_nsec;
+}
+
+/* conn_wait_for(), counted for tier_backend_nfs_stats(). */
+static int conn_wait(NfsConn *c, Wait *w, int queued) {
+	uint64_t start = now_ns();
+	int r = conn_wait_for(c, w, queued);
+	atomic_fetch_add_explicit(&c->rpcs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->rpc_ns, now_ns() - start, memory_order_relaxed);
+	if (!c->nfs)
+		atomic_fetch_add_explicit(&c->rpc_failures, 1, memory_order_relaxed);
+	return r;
 }
 
 #define WAIT_ON(c, w, call) conn_wait((c), (w), (call))
@@ -406,6 +425,8 @@ static int conn_ensure(NfsBackend *n, NfsConn *c) {
 		return 0;
 	conn_drop(c);
 	int r = conn_connect(n, c, NULL, 0);
+	if (r < 0 && r != -ENOMEM)
+		atomic_fetch_add_explicit(&c->rpc_failures, 1, memory_order_relaxed);
 	return r == -ENOMEM ? r : r < 0 ? -EIO : 0;
 }
 
@@ -1016,6 +1037,16 @@ static const DedupBackendOps nfs_ops = {
 	.rename = nfs_backend_rename,
 	.statfs = nfs_backend_statfs,
 };
+
+void tier_backend_nfs_stats(DedupBackend *b, TierNfsStats *ret) {
+	NfsBackend *n = nfs_backend(b);
+	*ret = (TierNfsStats) {};
+	for (unsigned i = 0; i < TIER_NFS_CONNECTIONS_MAX; i++) {
+		ret->rpcs += atomic_load_explicit(&n->conns[i].rpcs, memory_order_relaxed);
+		ret->rpc_ns += atomic_load_explicit(&n->conns[i].rpc_ns, memory_order_relaxed);
+		ret->failures += atomic_load_explicit(&n->conns[i].rpc_failures, memory_order_relaxed);
+	}
+}
 
 const char *tier_backend_nfs_open_error(void) {
 	return open_error;

@@ -82,3 +82,12 @@ int tier_backend_nfs_open(const char *url, const TierNfsOptions *opts, DedupBack
  * thread; do not free.
  */
 const char *tier_backend_nfs_open_error(void);
+
+typedef struct TierNfsStats {
+	uint64_t rpcs;     /* calls waited for (a split READ or WRITE counts once) */
+	uint64_t rpc_ns;   /* time spent waiting for them */
+	uint64_t failures; /* calls that timed out or lost their connection, and failed reconnections */
+} TierNfsStats;
+
+/* Counters since the backend was opened; b must be an NFS backend.  Can't fail. */
+void tier_backend_nfs_stats(DedupBackend *b, TierNfsStats *ret);

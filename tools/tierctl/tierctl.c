@@ -980,6 +980,27 @@ static void tier_metric(FILE *f, const CtlMessage *m, const size_t *rows, size_t
 	}
 }
 
+/* A counter of the tiers that report field (the NFS ones), scaled (microseconds to seconds). */
+static void tier_counter(FILE *f, const CtlMessage *m, const size_t *rows, size_t n, const char *name, const char *help,
+			 const char *field, double scale) {
+	bool any = false;
+	for (size_t i = 0; i < n && !any; i++)
+		any = ctl_message_get(m, rows[i], field) != NULL;
+	if (!any)
+		return;
+	metric_head(f, name, "counter", help);
+	for (size_t i = 0; i < n; i++) {
+		if (!ctl_message_get(m, rows[i], field))
+			continue;
+		fprintf(f, "%s{tier=\"%s\",name=\"", name, tierctl_get(m, rows[i], "tier"));
+		label_escape(f, tierctl_get(m, rows[i], "name"));
+		if (scale == 1)
+			fprintf(f, "\"} %llu\n", (unsigned long long) tierctl_get_u64(m, rows[i], field));
+		else
+			fprintf(f, "\"} %.6f\n", (double) tierctl_get_u64(m, rows[i], field) * scale);
+	}
+}
+
 static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char **ret) {
 	char *buf = NULL;
 	size_t size = 0;
@@ -1008,6 +1029,11 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 		tier_metric(f, m, rows, n, "fratier_tier_compression_ratio", "Unique chunk bytes over their stored frames.",
 			    "live_plain", "live");
 		tier_metric(f, m, rows, n, "fratier_tier_reduction_ratio", "Logical bytes over used bytes.", "logical", "used");
+		tier_counter(f, m, rows, n, "fratier_tier_nfs_rpcs_total", "NFS calls the tier waited for.", "nfs_rpcs", 1);
+		tier_counter(f, m, rows, n, "fratier_tier_nfs_rpc_seconds_total",
+			     "Seconds spent waiting for NFS calls (over rpcs_total: the mean latency).", "nfs_rpc_us", 1e-6);
+		tier_counter(f, m, rows, n, "fratier_tier_nfs_rpc_failures_total",
+			     "NFS calls that timed out or lost their connection, and failed reconnections.", "nfs_rpc_failures", 1);
 		metric_head(f, "fratier_tier_reachable", "gauge", "Whether the tier's storage answers (1) or not (0).");
 		for (size_t i = 0; i < n; i++) {
 			fprintf(f, "fratier_tier_reachable{tier=\"%s\",name=\"", tierctl_get(m, rows[i], "tier"));

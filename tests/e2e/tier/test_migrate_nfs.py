@@ -41,6 +41,24 @@ def export_stored(srv):
     return max(apparent, allocated)
 
 
+def nfs_metrics(res, fs, failures_at_least):
+    """tierctl metrics: the filer's NFS counters, parsed by Prometheus' own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+    rc, out, err = tc.tierctl(fs, "metrics")
+    samples = {}
+    try:
+        for fam in text_string_to_metric_families(out):
+            for smp in fam.samples:
+                if smp.labels.get("name") == "filer" and smp.name.startswith("fratier_tier_nfs_"):
+                    samples[smp.name] = smp.value
+    except ValueError as e:
+        res.check(False, "tierctl metrics does not parse: %s" % e)
+    res.check(rc == 0 and samples.get("fratier_tier_nfs_rpcs_total", 0) > 0
+              and samples.get("fratier_tier_nfs_rpc_seconds_total", 0) > 0
+              and samples.get("fratier_tier_nfs_rpc_failures_total", -1) >= failures_at_least,
+              "NFS metrics of the filer: %r %s" % (samples, err.strip()))
+
+
 def run(res, fs, srv, src):
     model = tc.copy_in(fs, src)
     if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
@@ -63,11 +81,15 @@ def run(res, fs, srv, src):
     res.check(filer and filer[0].get("reachable") == "yes" and filer[0].get("backend") == "nfs"
               and filer[0].get("files") == len(pieces) and filer[0].get("capacity", 0) > 0,
               "df filer row: %r" % filer)
+    res.check(filer and filer[0].get("nfs_rpcs", 0) > 0 and filer[0].get("nfs_rpc_failures") == 0,
+              "df counts the filer's NFS calls: %r" % {k: v for k, v in (filer or [{}])[0].items() if "nfs" in k})
+    nfs_metrics(res, fs, 0)
 
     srv.kill()
     st = tc.tierctl_json(res, fs, "status")
     res.check(any(t.get("name") == "filer" and t.get("reachable") == "no" for t in st.get("tiers", [])),
               "status does not say the filer is unreachable")
+    nfs_metrics(res, fs, 1)  # the status call above waited for the dead server
     # A daemon started while the filer is down: its files fail, the others do not.
     fs.stop()
     fs.start()
