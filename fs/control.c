@@ -761,20 +761,17 @@ static int dir_push(DirStack *s, uint64_t ino) {
 	return 0;
 }
 
-/* Sums a directory tree; directories the peer may not list are counted in errors and skipped, as du does. */
-static int tree_usage(Conn *c, const CatalogInode *top, Usage *u) {
+/*
+ * Walks the tree below directory top, calling visit for every entry's inode:
+ * for a directory, visit returns 1 to descend into it, 0 not to; for
+ * anything, a negative return stops the walk and is returned.  Entries
+ * removed meanwhile are passed over; the daemon stopping is -ECANCELED.
+ */
+static int tree_walk(Conn *c, uint64_t top, int (*visit)(Conn *c, const CatalogInode *ci, void *userdata),
+		     void *userdata) {
 	_cleanup_free_ CatalogDirent *ents = malloc(CONTROL_DIR_BATCH * sizeof(CatalogDirent));
 	DirStack stack = {};
-	int r;
-
-	if (!ents)
-		return -ENOMEM;
-	u->dirs++;
-	if (!may_access(c, top, 5)) {
-		u->errors++;
-		return 0;
-	}
-	r = dir_push(&stack, top->ino);
+	int r = ents ? dir_push(&stack, top) : -ENOMEM;
 	while (r >= 0 && stack.n > 0 && !atomic_load(&c->ctl->stopping)) {
 		uint64_t dir = stack.inos[--stack.n], after = 0;
 		for (;;) {
@@ -788,14 +785,9 @@ static int tree_usage(Conn *c, const CatalogInode *top, Usage *u) {
 				after = ents[k].cookie;
 				if (catalog_inode_get(c->reader, ents[k].ino, &ci) < 0)
 					continue; /* removed meanwhile */
-				if (S_ISDIR(ci.mode)) {
-					u->dirs++;
-					if (may_access(c, &ci, 5))
-						r = dir_push(&stack, ci.ino);
-					else
-						u->errors++;
-				} else if (file_usage(c, &ci, u) < 0)
-					u->errors++;
+				r = visit(c, &ci, userdata);
+				if (r > 0 && S_ISDIR(ci.mode))
+					r = dir_push(&stack, ci.ino);
 			}
 			if (r < 0)
 				break;
@@ -804,7 +796,29 @@ static int tree_usage(Conn *c, const CatalogInode *top, Usage *u) {
 	free(stack.inos);
 	if (atomic_load(&c->ctl->stopping))
 		return -ECANCELED;
-	return r;
+	return r < 0 ? r : 0;
+}
+
+static int usage_visit(Conn *c, const CatalogInode *ci, void *userdata) {
+	Usage *u = userdata;
+	if (S_ISDIR(ci->mode)) {
+		u->dirs++;
+		if (may_access(c, ci, 5))
+			return 1;
+		u->errors++;
+	} else if (file_usage(c, ci, u) < 0)
+		u->errors++;
+	return 0;
+}
+
+/* Sums a directory tree; directories the peer may not list are counted in errors and skipped, as du does. */
+static int tree_usage(Conn *c, const CatalogInode *top, Usage *u) {
+	u->dirs++;
+	if (!may_access(c, top, 5)) {
+		u->errors++;
+		return 0;
+	}
+	return tree_walk(c, top->ino, usage_visit, u);
 }
 
 static int path_failed(Conn *c, const char *path, int err) {
@@ -1424,37 +1438,15 @@ static int plan_logs(Conn *c, MovePlan *p, const CtlRequest *req) {
 	return r;
 }
 
+static int plan_visit(Conn *c, const CatalogInode *ci, void *userdata) {
+	if (S_ISDIR(ci->mode))
+		return 1;
+	return S_ISREG(ci->mode) ? plan_add(c, userdata, ci) : 0;
+}
+
 /* Every regular file of a tree (the caller may do anything: it is root or the owner). */
 static int plan_tree(Conn *c, MovePlan *p, uint64_t top) {
-	_cleanup_free_ CatalogDirent *ents = malloc(CONTROL_DIR_BATCH * sizeof(CatalogDirent));
-	DirStack stack = {};
-	int r = ents ? dir_push(&stack, top) : -ENOMEM;
-	while (r >= 0 && stack.n > 0 && !atomic_load(&c->ctl->stopping)) {
-		uint64_t dir = stack.inos[--stack.n], after = 0;
-		for (;;) {
-			int n = catalog_dir_read(c->reader, dir, after, ents, CONTROL_DIR_BATCH);
-			if (n <= 0) {
-				r = n;
-				break;
-			}
-			for (int k = 0; r >= 0 && k < n; k++) {
-				CatalogInode ci;
-				after = ents[k].cookie;
-				if (catalog_inode_get(c->reader, ents[k].ino, &ci) < 0)
-					continue; /* removed meanwhile */
-				if (S_ISDIR(ci.mode))
-					r = dir_push(&stack, ci.ino);
-				else if (S_ISREG(ci.mode))
-					r = plan_add(c, p, &ci);
-			}
-			if (r < 0)
-				break;
-		}
-	}
-	free(stack.inos);
-	if (atomic_load(&c->ctl->stopping))
-		return -ECANCELED;
-	return r;
+	return tree_walk(c, top, plan_visit, p);
 }
 
 static int move_progress(uint64_t done, uint64_t total, void *userdata) {

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import harness
 import tiercommon as tc
@@ -96,8 +97,14 @@ def interrupted(res, fs, model):
     print("migrate interrupted after %r: exit %d" % (first.strip(), p.returncode), flush=True)
     res.check(p.returncode in (0, 130), "interrupted migrate: exit %d: %s" % (p.returncode, err.strip()))
     tc.compare_all(res, fs, model, "after an interrupted migrate")
-    j = tc.tierctl_json(res, fs, "ls", "-l", *sorted({os.path.dirname(fs.path(r)) for r in model}))
-    states = {e.get("state") for e in j.get("entries", []) if e.get("type") == "file"}
+    # tierctl is gone at once; the daemon notices at the move's next progress
+    # report and drops the copy there: wait for that, boundedly.
+    for _ in range(600):
+        j = tc.tierctl_json(res, fs, "ls", "-l", *sorted({os.path.dirname(fs.path(r)) for r in model}))
+        states = {e.get("state") for e in j.get("entries", []) if e.get("type") == "file"}
+        if "migrating" not in states:
+            break
+        time.sleep(0.05)
     res.check("migrating" not in states, "a file still shows migrating after the move stopped: %r" % states)
 
 
