@@ -245,7 +245,7 @@ static void status_moving(Fs *fs, uint64_t ino, const char *reason) {
 /* One pass: scan, then move what is due, oldest first.  Returns -ECANCELED when stopped. */
 static int policy_pass(Fs *fs, Catalog *reader) {
 	Scan s = { .fs = fs };
-	Pace pace = { .fs = fs, .start_ns = clock_ns(CLOCK_MONOTONIC) };
+	Pace pace = { .fs = fs };
 	uint64_t used = 0, avail = 0, need = 0, moved = 0, failed = 0;
 	int r;
 
@@ -270,6 +270,8 @@ static int policy_pass(Fs *fs, Catalog *reader) {
 		qsort(s.items, s.n, sizeof(Candidate), candidate_compare);
 
 	int64_t now = clock_ns(CLOCK_REALTIME);
+	/* From here, not from the scan: a long scan must not earn the moves a burst. */
+	pace.start_ns = clock_ns(CLOCK_MONOTONIC);
 	for (size_t k = 0; k < s.n && !atomic_load(&fs->policy_stopping); k++) {
 		const Candidate *c = &s.items[k];
 		bool old = c->migrate_after > 0 && now - c->mtime_ns >= (int64_t) c->migrate_after * 1000000000;
