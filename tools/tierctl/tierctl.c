@@ -1014,6 +1014,14 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 		fprintf(f, "fratier_store_throughput_bytes_per_second %llu\n",
 			(unsigned long long) tierctl_get_u64(m, 0, "store_rate"));
 	}
+	metric_head(f, "fratier_policy_moving", "gauge", "Whether the policy worker is moving a file (1) or idle (0).");
+	fprintf(f, "fratier_policy_moving %d\n", strcmp(tierctl_get(m, 0, "policy_state"), "moving") == 0);
+	metric_head(f, "fratier_policy_moved_files_total", "counter", "Files the policy worker moved off the hot tier since start.");
+	fprintf(f, "fratier_policy_moved_files_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "policy_files_moved"));
+	metric_head(f, "fratier_policy_moved_bytes_total", "counter", "Logical bytes of the files the policy worker moved since start.");
+	fprintf(f, "fratier_policy_moved_bytes_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "policy_bytes_moved"));
+	metric_head(f, "fratier_policy_failed_total", "counter", "Moves of the policy worker that failed since start.");
+	fprintf(f, "fratier_policy_failed_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "policy_failed"));
 	metric_head(f, "fratier_errors_total", "counter", "Warnings and errors the daemon logged since it started.");
 	fprintf(f, "fratier_errors_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "errors_total"));
 	(void) mount;

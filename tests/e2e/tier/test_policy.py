@@ -155,6 +155,9 @@ def run_age(res, fs, src):
     rc, out, err = tc.tierctl(fs, "status")
     res.check(rc == 0 and "mover:       idle" in out and ("moved %d files" % len(logs)) in out,
               "status text: %s %s" % (out, err))
+    rc, out, err = tc.tierctl(fs, "metrics")
+    res.check(rc == 0 and ("\nfratier_policy_moved_files_total %d\n" % len(logs)) in out and
+              "\nfratier_policy_moving 0\n" in out, "metrics: %s %s" % (out[-600:], err))
     return model
 
 
