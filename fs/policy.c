@@ -26,15 +26,17 @@
  *     at every step, and refused (-ESTALE, -EMEDIUMTYPE, -ENOENT) for a file
  *     changed, unsealed or deleted since the scan, which this pass then skips.
  *  2. Space is judged from the hot filesystem's statfs less what the
- *     collector will give back: the dead bytes of the hot tier's containers
- *     that are less than DEDUP_GC_LIVE_THRESHOLD_DEFAULT live (deleted or
- *     compacted at its next run).  Counting them as used would demote more
- *     files each pass until the collector ran; counting every dead byte
- *     would stop early, as a container mostly live keeps its dead frames.
- *     It is measured again after every move, so a file whose chunks are
- *     shared with files that stay frees nothing and the next one moves too.
- *     The price: demotion may overshoot by up to half a container (a
- *     container frees nothing until it is less than half live).
+ *     collector will give back: the dead bytes of the hot tier's full
+ *     containers that are less than DEDUP_GC_LIVE_THRESHOLD_DEFAULT live
+ *     (deleted or compacted at its next run; the open container is never
+ *     compacted).  Counting them as used would demote more files each pass
+ *     until the collector ran; counting every dead byte would stop early,
+ *     as a container mostly live keeps its dead frames.  It is measured
+ *     again after every move, so a file whose chunks are shared with files
+ *     that stay frees nothing and the next one moves too.  The price:
+ *     demotion may overshoot by up to half a container (a container frees
+ *     nothing until it is less than half live), and the files of the open
+ *     container free nothing until it is full.
  *  3. The worker reads the catalog through its own read-only connection
  *     (catalog_open_reader()), so a scan never holds the daemon's catalog
  *     lock against the filesystem.
@@ -148,7 +150,7 @@ void fs_policy_check_space(Fs *fs) {
 }
 
 static int count_reclaimable(const CatalogContainer *ct, void *userdata) {
-	if ((double) ct->live_bytes < (double) ct->size * DEDUP_GC_LIVE_THRESHOLD_DEFAULT)
+	if (ct->full && (double) ct->live_bytes < (double) ct->size * DEDUP_GC_LIVE_THRESHOLD_DEFAULT)
 		*(uint64_t *) userdata += ct->size - MIN(ct->size, ct->live_bytes);
 	return 0;
 }
