@@ -25,6 +25,8 @@ took.
   exactly.  The marks are lower than the defaults because the collector
   needs room on the hot tier to compact a 32 MiB container, which 15% of a
   96 MiB disk is not.
+- reserve: the same with the watermarks at 100%/99% and reserve = 64M on a
+  128 MiB tmpfs filled to 60%: the oldest files move until 64 MiB are free.
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_KEEP (keep the data directories).
@@ -48,6 +50,8 @@ AGE_TMPFS = 160 * MiB
 FILL_TMPFS = 96 * MiB
 OPTIONS = dc.OPTIONS + ["policy_interval=1"]
 HIGH, LOW = 60, 40
+RESERVE_TMPFS = 128 * MiB
+RESERVE = 64 * MiB
 
 
 def mount_tmpfs(path, size):
@@ -194,38 +198,57 @@ def run_unmount_while_moving(res, base, hot, model):
         tc.compare_all(res, fs, model, "after the image copies moved")
 
 
-def run_watermark(res, fs, hot):
-    rng_seed = 7
-    content = dc.Content(rng_seed)
+def hot_free(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def run_space(res, fs, hot, what, fill_to, done, goal):
+    """Fills hot with distinct, incompressible archived logs to fill_to percent, then waits for done(hot)."""
+    content = dc.Content(7)
     model, order = {}, []
     os.makedirs(fs.path("fra", "archivelog"), exist_ok=True)
     n = 0
-    # Past the high mark, but short of full: sealing a file needs room for its copy for a while.
-    while hot_use(hot) < HIGH + 3 and n < FILL_TMPFS // MiB:
+    # Short of full: sealing a file needs room for its copy for a while.
+    while hot_use(hot) < fill_to and n < 128:
         rel = "fra/archivelog/thread_1_seq_%d.arc" % (1000 + n)
         data = content.make(MiB, shared=0.0, zeros=0.0, text=0.0)
         dc.write_file(fs.path(rel), data)
         model[rel] = data
         order.append(rel)
         n += 1
-    print("watermark: %d files written, hot tier %.1f%% used" % (n, hot_use(hot)), flush=True)
-    res.check(hot_use(hot) >= HIGH, "the hot tier never got above its high watermark (%.1f%%)" % hot_use(hot))
+    print("%s: %d files written, hot tier %.1f%% used" % (what, n, hot_use(hot)), flush=True)
+    res.check(hot_use(hot) >= fill_to, "%s: the hot tier never got to %d%% used (%.1f%%)" % (what, fill_to, hot_use(hot)))
     if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
         return
     # Only a close wakes the worker here (a pass an hour): once all is sealed, one more close.
     dc.write_file(fs.path("fra", "poke"), b"x")
-    below = wait_for("the hot tier below its low watermark", lambda: hot_use(hot) < LOW)
-    res.check(below, "the hot tier stayed at %.1f%% used, above the low watermark" % hot_use(hot))
+    res.check(wait_for(goal, lambda: done(hot)), "%s: not %s: %.1f%% used, %d MiB free"
+              % (what, goal, hot_use(hot), hot_free(hot) // MiB))
     tiers = tc.tiers_of(res, fs, model)
     cold = [r for r in order if tiers.get(r) == 1]
     warm = [r for r in order if tiers.get(r) == 0]
-    print("watermark: %d files moved, %d stayed, hot tier %.1f%% used" % (len(cold), len(warm), hot_use(hot)), flush=True)
-    res.check(cold and warm, "expected some files moved and some kept: %d moved, %d kept" % (len(cold), len(warm)))
-    res.check(order[:len(cold)] == cold, "the files moved are not the oldest: %r" % cold)
+    print("%s: %d files moved, %d stayed, hot tier %.1f%% used, %d MiB free"
+          % (what, len(cold), len(warm), hot_use(hot), hot_free(hot) // MiB), flush=True)
+    res.check(cold and warm, "%s: expected some files moved and some kept: %d moved, %d kept" % (what, len(cold), len(warm)))
+    res.check(order[:len(cold)] == cold, "%s: the files moved are not the oldest: %r" % (what, cold))
     s = status(res, fs)
-    res.check(int(s.get("policy_files_moved", 0)) == len(cold), "status counts %s moves, %d files moved"
-              % (s.get("policy_files_moved"), len(cold)))
-    tc.compare_all(res, fs, model, "after the moves by watermark")
+    res.check(int(s.get("policy_files_moved", 0)) == len(cold), "%s: status counts %s moves, %d files moved"
+              % (what, s.get("policy_files_moved"), len(cold)))
+    tc.compare_all(res, fs, model, "after the moves for space (%s)" % what)
+
+
+def space_instance(res, tmp, name, size, hot_keys):
+    """A mount whose hot tier is a tmpfs of size bytes, configured with hot_keys; returns (Fratier, hot path)."""
+    base = os.path.join(tmp, name)
+    hot = os.path.join(base, "data", "hot")
+    mount_tmpfs(hot, size)
+    os.makedirs(os.path.join(base, "data", "capacity"), exist_ok=True)
+    config = os.path.join(base, "space.conf")
+    with open(config, "w") as f:
+        f.write("[fratier]\ndata_dir = %s\npolicy_interval = 1h\n[tier hot]\npath = %s\n%s[tier capacity]\n"
+                % (os.path.join(base, "data"), hot, hot_keys))
+    return harness.Fratier(base=base, options=dc.OPTIONS, config=config), hot
 
 
 def main():
@@ -234,6 +257,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="fratier-policy-", dir=os.environ.get("FRATIER_TMP"))
     hot_a = os.path.join(tmp, "a", "data", "hot")
     hot_b = os.path.join(tmp, "b", "data", "hot")
+    hot_c = os.path.join(tmp, "c", "data", "hot")
     fs = None
     try:
         src = os.path.join(tmp, "fra")
@@ -250,21 +274,25 @@ def main():
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
 
-        mount_tmpfs(hot_b, FILL_TMPFS)
-        base = os.path.join(tmp, "b")
-        os.makedirs(os.path.join(base, "data", "capacity"), exist_ok=True)
-        config = os.path.join(base, "watermark.conf")
-        with open(config, "w") as f:
-            f.write("[fratier]\ndata_dir = %s\npolicy_interval = 1h\n[tier hot]\npath = %s\n"
-                    "high_watermark = %d%%\nlow_watermark = %d%%\n[tier capacity]\n"
-                    % (os.path.join(base, "data"), hot_b, HIGH, LOW))
-        with harness.Fratier(base=base, options=dc.OPTIONS, config=config) as fs:
-            run_watermark(res, fs, hot_b)
+        fs, hot_b = space_instance(res, tmp, "b", FILL_TMPFS,
+                                   "high_watermark = %d%%\nlow_watermark = %d%%\n" % (HIGH, LOW))
+        with fs:
+            run_space(res, fs, hot_b, "watermark", HIGH + 3, lambda h: hot_use(h) < LOW,
+                      "below the low watermark of %d%%" % LOW)
+            if res.failed:
+                sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
+        # The watermarks out of the way (100% is never exceeded): the reserve alone drives the moves.
+        fs, hot_c = space_instance(res, tmp, "c", RESERVE_TMPFS,
+                                   "high_watermark = 100%%\nlow_watermark = 99%%\nreserve = %dM\n" % (RESERVE // MiB))
+        with fs:
+            run_space(res, fs, hot_c, "reserve", 60, lambda h: hot_free(h) >= RESERVE,
+                      "%d MiB free (the reserve)" % (RESERVE // MiB))
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
     finally:
         umount(hot_a)
         umount(hot_b)
+        umount(hot_c)
         if not os.environ.get("FRATIER_KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
     res.finish()
