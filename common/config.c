@@ -30,6 +30,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,12 +137,20 @@ ConfigClassPolicy config_class_default(ConfigClass c) {
 		 * 5% changed blocks ~1.4x smaller than 16 KiB ones, for a first
 		 * full ~10% larger (README, "Why these chunk sizes").
 		 */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 8u << 10, 3 };
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 8u << 10, 3, 1, CONFIG_MIGRATE_AFTER_DEFAULT };
 	case CONFIG_CLASS_IMAGECOPY:
-		/* Image copies keep Oracle's block alignment: fixed chunks of two 8 KiB blocks. */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_FIXED, 16u << 10, 3 };
+		/*
+		 * Image copies keep Oracle's block alignment: fixed chunks of two
+		 * 8 KiB blocks.  RECOVER COPY rewrites them in place every day, so
+		 * they stay hot: moved, they would come back at the next change.
+		 */
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_FIXED, 16u << 10, 3, 0, 0 };
+	case CONFIG_CLASS_ARCHIVELOG:
+		/* Read again only for a recovery: a day on the hot tier covers the usual restore of last night's backup. */
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3, 1, CONFIG_MIGRATE_AFTER_DEFAULT };
 	default:
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3 };
+		/* Nothing is known of what it is, so nothing is moved without being asked. */
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3, 0, 0 };
 	}
 }
 
@@ -181,6 +190,35 @@ int parse_size(const char *s, uint64_t *ret) {
 	if (overflow || (shift > 0 && v > (UINT64_MAX >> shift)))
 		return -ERANGE;
 	*ret = v << shift;
+	return 0;
+}
+
+int parse_duration(const char *s, uint64_t *ret) {
+	static const struct {
+		char suffix;
+		uint64_t seconds;
+	} units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 } };
+	uint64_t v = 0, unit = 1;
+	bool overflow = false;
+	const char *p = s;
+
+	if (!p || *p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t) (*p - '0'), &v))
+			overflow = true;
+	if (*p != '\0') {
+		size_t i;
+		for (i = 0; i < ELEMENTSOF(units); i++)
+			if (*p == units[i].suffix)
+				break;
+		if (i == ELEMENTSOF(units) || p[1] != '\0')
+			return -EINVAL;
+		unit = units[i].seconds;
+	}
+	if (overflow || __builtin_mul_overflow(v, unit, &v) || v > CONFIG_DURATION_MAX)
+		return -ERANGE;
+	*ret = v;
 	return 0;
 }
 
@@ -284,7 +322,11 @@ static int config_add_tier(Config *c, const char *name, TierRole role, TierBacke
 }
 
 int config_default(const char *data_dir, Config *ret) {
-	_cleanup_(config_done) Config c = { .log_level = LOG_INFO };
+	_cleanup_(config_done) Config c = {
+		.log_level = LOG_INFO,
+		.policy_interval = CONFIG_POLICY_INTERVAL_DEFAULT,
+		.policy_bandwidth = CONFIG_POLICY_BANDWIDTH_DEFAULT,
+	};
 	_cleanup_free_ char *cwd = NULL;
 	int r;
 
@@ -308,6 +350,8 @@ int config_default(const char *data_dir, Config *ret) {
 	r = config_add_tier(&c, "capacity", TIER_ROLE_CAPACITY, TIER_BACKEND_DIR, "capacity");
 	if (r < 0)
 		return r;
+	c.tiers[0].high_watermark = CONFIG_WATERMARK_HIGH_DEFAULT;
+	c.tiers[0].low_watermark = CONFIG_WATERMARK_LOW_DEFAULT;
 	config_classes_default(&c);
 
 	*ret = c;
@@ -332,6 +376,8 @@ typedef struct TierState {
 	unsigned path_line;
 	char *path;             /* as written, resolved once data_dir is known */
 	unsigned keys_seen;     /* bit per tier_keys[] entry */
+	unsigned high_line;
+	unsigned low_line;
 } TierState;
 
 typedef struct Parser {
@@ -351,6 +397,8 @@ typedef struct Parser {
 	unsigned class_keys_seen[_CONFIG_CLASS_MAX];
 	unsigned chunking_line[_CONFIG_CLASS_MAX];
 	unsigned chunk_size_line[_CONFIG_CLASS_MAX];
+	unsigned target_line[_CONFIG_CLASS_MAX];
+	char *target[_CONFIG_CLASS_MAX]; /* as written, resolved once every tier is known */
 
 	Config config;
 	TierState tiers[CONFIG_TIERS_MAX];
@@ -363,6 +411,8 @@ typedef struct Parser {
 static void parser_done(Parser *p) {
 	for (size_t i = 0; i < CONFIG_TIERS_MAX; i++)
 		free(p->tiers[i].path);
+	for (size_t k = 0; k < _CONFIG_CLASS_MAX; k++)
+		free(p->target[k]);
 	free(p->error);
 	config_done(&p->config);
 }
@@ -514,11 +564,71 @@ static int parse_size_key(Parser *p, const char *key, const char *value, uint64_
 	return 0;
 }
 
+static int parse_duration_key(Parser *p, const char *key, const char *value, uint64_t *ret) {
+	int r = parse_duration(value, ret);
+	if (r == -ERANGE)
+		return parser_fail(p, p->line, "duration '%s' out of range for '%s' (at most %llud)", ESC(value), key,
+				   CONFIG_DURATION_MAX / 86400);
+	if (r < 0)
+		return parser_fail(p, p->line, "invalid duration '%s' for '%s' (expected a number with s, m, h or d)",
+				   ESC(value), key);
+	return 0;
+}
+
+static int parse_policy_interval(Parser *p, const char *key, const char *value) {
+	uint64_t v;
+	int r = parse_duration_key(p, key, value, &v);
+	if (r < 0)
+		return r;
+	if (v < 1 || v > CONFIG_POLICY_INTERVAL_MAX)
+		return parser_fail(p, p->line, "'%s' must be from 1s to %ud, got '%s'", key,
+				   CONFIG_POLICY_INTERVAL_MAX / 86400, ESC(value));
+	p->config.policy_interval = v;
+	return 0;
+}
+
+static int parse_policy_bandwidth(Parser *p, const char *key, const char *value) {
+	return parse_size_key(p, key, value, &p->config.policy_bandwidth);
+}
+
+static int parse_percent(Parser *p, const char *key, const char *value, unsigned *ret) {
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(value, &end, 10);
+	if (value[0] < '0' || value[0] > '9' || errno != 0 || (*end != '\0' && strcmp(end, "%") != 0) || v > 100)
+		return parser_fail(p, p->line, "invalid percentage '%s' for '%s' (expected 0%% to 100%%)", ESC(value), key);
+	*ret = (unsigned) v;
+	return 0;
+}
+
+static int parse_high_watermark(Parser *p, const char *key, const char *value) {
+	p->tiers[p->tier].high_line = p->line;
+	return parse_percent(p, key, value, &p->config.tiers[p->tier].high_watermark);
+}
+
+static int parse_low_watermark(Parser *p, const char *key, const char *value) {
+	p->tiers[p->tier].low_line = p->line;
+	return parse_percent(p, key, value, &p->config.tiers[p->tier].low_watermark);
+}
+
+static int parse_migrate_after(Parser *p, const char *key, const char *value) {
+	return parse_duration_key(p, key, value, &p->config.classes[p->klass].migrate_after);
+}
+
+static int parse_target(Parser *p, const char *key, const char *value) {
+	p->target[p->klass] = strdup(value);
+	if (!p->target[p->klass])
+		return parser_oom(p);
+	p->target_line[p->klass] = p->line;
+	return 0;
+}
+
 static int parse_capacity(Parser *p, const char *key, const char *value) {
 	return parse_size_key(p, key, value, &p->config.tiers[p->tier].capacity);
 }
 
 static int parse_reserve(Parser *p, const char *key, const char *value) {
+	p->config.tiers[p->tier].has_reserve = true;
 	return parse_size_key(p, key, value, &p->config.tiers[p->tier].reserve);
 }
 
@@ -578,6 +688,8 @@ static const KeyDef main_keys[] = {
 	{ "allow_other", parse_allow_other },
 	{ "log_level", parse_log_level },
 	{ "control_socket", parse_control_socket },
+	{ "policy_interval", parse_policy_interval },
+	{ "policy_bandwidth", parse_policy_bandwidth },
 };
 
 static const KeyDef tier_keys[] = {
@@ -587,12 +699,16 @@ static const KeyDef tier_keys[] = {
 	{ "capacity", parse_capacity },
 	{ "reserve", parse_reserve },
 	{ "zstd_level", parse_tier_zstd_level },
+	{ "high_watermark", parse_high_watermark },
+	{ "low_watermark", parse_low_watermark },
 };
 
 static const KeyDef class_keys[] = {
 	{ "chunking", parse_chunking },
 	{ "chunk_size", parse_chunk_size },
 	{ "zstd_level", parse_zstd_level },
+	{ "migrate_after", parse_migrate_after },
+	{ "target", parse_target },
 };
 
 _Static_assert(ELEMENTSOF(main_keys) <= 32 && ELEMENTSOF(tier_keys) <= 32 && ELEMENTSOF(class_keys) <= 32,
@@ -857,6 +973,58 @@ static int parser_finish(Parser *p) {
 	if (hot == SIZE_MAX)
 		return parser_fail(p, 0, "no hot tier defined");
 
+	for (size_t i = 0; i < c->n_tiers; i++) {
+		ConfigTier *t = &c->tiers[i];
+		TierState *ts = &p->tiers[i];
+		unsigned line = ts->high_line ?: ts->low_line;
+
+		if (t->role != TIER_ROLE_HOT) {
+			/* Only the hot tier is measured: lower tiers have nowhere further to demote to. */
+			if (line > 0)
+				return parser_fail(p, MIN(ts->high_line ?: UINT_MAX, ts->low_line ?: UINT_MAX),
+						   "watermarks belong to the hot tier, not to tier '%s'", t->name);
+			continue;
+		}
+		if (ts->high_line == 0)
+			t->high_watermark = CONFIG_WATERMARK_HIGH_DEFAULT;
+		if (ts->low_line == 0)
+			t->low_watermark = MIN(CONFIG_WATERMARK_LOW_DEFAULT, t->high_watermark ? t->high_watermark - 1 : 0);
+		if (t->low_watermark >= t->high_watermark)
+			return parser_fail(p, MAX(ts->high_line, ts->low_line),
+					   "low_watermark (%u%%) of tier '%s' must be below its high_watermark (%u%%)",
+					   t->low_watermark, t->name, t->high_watermark);
+	}
+
+	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {
+		const char *target = p->target[k];
+		uint32_t number = 0, lower = 0;
+		char *end;
+
+		if (!target)
+			continue;
+		errno = 0;
+		unsigned long v = strtoul(target, &end, 10);
+		bool numeric = target[0] >= '0' && target[0] <= '9' && *end == '\0' && errno == 0;
+		for (size_t i = 0; i < c->n_tiers; i++) {
+			if (c->tiers[i].role == TIER_ROLE_HOT) {
+				if (!numeric && strcmp(c->tiers[i].name, target) == 0)
+					return parser_fail(p, p->target_line[k],
+							   "target of class %s is the hot tier '%s' (expected a lower tier)",
+							   config_class_to_string(k), target);
+				continue;
+			}
+			lower++;
+			if (numeric ? v == lower : strcmp(c->tiers[i].name, target) == 0)
+				number = lower;
+		}
+		if (number == 0)
+			return parser_fail(p, p->target_line[k],
+					   numeric ? "target of class %s: no tier number '%s' (1 to %u; 0 is the hot tier)"
+						   : "target of class %s: no tier named '%s' (lower tiers: %u)",
+					   config_class_to_string(k), ESC(target), lower);
+		c->classes[k].target_tier = number;
+	}
+
 	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {
 		ConfigClassPolicy *cp = &c->classes[k];
 		unsigned line = p->chunk_size_line[k] ?: p->chunking_line[k];
@@ -918,6 +1086,8 @@ int config_parse(const char *buf, size_t len, const char *filename, Config *ret,
 		.len = len,
 		.filename = filename ? filename : "(config)",
 		.config.log_level = LOG_INFO,
+		.config.policy_interval = CONFIG_POLICY_INTERVAL_DEFAULT,
+		.config.policy_bandwidth = CONFIG_POLICY_BANDWIDTH_DEFAULT,
 	};
 	int r;
 

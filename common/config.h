@@ -14,13 +14,18 @@
  *   allow_other = no              ; let other users (oracle) use the mount
  *   log_level = info              ; err, warning, notice, info, debug
  *   control_socket = /run/fratier.sock ; tierctl's socket (absolute); default DATA_DIR/control.sock
+ *   policy_interval = 60s         ; how often the policy worker looks for files to move (1s .. 1d)
+ *   policy_bandwidth = 100M       ; bytes of file data the policy worker moves per second at most; 0 = no cap
  *
  *   [tier hot]                    ; "tier NAME", NAME = [A-Za-z0-9_-]{1,32}
  *   role = hot                    ; hot | capacity | nfs (default: NAME, if NAME is one of these)
  *   backend = dir                 ; dir | nfs (default: nfs for role nfs, else dir)
  *   path = /nvme/fratier          ; directory (absolute, or relative to data_dir) or nfs:// URL
  *   capacity = 2T                 ; optional cap on what fratier may use, IEC suffixes K M G T P
- *   reserve = 16G                 ; optional space kept free
+ *   reserve = 16G                 ; hot tier: free space the policy worker keeps for the archiver
+ *                                 ; (default: 4 x the largest archived log, at most 10% of the disk)
+ *   high_watermark = 85%          ; hot tier only: above this use, demote the coldest files ...
+ *   low_watermark = 70%           ; ... until use is below this one
  *   zstd_level = 9                ; optional: level of chunks new to this tier when files move
  *                                 ; here (colder data, stronger compression); default: the class's
  *
@@ -28,6 +33,10 @@
  *   chunking = cdc                ; cdc (content-defined) | fixed
  *   chunk_size = 8K               ; cdc: the average, a power of two (min = /4, max = x4); fixed: the size
  *   zstd_level = 3                ; -7 .. 19 (negative: zstd's fast levels)
+ *   migrate_after = 1d            ; move sealed files this long after their last change (s m h d); 0 = never
+ *   target = capacity             ; the tier they move to, by age or above the high watermark: a name, or
+ *                                 ; a number (1 = the first tier after hot); default: 1 for archivelog and
+ *                                 ; backuppiece, none (never moved automatically) for imagecopy and other
  *
  * Rules beyond the sketch above:
  *  - Unknown sections and keys, a key given twice, a section given twice and
@@ -50,6 +59,11 @@
  *    glue an indented line onto the previous value.  Comments start a line
  *    with ';' or '#', or follow a value after " ;".
  *  - Files: at most CONFIG_FILE_SIZE_MAX bytes, no NUL bytes.
+ *  - Durations: see parse_duration().  Percentages: an integer 0..100 with
+ *    an optional '%'; low_watermark must be below high_watermark.
+ *  - Tiers are numbered as fs/ numbers them: 0 is the hot tier, the others
+ *    follow from 1 in file order.  A class's target must be a tier other
+ *    than the hot one; it is checked once all tiers are known.
  *  - A [class NAME] section overrides only the keys it gives; the others
  *    keep their defaults (config_class_default()).  Online redo logs,
  *    control files and flashback logs are never deduplicated and have no
@@ -106,11 +120,22 @@ typedef enum ConfigChunking {
 #define CONFIG_FIXED_SIZE_MAX (4u << 20)
 #define CONFIG_ZSTD_LEVEL_MIN (-7)
 #define CONFIG_ZSTD_LEVEL_MAX 19
+#define CONFIG_WATERMARK_HIGH_DEFAULT 85
+#define CONFIG_WATERMARK_LOW_DEFAULT 70
+#define CONFIG_POLICY_INTERVAL_DEFAULT 60
+#define CONFIG_POLICY_INTERVAL_MAX 86400
+#define CONFIG_POLICY_BANDWIDTH_DEFAULT (100ull << 20)
+/* A file sealed this long ago migrates by age in the default policy of archivelogs and backup pieces. */
+#define CONFIG_MIGRATE_AFTER_DEFAULT 86400
+/* Ten years: beyond that a duration is a typo, and seconds stay far from int64 nanoseconds' limit. */
+#define CONFIG_DURATION_MAX (10ull * 366 * 86400)
 
 typedef struct ConfigClassPolicy {
 	ConfigChunking chunking;
 	uint32_t chunk_size;   /* cdc: average; fixed: every chunk */
 	int zstd_level;
+	uint32_t target_tier;  /* tier number files move to by age or watermark; 0 (or a tier not there) = none */
+	uint64_t migrate_after; /* seconds since a sealed file's mtime before it moves; 0 = never by age */
 } ConfigClassPolicy;
 
 typedef struct ConfigTier {
@@ -120,6 +145,9 @@ typedef struct ConfigTier {
 	char *path;            /* absolute directory or nfs:// URL, after resolution */
 	uint64_t capacity;     /* 0 = no cap beyond the backing filesystem */
 	uint64_t reserve;      /* bytes kept free on this tier */
+	bool has_reserve;      /* reserve was given; otherwise the hot tier's comes from the rule in config.h */
+	unsigned high_watermark; /* hot tier: percent of use above which files are demoted ... */
+	unsigned low_watermark;  /* ... down to this percent */
 	bool has_zstd_level;   /* files moved to this tier are compressed at zstd_level, not their class's */
 	int zstd_level;
 } ConfigTier;
@@ -130,6 +158,8 @@ typedef struct Config {
 	bool allow_other;
 	int log_level;         /* LOG_ERR .. LOG_DEBUG */
 	char *control_socket;  /* absolute and normalized, or NULL: DATA_DIR/control.sock */
+	uint64_t policy_interval;  /* seconds between the policy worker's passes */
+	uint64_t policy_bandwidth; /* bytes per second it moves at most; 0 = no cap */
 	ConfigTier tiers[CONFIG_TIERS_MAX];
 	size_t n_tiers;
 	ConfigClassPolicy classes[_CONFIG_CLASS_MAX];
@@ -191,3 +221,11 @@ void config_done(Config *c);
  * On error *ret is untouched.
  */
 int parse_size(const char *s, uint64_t *ret);
+
+/*
+ * Parses "90", "30s", "15m", "12h", "1d" into seconds: decimal digits, then
+ * optionally one of s m h d.  No sign, spaces or fractions.  Returns 0,
+ * -EINVAL for anything else, -ERANGE beyond CONFIG_DURATION_MAX.  On error
+ * *ret is untouched.
+ */
+int parse_duration(const char *s, uint64_t *ret);

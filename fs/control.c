@@ -505,6 +505,38 @@ static void throughput(FsControl *ctl, bool *ret_known, uint64_t *ret_sealed, ui
 	pthread_mutex_unlock(&ctl->lock);
 }
 
+static int path_of(Catalog *cat, uint64_t ino, char **ret);
+
+static int add_policy_status(Conn *c) {
+	FsPolicyStatus ps;
+	_cleanup_free_ char *path = NULL;
+
+	fs_policy_status_get(c->fs, &ps);
+	/* A file deleted or renamed meanwhile has no path to show: its number will do. */
+	if (ps.moving_ino && path_of(c->reader, ps.moving_ino, &path) < 0)
+		path = NULL;
+	int r = add(c, "policy_state", !c->fs->policy_thread_started ? "off" : ps.moving_ino ? "moving" : "idle");
+	if (r >= 0 && ps.moving_ino)
+		r = add_u64(c, "policy_inode", ps.moving_ino);
+	if (r >= 0 && path)
+		r = add(c, "policy_file", path);
+	if (r >= 0 && ps.reason)
+		r = add(c, "policy_reason", ps.reason);
+	if (r >= 0 && ps.last_run > 0)
+		r = add_i64(c, "policy_last_run", ps.last_run);
+	if (r >= 0)
+		r = add_i64(c, "policy_next_run", ps.next_run);
+	if (r >= 0)
+		r = add_u64(c, "policy_interval", c->fs->policy_interval_s);
+	if (r >= 0)
+		r = add_u64(c, "policy_files_moved", ps.files_moved);
+	if (r >= 0)
+		r = add_u64(c, "policy_bytes_moved", ps.bytes_moved);
+	if (r >= 0)
+		r = add_u64(c, "policy_failed", ps.failed);
+	return r;
+}
+
 static int do_status(Conn *c) {
 	Fs *fs = c->fs;
 	FsControl *ctl = c->ctl;
@@ -571,6 +603,8 @@ static int do_status(Conn *c) {
 		r = add_u64(c, "migrate_queue", atomic_load(&fs->migrate_queue));
 	if (r >= 0)
 		r = add_u64(c, "gc_queue", dead);
+	if (r >= 0)
+		r = add_policy_status(c);
 	if (r >= 0 && tp_known)
 		r = add_u64(c, "seal_rate", tp_sealed);
 	if (r >= 0 && tp_known)
@@ -602,6 +636,19 @@ static int do_policy(Conn *c) {
 		r = add_u64(c, "gc_interval", c->fs->gc_interval_s);
 	if (r >= 0)
 		r = add(c, "gc_live_threshold", "0.5");
+	const ConfigTier *hot = c->fs->tiers[0].config;
+	if (r >= 0)
+		r = add_u64(c, "policy_interval", c->fs->policy_interval_s);
+	if (r >= 0)
+		r = add_u64(c, "policy_bandwidth", c->fs->config->policy_bandwidth);
+	if (r >= 0)
+		r = add_u64(c, "high_watermark", hot->high_watermark);
+	if (r >= 0)
+		r = add_u64(c, "low_watermark", hot->low_watermark);
+	if (r >= 0)
+		r = add_u64(c, "reserve", fs_policy_reserve(c->fs));
+	if (r >= 0)
+		r = add(c, "reserve_rule", hot->has_reserve ? "configured" : "4 x the largest archivelog, at most 10% of the hot tier");
 	for (int k = 0; r >= 0 && k < _FS_CLASS_MAX; k++) {
 		/* The very settings the sealer takes, so what is shown is what is done. */
 		const ConfigClassPolicy *policy = fs_class_policy(c->fs, (FsFileClass) k);
@@ -629,6 +676,15 @@ static int do_policy(Conn *c) {
 				r = add(c, "zstd_level", level);
 			if (r >= 0)
 				r = add_u64(c, "seal_delay", c->fs->seal_delay_s);
+			/* A target tier that is not configured or not open moves nothing: show it as none. */
+			uint32_t to = policy->target_tier;
+			bool moves = to > 0 && fs_tier_store(c->fs, to);
+			if (r >= 0)
+				r = add_u64(c, "migrate_after", moves ? policy->migrate_after : 0);
+			if (r >= 0 && moves)
+				r = add_u64(c, "target_tier", to);
+			if (r >= 0 && moves)
+				r = add(c, "target", c->fs->tiers[to].config->name);
 		}
 	}
 	return r;

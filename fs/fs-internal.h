@@ -15,6 +15,7 @@
 /*
  * Lock order, outermost first:
  *   -. Fs.migrate_lock (one move between tiers at a time)
+ *   -. Fs.policy_lock (under migrate_lock only while a paced move waits on it)
  *   0. FsInode.data_lock (shared by every use of the data, exclusive to switch raw <-> sealed)
  *   1. the catalog lock (catalog_begin() .. commit/rollback, or any catalog call)
  *   2. Fs.table_lock
@@ -83,6 +84,17 @@ typedef struct FsTier {
 	char *error;              /* why it could not be opened, for status */
 } FsTier;
 
+/* What the policy worker is doing, for status (policy.c). */
+typedef struct FsPolicyStatus {
+	uint64_t moving_ino;      /* the file it is moving, 0 when idle */
+	const char *reason;       /* why: "age" or "space" (static), NULL when idle */
+	int64_t last_run;         /* Unix seconds of the end of the last pass, 0 before the first */
+	int64_t next_run;         /* Unix seconds of the next pass at the latest */
+	uint64_t files_moved;     /* since the mount */
+	uint64_t bytes_moved;     /* logical bytes of those files */
+	uint64_t failed;          /* moves that failed (refusals of changed files not counted) */
+} FsPolicyStatus;
+
 typedef struct Fs {
 	Config *config;
 	struct fuse_session *se;  /* set once mounted: for notifications to the kernel */
@@ -116,6 +128,18 @@ typedef struct Fs {
 	atomic_bool seal_stopping; /* read without the lock by a seal in progress, to give up */
 	bool seal_thread_started;
 	pthread_t seal_thread;
+
+	unsigned policy_interval_s;
+	pthread_mutex_t policy_lock; /* order: taken with no other lock held but migrate_lock */
+	pthread_cond_t policy_cond;
+	bool policy_stop;         /* protected by policy_lock */
+	bool policy_wake;         /* protected by policy_lock: a close found the hot tier short of space */
+	FsPolicyStatus policy_status; /* protected by policy_lock */
+	atomic_bool policy_stopping; /* read without the lock by the move in progress, to give up */
+	atomic_uint_fast64_t policy_reserve; /* the hot tier's reserve in effect, in bytes */
+	atomic_bool policy_draining; /* the hot tier went above its high watermark and is not yet below the low one */
+	bool policy_thread_started;
+	pthread_t policy_thread;
 
 	const char *mountpoint;
 	struct FsControl *control; /* tierctl's socket, see control.c */
@@ -240,6 +264,16 @@ void fs_sealer_stop(Fs *fs);
 void fs_seal_schedule(Fs *fs, uint64_t ino);
 /* Queues every raw file of a sealed class (work left from before a restart). */
 int fs_seal_schedule_pending(Fs *fs);
+
+/* policy.c: the worker that moves files off the hot tier by age and by its use (watermarks, reserve). */
+int fs_policy_start(Fs *fs);
+/* Stops it, cancelling the move in progress (fs_data_migrate() leaves garbage at most). */
+void fs_policy_stop(Fs *fs);
+/* Wakes the worker early if the hot tier is above its high watermark or below its reserve. */
+void fs_policy_check_space(Fs *fs);
+void fs_policy_status_get(Fs *fs, FsPolicyStatus *ret);
+/* The hot tier's reserve in bytes, as the last pass computed it. */
+uint64_t fs_policy_reserve(Fs *fs);
 
 /* control.c: the control socket tierctl talks to (docs/CONTROL.md). */
 typedef struct FsControl FsControl;

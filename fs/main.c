@@ -42,6 +42,8 @@ typedef struct Args {
 	char *control;
 	unsigned seal_delay_s;
 	unsigned gc_interval_s;
+	unsigned policy_interval_s;
+	unsigned policy;
 	char *positional[2];
 	unsigned n_positional;
 	bool allow_other;
@@ -62,6 +64,8 @@ static const struct fuse_opt arg_table[] = {
 	{ "control=%s", offsetof(Args, control), 0 },
 	{ "seal_delay=%u", offsetof(Args, seal_delay_s), 0 },
 	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
+	{ "policy_interval=%u", offsetof(Args, policy_interval_s), 0 },
+	{ "policy=%u", offsetof(Args, policy), 0 },
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -111,6 +115,8 @@ static void help(const char *argv0) {
 	       "  -o config=FILE   tiers and policies from an INI file\n"
 	       "  -o seal_delay=S  seconds a closed file stays quiet before it is deduplicated (default %d)\n"
 	       "  -o gc_interval=S seconds between chunk collections (default %d)\n"
+	       "  -o policy_interval=S seconds between passes of the policy worker (default: the config's, %d)\n"
+	       "  -o policy=0      no automatic moves (tierctl migrate, recall and pin still work)\n"
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
@@ -118,7 +124,7 @@ static void help(const char *argv0) {
 	       "  -V, --version    version\n"
 	       "\n"
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
-	       argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S);
+	       argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT);
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -252,7 +258,7 @@ static int run(int argc, char **argv) {
 	struct fuse_loop_config *loop = NULL;
 	_cleanup_free_ char *config_error = NULL, *control_path = NULL;
 	Config config = {};
-	Args a = { .seal_delay_s = SEAL_DELAY_DEFAULT_S, .gc_interval_s = GC_INTERVAL_DEFAULT_S };
+	Args a = { .seal_delay_s = SEAL_DELAY_DEFAULT_S, .gc_interval_s = GC_INTERVAL_DEFAULT_S, .policy = 1 };
 	Fs fs = { .hot_fd = -1, .staging_fd = -1, .lock_fd = -1 };
 	int r, ret = EXIT_FAILURE;
 
@@ -320,6 +326,7 @@ static int run(int argc, char **argv) {
 	}
 	fs.seal_delay_s = a.seal_delay_s;
 	fs.gc_interval_s = a.gc_interval_s ?: 1;
+	fs.policy_interval_s = a.policy_interval_s ?: (unsigned) config.policy_interval;
 	/* Tiers named in a config must exist: creating one could fill the wrong disk. */
 	if (hot_tier_open(&fs, !a.config) < 0)
 		goto out_fs;
@@ -370,6 +377,11 @@ static int run(int argc, char **argv) {
 		log_error_errno(r, "cannot start the sealing worker: %m");
 		goto out_unmount;
 	}
+	r = a.policy ? fs_policy_start(&fs) : 0;
+	if (r < 0) {
+		log_error_errno(r, "cannot start the policy worker: %m");
+		goto out_unmount;
+	}
 	r = fs_control_start(&fs);
 	if (r < 0) {
 		log_error_errno(r, "cannot serve the control socket %s: %m", control_path);
@@ -397,6 +409,7 @@ static int run(int argc, char **argv) {
 
 out_unmount:
 	fs_control_stop(&fs);
+	fs_policy_stop(&fs);
 	fs_sealer_stop(&fs);
 	fuse_session_unmount(se);
 out_signals:

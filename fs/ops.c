@@ -832,6 +832,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			fs_seal_schedule(fs, ino);
 	}
 	fuse_reply_err(req, 0);
+	/* After the reply: the archiver's close never waits for a statfs. */
+	if (written)
+		fs_policy_check_space(fs);
 }
 
 static void read_sealed(fuse_req_t req, FsInode *i, size_t size, off_t off) {

@@ -629,6 +629,96 @@ static void test_load_file(void) {
 	assert(rmdir(dir) == 0);
 }
 
+static void test_policy(void) {
+	_cleanup_(config_done) Config c = {};
+	uint64_t v;
+
+	/* Defaults: archivelogs and backup pieces move to tier 1 after a day; image copies and other stay. */
+	parse_ok(MAIN "[tier hot]\n[tier capacity]\n", &c);
+	assert(c.policy_interval == CONFIG_POLICY_INTERVAL_DEFAULT);
+	assert(c.policy_bandwidth == CONFIG_POLICY_BANDWIDTH_DEFAULT);
+	assert(c.tiers[0].high_watermark == 85 && c.tiers[0].low_watermark == 70 && !c.tiers[0].has_reserve);
+	assert(c.tiers[1].high_watermark == 0 && c.tiers[1].low_watermark == 0);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].migrate_after == 86400 && c.classes[CONFIG_CLASS_ARCHIVELOG].target_tier == 1);
+	assert(c.classes[CONFIG_CLASS_BACKUPPIECE].migrate_after == 86400 && c.classes[CONFIG_CLASS_BACKUPPIECE].target_tier == 1);
+	assert(c.classes[CONFIG_CLASS_IMAGECOPY].migrate_after == 0 && c.classes[CONFIG_CLASS_IMAGECOPY].target_tier == 0);
+	assert(c.classes[CONFIG_CLASS_OTHER].migrate_after == 0 && c.classes[CONFIG_CLASS_OTHER].target_tier == 0);
+	config_done(&c);
+	assert(config_default("/srv/x", &c) == 0);
+	assert(c.tiers[0].high_watermark == 85 && c.tiers[0].low_watermark == 70);
+	assert(c.policy_interval == CONFIG_POLICY_INTERVAL_DEFAULT && c.policy_bandwidth == CONFIG_POLICY_BANDWIDTH_DEFAULT);
+	config_done(&c);
+
+	parse_ok("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 5m\npolicy_bandwidth = 0\n"
+		 "[tier hot]\nhigh_watermark = 90%\nlow_watermark = 50\nreserve = 0\n"
+		 "[tier capacity]\n[tier nfs]\npath = nfs://filer/export\n"
+		 "[class archivelog]\nmigrate_after = 12h\ntarget = nfs\n"
+		 "[class imagecopy]\ntarget = 1\n[class other]\nmigrate_after = 0\ntarget = capacity\n", &c);
+	assert(c.policy_interval == 300 && c.policy_bandwidth == 0);
+	assert(c.tiers[0].high_watermark == 90 && c.tiers[0].low_watermark == 50);
+	assert(c.tiers[0].has_reserve && c.tiers[0].reserve == 0);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].migrate_after == 12 * 3600);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].target_tier == 2);
+	assert(c.classes[CONFIG_CLASS_IMAGECOPY].target_tier == 1 && c.classes[CONFIG_CLASS_IMAGECOPY].migrate_after == 0);
+	assert(c.classes[CONFIG_CLASS_OTHER].target_tier == 1 && c.classes[CONFIG_CLASS_OTHER].migrate_after == 0);
+	config_done(&c);
+
+	/* Only a high mark: the low one follows it down if the default would not be below it. */
+	parse_ok(MAIN "[tier hot]\nhigh_watermark = 60%\n", &c);
+	assert(c.tiers[0].high_watermark == 60 && c.tiers[0].low_watermark == 59);
+	config_done(&c);
+
+	assert(parse_duration("0", &v) == 0 && v == 0);
+	assert(parse_duration("90", &v) == 0 && v == 90);
+	assert(parse_duration("30s", &v) == 0 && v == 30);
+	assert(parse_duration("15m", &v) == 0 && v == 900);
+	assert(parse_duration("2h", &v) == 0 && v == 7200);
+	assert(parse_duration("7d", &v) == 0 && v == 7 * 86400);
+	assert(parse_duration("3660d", &v) == 0);
+	v = 42;
+	assert(parse_duration("3661d", &v) == -ERANGE && v == 42);
+	assert(parse_duration("99999999999999999999999", &v) == -ERANGE);
+	assert(parse_duration("", &v) == -EINVAL);
+	assert(parse_duration("d", &v) == -EINVAL);
+	assert(parse_duration("1w", &v) == -EINVAL);
+	assert(parse_duration("1dd", &v) == -EINVAL);
+	assert(parse_duration("-1d", &v) == -EINVAL);
+	assert(parse_duration("1 d", &v) == -EINVAL);
+	assert(parse_duration("1.5h", &v) == -EINVAL);
+	assert(parse_duration(NULL, &v) == -EINVAL && v == 42);
+
+	parse_fails(MAIN "[tier hot]\n[class archivelog]\nmigrate_after = 1w\n",
+		    FILE_NAME ":5: invalid duration '1w' for 'migrate_after' (expected a number with s, m, h or d)");
+	parse_fails(MAIN "[tier hot]\n[class archivelog]\nmigrate_after = 4000d\n",
+		    FILE_NAME ":5: duration '4000d' out of range for 'migrate_after' (at most 3660d)");
+	parse_fails(MAIN "[tier hot]\n[tier capacity]\n[class backuppiece]\ntarget = tape\n",
+		    FILE_NAME ":6: target of class backuppiece: no tier named 'tape' (lower tiers: 1)");
+	parse_fails(MAIN "[class backuppiece]\ntarget = 2\n[tier hot]\n[tier capacity]\n",
+		    FILE_NAME ":4: target of class backuppiece: no tier number '2' (1 to 1; 0 is the hot tier)");
+	parse_fails(MAIN "[tier hot]\n[tier capacity]\n[class other]\ntarget = hot\n",
+		    FILE_NAME ":6: target of class other is the hot tier 'hot' (expected a lower tier)");
+	parse_fails(MAIN "[tier hot]\n[tier capacity]\n[class other]\ntarget = 0\n",
+		    FILE_NAME ":6: target of class other: no tier number '0' (1 to 1; 0 is the hot tier)");
+	parse_fails(MAIN "[tier hot]\nhigh_watermark = 101%\n",
+		    FILE_NAME ":4: invalid percentage '101%' for 'high_watermark' (expected 0% to 100%)");
+	parse_fails(MAIN "[tier hot]\nlow_watermark = 7O%\n",
+		    FILE_NAME ":4: invalid percentage '7O%' for 'low_watermark' (expected 0% to 100%)");
+	parse_fails(MAIN "[tier hot]\nlow_watermark = -5\n",
+		    FILE_NAME ":4: invalid percentage '-5' for 'low_watermark' (expected 0% to 100%)");
+	parse_fails(MAIN "[tier hot]\nhigh_watermark = 80%\nlow_watermark = 80%\n",
+		    FILE_NAME ":5: low_watermark (80%) of tier 'hot' must be below its high_watermark (80%)");
+	parse_fails(MAIN "[tier hot]\n[tier capacity]\nlow_watermark = 10%\n",
+		    FILE_NAME ":5: watermarks belong to the hot tier, not to tier 'capacity'");
+	parse_fails(MAIN "[tier hot]\nhigh_watermark = 90%\nhigh_watermark = 90%\n",
+		    FILE_NAME ":5: duplicate key 'high_watermark' in section [tier hot]");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 0\n[tier hot]\n",
+		    FILE_NAME ":3: 'policy_interval' must be from 1s to 1d, got '0'");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 2d\n[tier hot]\n",
+		    FILE_NAME ":3: 'policy_interval' must be from 1s to 1d, got '2d'");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_bandwidth = 20%\n[tier hot]\n",
+		    FILE_NAME ":3: invalid size '20%' for 'policy_bandwidth'");
+}
+
 int main(void) {
 	test_full();
 	test_minimal();
@@ -636,6 +726,7 @@ int main(void) {
 	test_syntax_variants();
 	test_errors();
 	test_classes();
+	test_policy();
 	test_lines();
 	test_sizes();
 	test_strings();

@@ -58,13 +58,16 @@ class Fratier:
     temporary directory removed on exit unless FRATIER_KEEP is set.
     """
 
-    def __init__(self, base=None, options=(), config=None, data=None):
+    def __init__(self, base=None, options=(), config=None, data=None, policy=False):
+        """policy: let the policy worker move files by itself.  Off unless a
+        test is about it: its watermarks measure the host's disk, and a
+        test's files must not move because that disk happens to be full."""
         self.own_base = base is None
         self.base = base or tempfile.mkdtemp(prefix="fratier-e2e-", dir=os.environ.get("FRATIER_TMP"))
         self.data = data or os.path.join(self.base, "data")
         self.mnt = os.path.join(self.base, "mnt")
         self.log = os.path.join(self.base, "daemon.log")
-        self.options = list(options)
+        self.options = list(options) + ([] if policy else ["policy=0"])
         self.config = config
         self.proc = None
         os.makedirs(self.mnt, exist_ok=True)

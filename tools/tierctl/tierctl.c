@@ -257,6 +257,32 @@ static void format_duration(uint64_t s, char buf[static 32]) {
 		snprintf(buf, 32, "%llum %llus", (unsigned long long) (s / 60), (unsigned long long) (s % 60));
 }
 
+static void format_time(int64_t t, char buf[static 32]) {
+	time_t tt = (time_t) t;
+	struct tm tm;
+	localtime_r(&tt, &tm);
+	strftime(buf, 32, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static void print_policy_worker(const CtlMessage *m) {
+	char a[32], last[32], next[32];
+	const char *file = ctl_message_get(m, 0, "policy_file") ?: ctl_message_get(m, 0, "policy_inode");
+
+	if (strcmp(tierctl_get(m, 0, "policy_state"), "moving") == 0)
+		printf("mover:       moving %s%s (%s)\n", file ? "" : "inode ", file ?: "?",
+		       strcmp(tierctl_get(m, 0, "policy_reason"), "space") == 0 ? "the hot tier needs space" : "by age");
+	else
+		printf("mover:       idle\n");
+	if (ctl_message_get(m, 0, "policy_last_run"))
+		format_time((int64_t) tierctl_get_u64(m, 0, "policy_last_run"), last);
+	else
+		snprintf(last, sizeof(last), "not yet");
+	format_time((int64_t) tierctl_get_u64(m, 0, "policy_next_run"), next);
+	printf("             last pass %s, next by %s; moved %s files (%s) since start, %s failed\n", last, next,
+	       tierctl_get(m, 0, "policy_files_moved"), size_of(m, 0, "policy_bytes_moved", a),
+	       tierctl_get(m, 0, "policy_failed"));
+}
+
 static int run_status(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
 	int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
@@ -285,8 +311,10 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 		       size_of(m, 0, "store_rate", b));
 	else
 		printf("throughput:  not measured yet (the daemon samples every 10 s)\n");
-	printf("policy:      seal after %ss quiet, collect every %ss; migration by hand (tierctl migrate, recall), no watermarks yet\n\n",
-	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"));
+	printf("policy:      seal after %ss quiet, collect every %ss, move by age and watermark every %ss (tierctl policy show)\n",
+	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"), tierctl_get(m, 0, "policy_interval"));
+	print_policy_worker(m);
+	printf("\n");
 	r = print_tiers(m, false);
 	size_t nt;
 	_cleanup_free_ size_t *trows = tierctl_rows(m, "tier", &nt);
@@ -564,15 +592,19 @@ static int run_policy(TierctlMount *mount, char **args, int n_args) {
 		tierctl_reply_done(&reply);
 		return 0;
 	}
-	static const char *const h[] = { "CLASS", "SEALED", "CHUNKER", "MIN", "AVG", "MAX", "COMPRESSION", "SEAL DELAY" };
+	static const char *const h[] = { "CLASS", "SEALED", "CHUNKER", "MIN", "AVG", "MAX", "COMPRESSION", "SEAL DELAY",
+					 "MIGRATE AFTER", "TARGET" };
 	TierctlTable t;
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "class", &n);
-	r = table_start(&t, h, ELEMENTSOF(h), "lllrrrlr");
+	r = table_start(&t, h, ELEMENTSOF(h), "lllrrrlrrl");
 	for (size_t i = 0; r >= 0 && rows && i < n; i++) {
 		size_t at = rows[i];
 		bool sealed = strcmp(tierctl_get(m, at, "sealed"), "yes") == 0;
-		char a[32], b[32], c[32], level[32], delay[32];
+		char a[32], b[32], c[32], level[32], delay[32], after[32];
+		uint64_t age = tierctl_get_u64(m, at, "migrate_after");
+		if (age)
+			format_duration(age, after);
 		snprintf(level, sizeof(level), "zstd %s", tierctl_get(m, at, "zstd_level"));
 		snprintf(delay, sizeof(delay), "%ss", tierctl_get(m, at, "seal_delay"));
 		const char *cells[] = { tierctl_get(m, at, "class"),
@@ -582,13 +614,24 @@ static int run_policy(TierctlMount *mount, char **args, int n_args) {
 					sealed ? size_of(m, at, "chunk_avg", b) : "-",
 					sealed ? size_of(m, at, "chunk_max", c) : "-",
 					sealed ? level : "-",
-					sealed ? delay : "-" };
+					sealed ? delay : "-",
+					age ? after : "never",
+					ctl_message_get(m, at, "target") ?: "-" };
 		r = tierctl_table_add(&t, cells);
 	}
 	if (r >= 0) {
 		table_finish(&t);
 		printf("\ncollector: every %ss, compacts containers less than %s live\n", tierctl_get(m, 0, "gc_interval"),
 		       strcmp(tierctl_get(m, 0, "gc_live_threshold"), "0.5") == 0 ? "half" : tierctl_get(m, 0, "gc_live_threshold"));
+		char reserve[32], bw[32];
+		printf("hot tier:  above %s%% used, classes with a target move oldest first down to %s%%; free space kept: %s (%s)\n",
+		       tierctl_get(m, 0, "high_watermark"), tierctl_get(m, 0, "low_watermark"), size_of(m, 0, "reserve", reserve),
+		       tierctl_get(m, 0, "reserve_rule"));
+		if (tierctl_get_u64(m, 0, "policy_bandwidth"))
+			size_of(m, 0, "policy_bandwidth", bw);
+		printf("mover:     a pass every %ss, at most %s%s\n", tierctl_get(m, 0, "policy_interval"),
+		       tierctl_get_u64(m, 0, "policy_bandwidth") ? bw : "unthrottled",
+		       tierctl_get_u64(m, 0, "policy_bandwidth") ? "/s" : "");
 	} else
 		tierctl_table_done(&t);
 	tierctl_reply_done(&reply);
@@ -1063,6 +1106,14 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 		fprintf(f, "fratier_store_throughput_bytes_per_second %llu\n",
 			(unsigned long long) tierctl_get_u64(m, 0, "store_rate"));
 	}
+	metric_head(f, "fratier_policy_moving", "gauge", "Whether the policy worker is moving a file (1) or idle (0).");
+	fprintf(f, "fratier_policy_moving %d\n", strcmp(tierctl_get(m, 0, "policy_state"), "moving") == 0);
+	metric_head(f, "fratier_policy_moved_files_total", "counter", "Files the policy worker moved off the hot tier since start.");
+	fprintf(f, "fratier_policy_moved_files_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "policy_files_moved"));
+	metric_head(f, "fratier_policy_moved_bytes_total", "counter", "Logical bytes of the files the policy worker moved since start.");
+	fprintf(f, "fratier_policy_moved_bytes_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "policy_bytes_moved"));
+	metric_head(f, "fratier_policy_failed_total", "counter", "Moves of the policy worker that failed since start.");
+	fprintf(f, "fratier_policy_failed_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "policy_failed"));
 	metric_head(f, "fratier_errors_total", "counter", "Warnings and errors the daemon logged since it started.");
 	fprintf(f, "fratier_errors_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "errors_total"));
 	(void) mount;
@@ -1105,7 +1156,7 @@ static int run_metrics(TierctlMount *mount, char **args, int n_args) {
 /* ---- command line ---- */
 
 static const Command commands[] = {
-	{ "status", "status", "mount, tiers, capacity, queues, throughput and last errors", "", run_status, 0, 0 },
+	{ "status", "status", "mount, tiers, capacity, queues, throughput, the policy worker and last errors", "", run_status, 0, 0 },
 	{ "df", "df", "per tier: capacity, used, free, logical and stored bytes, dedup, compression, reduction", "",
 	  run_df, 0, 0 },
 	{ "du", "du PATH...", "per path: logical and stored bytes (unique and shared), reduction", "", run_du, 1,
@@ -1115,7 +1166,7 @@ static const Command commands[] = {
 	{ "report", "report [--by class|day|tier|database] [--html FILE]",
 	  "logical and stored bytes per class, day, tier or database",
 	  "bh", run_report, 0, 0 },
-	{ "policy", "policy show", "the per-class settings the daemon uses", "", run_policy, 1, 1 },
+	{ "policy", "policy show", "the per-class settings, migration ages and targets, watermarks and reserve", "", run_policy, 1, 1 },
 	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },
 	{ "scrub", "scrub [--tier N]", "verify every stored chunk, list damaged files (root or the owner)", "t",
 	  run_scrub, 0, 0 },
