@@ -162,9 +162,14 @@ void fs_inode_unpin(Fs *fs, FsInode *i);
  * the inode and its staging file.
  */
 void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n);
-/* Counts an open handle / releases it (closing the staging fd at the last one). */
+/*
+ * Counts an open handle / releases it (closing the staging fd at the last
+ * one).  With take_written, returns whether that was the last handle and
+ * the file was written since it was last queued for sealing (and clears
+ * that), so that the caller queues it.
+ */
 void fs_inode_open(Fs *fs, FsInode *i);
-void fs_inode_release(Fs *fs, FsInode *i);
+bool fs_inode_release(Fs *fs, FsInode *i, bool take_written);
 /* Deletes an inode with no links unless the kernel still references it. */
 int fs_inode_purge_if_unused(Fs *fs, uint64_t ino);
 

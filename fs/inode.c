@@ -257,8 +257,8 @@ void fs_inode_open(Fs *fs, FsInode *i) {
 	pthread_mutex_unlock(&fs->table_lock);
 }
 
-void fs_inode_release(Fs *fs, FsInode *i) {
-	bool gone = false;
+bool fs_inode_release(Fs *fs, FsInode *i, bool take_written) {
+	bool gone = false, written = false;
 	uint64_t ino = i->ino;
 	int fd = -1;
 
@@ -268,6 +268,9 @@ void fs_inode_release(Fs *fs, FsInode *i) {
 	 */
 	pthread_mutex_lock(&fs->table_lock);
 	if (--i->nopen == 0) {
+		/* Only the last close makes a file quiet: a reader closing leaves a writer's file alone. */
+		if (take_written)
+			written = atomic_exchange(&i->written, false);
 		if (inode_unused(i)) {
 			table_remove(fs, i);
 			gone = true;
@@ -284,4 +287,5 @@ void fs_inode_release(Fs *fs, FsInode *i) {
 		inode_delete_if_unlinked(fs, ino);
 	} else if (fd >= 0)
 		close(fd);
+	return written;
 }

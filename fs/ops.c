@@ -746,7 +746,7 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 		fs_data_unlock(i);
 	}
 	if (r < 0) {
-		fs_inode_release(fs, i);
+		(void) fs_inode_release(fs, i, false);
 		return r;
 	}
 	if (!atomic_load(&i->written)) {
@@ -775,7 +775,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);
 	if (fuse_reply_open(req, fi) < 0)
-		fs_inode_release(fs, i);
+		(void) fs_inode_release(fs, i, false);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
@@ -813,7 +813,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (r < 0 || fuse_reply_create(req, &e, fi) < 0) {
 		if (r < 0)
 			fuse_reply_err(req, -r);
-		fs_inode_release(fs, i);
+		(void) fs_inode_release(fs, i, false);
 		fs_inode_forget(fs, ino, 1);
 	}
 }
@@ -837,8 +837,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 
-	bool written = atomic_exchange(&i->written, false), rewritten = atomic_load(&i->overwritten);
-	fs_inode_release(fs, i);
+	bool rewritten = atomic_load(&i->overwritten);
+	bool written = fs_inode_release(fs, i, true);
 	if (written) {
 		if (rewritten)
 			mark_passthrough(fs, ino);
@@ -944,10 +944,11 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	if (n > 0)
 		started = data_written(i, (uint64_t) off, (uint64_t) off + (uint64_t) n);
 	FsFileClass class = (FsFileClass) i->file_class;
-	bool streamable = fs->seal_stream && fs_class_is_sealed(class) && !atomic_load(&i->overwritten);
+	/* A file rewritten in place is never sealed: no stream for it, but an old one must go. */
+	started = started && !atomic_load(&i->overwritten);
 	fs_data_unlock(i);
 	/* The worker does the chunking; this thread only tells it there is more. */
-	if (n > 0 && streamable)
+	if (n > 0 && fs->seal_stream && fs_class_is_sealed(class))
 		fs_stream_written(fs, i, class, started);
 	if (n < 0)
 		return (void) fuse_reply_err(req, (int) -n);
