@@ -50,6 +50,13 @@ typedef struct FsInode {
 	uint32_t run_epoch;       /* protected by lock */
 	uint64_t run_end;         /* protected by lock: bytes [0, run_end) written by the run's appends */
 	struct FsStream *stream;  /* protected by Fs.seal_lock: chunking the run, or NULL */
+	/*
+	 * The stream is attached, caught up, neither queued nor being fed: a
+	 * writer that clears this queues it.  Otherwise a worker will look at
+	 * the run again anyway, and a writer need not take Fs.seal_lock (which
+	 * a seal worker at nice 10 may hold while it waits for a CPU).
+	 */
+	atomic_bool stream_idle;
 
 	/*
 	 * Where the data is.  A raw file with an open handle has fd >= 0; a
@@ -112,7 +119,7 @@ typedef struct Fs {
 	pthread_mutex_t seal_lock; /* order: see the top; a thread holding it takes at most FsInode.lock */
 	pthread_cond_t seal_cond; /* work for the seal workers, or stop */
 	pthread_cond_t stream_idle_cond; /* a stream's worker put it down */
-	pthread_cond_t gc_cond;   /* wakes the collector to stop */
+	pthread_cond_t gc_cond;   /* wakes the collector: to stop, or no stream is left */
 	FsSealItem *seal_queue;   /* protected by seal_lock: files waiting to be sealed */
 	uint64_t *sealing;        /* protected by seal_lock: per worker, the inode it seals, or 0 */
 	FsStream *streams;        /* protected by seal_lock: every stream alive */
@@ -241,12 +248,21 @@ int fs_seal_schedule_pending(Fs *fs);
  */
 #define FS_STREAM_MAX_DEFAULT 8u
 #define FS_STREAM_MAX_LIMIT 1024u
+/* What a change of a file's bytes did to its run of appends (see FsInode). */
+typedef enum FsRunChange {
+	FS_RUN_NONE,     /* no run before, none now */
+	FS_RUN_STARTED,  /* a write at offset 0 started one */
+	FS_RUN_APPENDED, /* the run goes on */
+	FS_RUN_ENDED,    /* the run is over */
+} FsRunChange;
+
 /*
  * After a change of the bytes of i (of class c) through a handle the
- * caller holds: starts a stream if a run of appends started (started),
- * wakes a worker for the new bytes, or ends a stream whose run is over.
+ * caller holds: starts a stream for a run that started, wakes a worker
+ * for the new bytes of one that goes on, or ends the stream of a run that
+ * is over.
  */
-void fs_stream_written(Fs *fs, FsInode *i, FsFileClass c, bool started);
+void fs_stream_written(Fs *fs, FsInode *i, FsFileClass c, FsRunChange change);
 /*
  * If i has a stream now: true, and *ret_chunked gets the bytes it has
  * chunked so far (for the state xattr).
@@ -272,6 +288,11 @@ FsStream *fs_stream_take(Fs *fs, FsInode *i);
 bool fs_stream_take_writer(FsStream *s, DedupWriter **ret_w, int *ret_fd, uint64_t *ret_fed);
 /* Frees a detached stream (its writer's frames become garbage); accepts NULL, returns NULL. */
 FsStream *fs_stream_free(Fs *fs, FsStream *s);
+/*
+ * With seal_lock held: ends every stream (their files are sealed whole
+ * after close); returns how many.
+ */
+unsigned fs_stream_end_all(Fs *fs);
 /* At unmount, with the workers stopped: frees every stream. */
 void fs_stream_free_all(Fs *fs);
 

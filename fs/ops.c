@@ -279,7 +279,7 @@ out_unlock:;
 	fs_data_unlock(i);
 	/* A truncate ended the file's run: its stream goes now, not at close. */
 	if ((to_set & FUSE_SET_ATTR_SIZE) && fs->seal_stream)
-		fs_stream_written(fs, i, class, false);
+		fs_stream_written(fs, i, class, FS_RUN_ENDED);
 	return r;
 }
 
@@ -903,28 +903,33 @@ static int lock_raw(Fs *fs, FsInode *i) {
 
 /*
  * Bookkeeping after a write of [off, end): done under data_lock, after the
- * write.  Returns whether it started a run of appends (see FsInode).
+ * write.  Returns what it did to the run of appends (see FsInode).
  */
-static bool data_written(FsInode *i, uint64_t off, uint64_t end) {
-	bool started = false;
+static FsRunChange data_written(FsInode *i, uint64_t off, uint64_t end) {
+	FsRunChange change;
 	uint64_t prev = atomic_load(&i->written_end);
 	if (off < prev)
 		atomic_store(&i->overwritten, true);
 	while (end > prev && !atomic_compare_exchange_weak(&i->written_end, &prev, end))
 		;
 	pthread_mutex_lock(&i->lock);
-	if (i->run_ok && off == i->run_end)
+	if (i->run_ok && off == i->run_end) {
 		i->run_end = end;
-	else if (!i->run_ok && off == 0) {
-		i->run_ok = started = true;
+		change = FS_RUN_APPENDED;
+	} else if (i->run_ok) {
+		i->run_ok = false;
+		change = FS_RUN_ENDED;
+	} else if (off == 0) {
+		i->run_ok = true;
 		i->run_epoch++;
 		i->run_end = end;
+		change = FS_RUN_STARTED;
 	} else
-		i->run_ok = false;
+		change = FS_RUN_NONE;
 	pthread_mutex_unlock(&i->lock);
 	atomic_store(&i->written, true);
 	atomic_fetch_add(&i->data_gen, 1);
-	return started;
+	return change;
 }
 
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
@@ -932,7 +937,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
-	bool started = false;
+	FsRunChange change = FS_RUN_NONE;
 
 	int r = lock_raw(fs, i);
 	if (r < 0)
@@ -942,14 +947,15 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	out.buf[0].pos = off;
 	ssize_t n = fuse_buf_copy(&out, in, 0);
 	if (n > 0)
-		started = data_written(i, (uint64_t) off, (uint64_t) off + (uint64_t) n);
+		change = data_written(i, (uint64_t) off, (uint64_t) off + (uint64_t) n);
 	FsFileClass class = (FsFileClass) i->file_class;
-	/* A file rewritten in place is never sealed: no stream for it, but an old one must go. */
-	started = started && !atomic_load(&i->overwritten);
+	/* A file rewritten in place is never sealed: no stream for it. */
+	if (change == FS_RUN_STARTED && atomic_load(&i->overwritten))
+		change = FS_RUN_NONE;
 	fs_data_unlock(i);
 	/* The worker does the chunking; this thread only tells it there is more. */
-	if (n > 0 && fs->seal_stream && fs_class_is_sealed(class))
-		fs_stream_written(fs, i, class, started);
+	if (fs->seal_stream && fs_class_is_sealed(class))
+		fs_stream_written(fs, i, class, change);
 	if (n < 0)
 		return (void) fuse_reply_err(req, (int) -n);
 	fuse_reply_write(req, (size_t) n);
@@ -1069,7 +1075,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	FsFileClass class = (FsFileClass) i->file_class;
 	fs_data_unlock(i);
 	if (r >= 0 && fs->seal_stream)
-		fs_stream_written(fs, i, class, false);
+		fs_stream_written(fs, i, class, FS_RUN_ENDED);
 	fuse_reply_err(req, -r);
 }
 

@@ -24,6 +24,9 @@
 #include "common/macros.h"
 #include "fs/fs-internal.h"
 
+/* How long the collector waits for streams to end before it ends them. */
+#define GC_STREAM_PATIENCE_S 60
+
 static int64_t monotonic_ns(void) {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -189,8 +192,26 @@ static void *gc_main(void *userdata) {
 			pthread_cond_timedwait(&fs->gc_cond, &fs->seal_lock, &until);
 			continue;
 		}
-		pthread_mutex_unlock(&fs->seal_lock);
+		/*
+		 * The collector deletes chunks only while no writer is alive: no
+		 * stream starts now, and those that would keep it waiting longer
+		 * than GC_STREAM_PATIENCE_S end (their files are sealed after close).
+		 */
 		atomic_store(&fs->gc_waiting, true);
+		int64_t give_up = monotonic_ns() + (int64_t) GC_STREAM_PATIENCE_S * 1000000000;
+		while (fs->n_streams > 0 && !fs->seal_stop && monotonic_ns() < give_up) {
+			struct timespec until = deadline_after(give_up - monotonic_ns());
+			pthread_cond_timedwait(&fs->gc_cond, &fs->seal_lock, &until);
+		}
+		if (fs->seal_stop) {
+			atomic_store(&fs->gc_waiting, false);
+			break;
+		}
+		unsigned ended = fs_stream_end_all(fs);
+		if (ended > 0)
+			log_info("ended %u streams that kept the collector waiting for %ds; their files are sealed after close",
+				 ended, GC_STREAM_PATIENCE_S);
+		pthread_mutex_unlock(&fs->seal_lock);
 		run_gc(fs);
 		atomic_store(&fs->gc_waiting, false);
 		pthread_mutex_lock(&fs->seal_lock);

@@ -24,8 +24,9 @@
  *     collector, never a reference.
  *  3. A stream pins its inode and holds a writer, buffers of 1 to 5 MiB
  *     plus 12 bytes per chunk of its file; at most Fs.stream_max streams
- *     are alive, and none starts while the collector waits for writers to
- *     end (a writer alive holds off the deletion of dead chunks).
+ *     are alive.  A writer alive holds off the collector's deletion of dead
+ *     chunks: while the collector waits, no stream starts, and streams that
+ *     keep it waiting too long are ended (fs_stream_end_all()).
  *
  * States (all transitions under seal_lock):
  *
@@ -77,6 +78,8 @@ static bool run_get(FsStream *s, uint64_t *ret_end) {
 
 static void queue_push(Fs *fs, FsStream *s) {
 	FsStream **p = &fs->stream_queue;
+	if (s->attached)
+		atomic_store(&s->inode->stream_idle, false);
 	while (*p)
 		p = &(*p)->queue_next;
 	s->queue_next = NULL;
@@ -107,8 +110,10 @@ static void detach(Fs *fs, FsStream *s) {
 	if (!s->attached)
 		return;
 	s->inode->stream = NULL;
+	atomic_store(&s->inode->stream_idle, false);
 	s->attached = false;
-	fs->n_streams--;
+	if (--fs->n_streams == 0)
+		pthread_cond_broadcast(&fs->gc_cond); /* the collector may be waiting for that */
 	if (!s->busy && !s->queued)
 		queue_push(fs, s);
 }
@@ -122,10 +127,13 @@ static void stream_free(Fs *fs, FsStream *s) {
 	free(s);
 }
 
-void fs_stream_written(Fs *fs, FsInode *i, FsFileClass c, bool started) {
+void fs_stream_written(Fs *fs, FsInode *i, FsFileClass c, FsRunChange change) {
 	FsStream *fresh = NULL;
 
-	if (started && fs->seal_stream) {
+	/* A stream that is queued or being fed is looked at again by its worker: nothing to do. */
+	if (change == FS_RUN_NONE || (change == FS_RUN_APPENDED && !atomic_exchange(&i->stream_idle, false)))
+		return;
+	if (change == FS_RUN_STARTED && fs->seal_stream) {
 		/* Allocated and pinned outside seal_lock (table_lock ranks before it). */
 		fresh = calloc(1, sizeof(*fresh));
 		if (fresh) {
@@ -223,11 +231,20 @@ bool fs_stream_work(Fs *fs, void *buf) {
 
 	if (s->taken)
 		return true; /* the seal owns it now */
+	if (!s->attached) {
+		queue_push(fs, s); /* ended while we fed it: to be freed */
+		return true;
+	}
+	/*
+	 * Idle first, then look at the run: a writer that appended after the
+	 * look finds it idle and queues it; one that appended before, and did
+	 * not queue it because it was busy, is seen here.
+	 */
+	atomic_store(&s->inode->stream_idle, true);
 	bool ok = run_get(s, &end);
-	if (s->attached && (!ok || s->failed))
+	if (!ok || s->failed)
 		detach(fs, s);
-	else if (!s->attached || s->fed < end)
-		/* Freed, or more was appended meanwhile (or the turn ran out): its writer did not queue it while busy. */
+	else if (s->fed < end && atomic_exchange(&s->inode->stream_idle, false))
 		queue_push(fs, s);
 	return true;
 }
@@ -272,6 +289,16 @@ bool fs_stream_progress(Fs *fs, FsInode *i, uint64_t *ret_chunked) {
 		*ret_chunked = atomic_load(&s->chunked);
 	pthread_mutex_unlock(&fs->seal_lock);
 	return s != NULL;
+}
+
+unsigned fs_stream_end_all(Fs *fs) {
+	unsigned n = 0;
+	for (FsStream *s = fs->streams; s; s = s->all_next)
+		if (s->attached) {
+			detach(fs, s);
+			n++;
+		}
+	return n;
 }
 
 void fs_stream_free_all(Fs *fs) {

@@ -41,7 +41,7 @@ SEED = int(os.environ.get("FRATIER_STREAM_CRASH_SEED", "1"))
 # alive at most kills.
 OPTIONS = ["seal_delay=0", "gc_interval=3", "stream_max=4"]
 WRITERS = 4
-FILES_PER_WRITER = 3
+FILES_PER_WRITER = 2
 KILL_MAX = 0.8
 KEEP_ROUNDS = 2  # files of this many earlier rounds are checked again after each crash
 DIRS = {"arc": "ORCL/archivelog/2026_12_02", "bkp": "ORCL/backupset/2026_12_02", "dbf": "ORCL/datafile"}
@@ -100,7 +100,7 @@ class StreamCrashTest:
         files = []
         for f in range(FILES_PER_WRITER):
             ext = rng.choice(sorted(DIRS))
-            size = rng.randrange(2 << 20, 16 << 20)
+            size = rng.randrange(2 << 20, 12 << 20)
             if ext == "dbf":
                 size -= size % 8192
             rel = "%s/r%03d_w%d_%d.%s" % (DIRS[ext], rnd, k, f, ext)
