@@ -131,11 +131,9 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	if (i->fd >= 0)
 		close(i->fd);
 	i->fd = TAKE_FD(fd);
+	i->run_ok = false; /* the bytes copied back were not appended by a run */
 	pthread_mutex_unlock(&i->lock);
 	i->sealed = false;
-	pthread_mutex_lock(&i->lock);
-	i->run_ok = false;
-	pthread_mutex_unlock(&i->lock);
 	/*
 	 * The bytes copied back count as not yet written: only a rewrite within
 	 * this raw session marks the file as rewritten in place, so an image

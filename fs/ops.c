@@ -1068,7 +1068,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	if (fallocate(i->fd, mode, offset, length) < 0)
 		r = -errno;
 	else {
-		data_written(i, (uint64_t) offset, (uint64_t) offset + (uint64_t) length);
+		(void) data_written(i, (uint64_t) offset, (uint64_t) offset + (uint64_t) length);
 		/* Allocating, punching or zeroing: never part of a run, whatever the offset. */
 		run_stop(i);
 	}

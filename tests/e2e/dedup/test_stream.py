@@ -12,7 +12,9 @@
   rewritten file), an O_APPEND reopen of a sealed file.  Each drops its
   stream at once and ends byte-exact, sealed (but the rewritten one).
 - More writers at once than stream_max: the daemon never runs more streams
-  than that, the others are sealed after close, everything byte-exact.
+  than that, the others are sealed after close, everything byte-exact;
+  meanwhile the state xattr of those files and setattr and xattrs of the
+  mount root are hammered (entries pinned and unpinned under sanitizers).
 - seal_stream=0: no stream ever, files still sealed.
 
 The collector is kept away (gc_interval=3600): no stream starts while it
@@ -242,15 +244,32 @@ class StreamTest:
             except Exception as e:  # reported by the main thread
                 errors.append("%s: %s" % (rel, e))
 
+        def hammer(stop):
+            # The state xattr pins each inode while streams and seals pin and unpin it; the root,
+            # which the kernel holds no reference to, is pinned by setattr and the xattr cache alone.
+            k = 0
+            while not stop.is_set():
+                for rel, _ in jobs:
+                    dc.state_words(self.p(rel))
+                os.utime(self.fs.mnt)
+                os.setxattr(self.fs.mnt, "user.stream-test", b"%d" % k)
+                os.getxattr(self.fs.mnt, "user.stream-test")
+                k += 1
+
         before = self.status()
         threads = [threading.Thread(target=writer, args=j) for j in jobs]
-        for t in threads:
+        stop = threading.Event()
+        hammers = [threading.Thread(target=hammer, args=(stop,)) for _ in range(2)]
+        for t in threads + hammers:
             t.start()
         go.wait()
         while any(t.is_alive() for t in threads):
             st = self.status()
             seen.append(st["seal_streams"])
         for t in threads:
+            t.join()
+        stop.set()
+        for t in hammers:
             t.join()
         self.res.check(not errors, "crowd writers failed: %s" % "; ".join(errors))
         for rel, data in jobs:
