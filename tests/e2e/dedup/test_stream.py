@@ -177,6 +177,8 @@ class StreamTest:
         # Truncated to zero and written again from the start: a new stream, sealed from it.
         rel = d + "/again.bkp"
         dc.write_file(self.p(rel), data[:5 << 20], fsync=True)
+        # Sealed first: a seal still queued would take the new stream.
+        dc.check_sealed(self.res, [self.p(rel)], "before O_TRUNC")
         fd = os.open(self.p(rel), os.O_WRONLY | os.O_TRUNC)
         os.write(fd, data[5 << 20:6 << 20])
         self.expect_state(rel, ("raw", "backuppiece", True), "written again after O_TRUNC")
