@@ -261,6 +261,15 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	r = fs_inode_pin(fs, ino, true, &i);
 	if (r < 0)
 		return r;
+	/*
+	 * Written again since it was queued, and still open: its last close
+	 * queues it again, and sealing it now would only race the writer (and
+	 * take the stream of its new run).
+	 */
+	if (atomic_load(&i->written) && fs_inode_is_open(fs, i)) {
+		fs_inode_unpin(fs, i);
+		return 0;
+	}
 	/* Whatever happens below, the stream ends here: its file is closed, or changed. */
 	stream = fs_stream_take(fs, i);
 

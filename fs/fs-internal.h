@@ -177,6 +177,8 @@ void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n);
  */
 void fs_inode_open(Fs *fs, FsInode *i);
 bool fs_inode_release(Fs *fs, FsInode *i, bool take_written);
+/* Whether i has open handles now. */
+bool fs_inode_is_open(Fs *fs, FsInode *i);
 /* Deletes an inode with no links unless the kernel still references it. */
 int fs_inode_purge_if_unused(Fs *fs, uint64_t ino);
 

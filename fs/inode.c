@@ -251,6 +251,13 @@ void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n) {
 	}
 }
 
+bool fs_inode_is_open(Fs *fs, FsInode *i) {
+	pthread_mutex_lock(&fs->table_lock);
+	bool open = i->nopen > 0;
+	pthread_mutex_unlock(&fs->table_lock);
+	return open;
+}
+
 void fs_inode_open(Fs *fs, FsInode *i) {
 	pthread_mutex_lock(&fs->table_lock);
 	i->nopen++;

@@ -154,7 +154,8 @@ static void *worker_main(void *userdata) {
 			/*
 			 * Open files are sealed too: readers switch to the recipe
 			 * under the data lock, and a writer that changes the bytes
-			 * meanwhile makes the seal give up; its next close queues
+			 * meanwhile makes the seal give up (or one that did since
+			 * the file was queued makes it wait); its last close queues
 			 * the file again.
 			 */
 			int r = fs_data_seal(fs, ino);
