@@ -35,7 +35,7 @@ import harness
 import dedupcommon as dc
 
 STREAM_MAX = 3
-OPTIONS = ["seal_delay=0", "gc_interval=3600", "stream_max=%d" % STREAM_MAX, "seal_workers=2"]
+OPTIONS = ["seal_delay=0", "gc_interval=3600", "stream_max=%d" % STREAM_MAX, "seal_workers=2", "seal_stream=1"]
 CLASSES = {  # mount-relative directory, file name pattern, the class the daemon must report
     "archivelog": ("ORCL/archivelog/2026_12_01", "o1_mf_1_%d_abc.arc"),
     "archivelogbackup": ("ORCL/backupset/2026_12_01", "o1_mf_annnn_TAG%d_x.bkp"),
@@ -297,7 +297,7 @@ class StreamTest:
         self.fs.stop()
 
         # Streaming off: no stream ever, files still sealed.
-        self.fs.options = [o for o in OPTIONS] + ["seal_stream=0"]
+        self.fs.options = [o for o in OPTIONS if o != "seal_stream=1"] + ["seal_stream=0"]
         self.fs.start()
         rel = CLASSES["archivelog"][0] + "/off.arc"
         data = self.make(5 << 20)

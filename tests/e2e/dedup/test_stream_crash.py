@@ -39,7 +39,7 @@ SEED = int(os.environ.get("FRATIER_STREAM_CRASH_SEED", "1"))
 # Collections every 3 s: often enough to run between crashes, rarely enough
 # that their waits for writers (no stream starts meanwhile) leave streams
 # alive at most kills.
-OPTIONS = ["seal_delay=0", "gc_interval=3", "stream_max=4"]
+OPTIONS = ["seal_delay=0", "gc_interval=3", "stream_max=4", "seal_stream=1"]
 WRITERS = 4
 FILES_PER_WRITER = 2
 KILL_MAX = 0.8
