@@ -21,7 +21,6 @@ physical floor of this machine.  See bench/README.md.
 """
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -33,25 +32,17 @@ import sys
 import tempfile
 import time
 
-MIB = 1 << 20
-MB = 1000 * 1000
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (MB, MIB, BenchError, Daemon, Interrupted, PageCache, build_type, fmt,  # noqa: E402
+                      kill_group, med, sh, tail)
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 SRC_ROOT = os.path.dirname(BENCH_DIR)
-MOUNT_TIMEOUT = 30.0
-UNMOUNT_TIMEOUT = 30.0
 # Kept free on the workdir's filesystem beyond the SIZE bytes of files alive at once.
 FREE_MARGIN = 2 << 30
 
 TESTS = ('write', 'read', 'par4')
 SIDES = ('fratier', 'native')
-
-
-class BenchError(Exception):
-    pass
-
-
-class Interrupted(Exception):
-    """SIGTERM/SIGHUP, turned into an exception so cleanup runs as for Ctrl-C."""
 
 
 def parse_size(text):
@@ -73,15 +64,6 @@ def human(nbytes):
     return f'{nbytes / MIB:.1f} MiB'
 
 
-def sh(argv):
-    """Runs a short command; returns its stdout (stripped), '' if it cannot run."""
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return ''
-    return p.stdout.strip()
-
-
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -93,7 +75,7 @@ class Bench:
         self.daemon_log = None
         self.child = None
         self.perf_proc = None
-        self.cache_problem = None
+        self.cache = PageCache()
         # results[test][side] = list of MB/s, one per round
         self.results = {t: {s: [] for s in SIDES} for t in TESTS}
         self.ratios = {t: [] for t in TESTS}
@@ -140,28 +122,10 @@ class Bench:
         if self.args.mount_opts:
             opts += ',' + self.args.mount_opts
         self.daemon_log = os.path.join(self.work, 'fratierfs.log')
-        with open(self.daemon_log, 'wb') as log:
-            # Own session: Ctrl-C must reach us, not the daemon, so we unmount in order.
-            self.daemon = subprocess.Popen([self.fratierfs, '-f', '-o', opts, self.mnt],
-                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                           start_new_session=True)
-        deadline = time.monotonic() + MOUNT_TIMEOUT
-        while not is_mounted(self.mnt):
-            if self.daemon.poll() is not None:
-                rc, self.daemon = self.daemon.returncode, None
-                raise BenchError(f'fratierfs exited with {rc} before mounting:\n'
-                                 f'{self.log_tail()}')
-            if time.monotonic() > deadline:
-                raise BenchError(f'fratierfs did not mount within {MOUNT_TIMEOUT:.0f}s:\n'
-                                 f'{self.log_tail()}')
-            time.sleep(0.05)
+        self.daemon = Daemon(self.fratierfs, opts, self.mnt, self.daemon_log).start()
 
     def log_tail(self, lines=20):
-        try:
-            with open(self.daemon_log, errors='replace') as f:
-                return ''.join(f.readlines()[-lines:])
-        except OSError:
-            return ''
+        return tail(self.daemon_log, lines)
 
     def cleanup(self):
         # Cleanup must finish even if Ctrl-C is pressed again.
@@ -173,50 +137,21 @@ class Bench:
                 self.perf_proc.kill()
                 self.perf_proc.wait()
             if self.daemon is not None:
-                self.unmount()
+                self.daemon.stop()
+                self.daemon = None
             if self.work is not None:
                 shutil.rmtree(self.work, ignore_errors=True)
         finally:
             signal.signal(signal.SIGINT, old)
 
-    def unmount(self):
-        if is_mounted(self.mnt):
-            r = subprocess.run(['fusermount3', '-u', self.mnt], capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f'warning: fusermount3 -u: {r.stderr.strip()}; detaching lazily',
-                      file=sys.stderr)
-                subprocess.run(['fusermount3', '-uz', self.mnt], capture_output=True)
-        try:
-            rc = self.daemon.wait(timeout=UNMOUNT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            print('warning: fratierfs still running after unmount; killing it', file=sys.stderr)
-            self.daemon.kill()
-            rc = self.daemon.wait()
-        if rc != 0:
-            print(f'warning: fratierfs exited with {rc}:\n{self.log_tail()}', file=sys.stderr)
-        self.daemon = None
-
     # -- measuring ----------------------------------------------------------
 
     def drop_caches(self):
-        os.sync()
-        if self.cache_problem is not None:
-            return
-        try:
-            with open('/proc/sys/vm/drop_caches', 'w') as f:
-                f.write('3\n')
-        except OSError as e:
-            self.cache_problem = f'cannot drop the page cache ({e.strerror}): read figures ' \
-                                 f'come partly from memory'
-            print(f'warning: {self.cache_problem}', file=sys.stderr)
+        self.cache.drop()
 
     def daemon_cpu_seconds(self):
         """utime+stime of the daemon, all threads (0 in native-only mode)."""
-        if self.daemon is None:
-            return 0.0
-        with open(f'/proc/{self.daemon.pid}/stat') as f:
-            fields = f.read().rsplit(')', 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+        return self.daemon.cpu_seconds() if self.daemon is not None else 0.0
 
     def seqio_run(self, argv):
         # Own process group so cleanup can kill the forked workers too.
@@ -330,8 +265,8 @@ class Bench:
         load = os.getloadavg()
         busy = '  -- busier than its cores: figures are noisy' if load[1] > os.cpu_count() else ''
         print(f'load avg at end: {" ".join(f"{x:.2f}" for x in load)} (1/5/15 min){busy}')
-        if self.cache_problem:
-            print(f'note: {self.cache_problem}')
+        if self.cache.problem:
+            print(f'note: {self.cache.problem}')
 
     # -- profiling ----------------------------------------------------------
 
@@ -357,7 +292,7 @@ class Bench:
     def daemon_comms(self):
         """Thread names of the daemon (perf reports by name, 15 characters)."""
         names = set()
-        task = f'/proc/{self.daemon.pid}/task'
+        task = f'/proc/{self.daemon.proc.pid}/task'
         for tid in os.listdir(task):
             try:
                 with open(os.path.join(task, tid, 'comm')) as f:
@@ -439,42 +374,6 @@ class Bench:
         return True
 
 
-def is_mounted(path):
-    """True if path is a mount point, even of a FUSE daemon that died (ENOTCONN)."""
-    with open('/proc/self/mounts') as f:
-        for line in f:
-            point = line.split()[1]
-            # /proc/mounts escapes space, tab, newline and backslash as \ooo.
-            point = re.sub(r'\\([0-7]{3})', lambda m: chr(int(m[1], 8)), point)
-            if point == path:
-                return True
-    return False
-
-
-def kill_group(proc):
-    """Kills proc's process group and waits until every member is gone."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-    # Workers in the middle of an fsync die only when it returns.
-    while True:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-
-
-def med(values):
-    return statistics.median(values) if values else None
-
-
-def fmt(value, digits=1):
-    return '-' if value is None else f'{value:.{digits}f}'
-
-
 def perf_rows(text):
     """Rows of perf report -t '\\t' as lists of stripped columns."""
     return [[c.strip() for c in ln.split('\t')] for ln in text.splitlines()
@@ -520,18 +419,6 @@ def print_machine(bench):
         print(f'  mount     -o data={bench.data}'
               + (f',{bench.args.mount_opts}' if bench.args.mount_opts else ''))
     print(f'  size      {human(bench.size)}, {bench.args.rounds} round(s), 1 MiB writes/reads')
-
-
-def build_type(build):
-    try:
-        with open(os.path.join(build, 'meson-info', 'intro-buildoptions.json')) as f:
-            opts = {o['name']: o['value'] for o in json.load(f)}
-    except (OSError, ValueError, KeyError):
-        return 'build options unknown'
-    text = f'buildtype={opts.get("buildtype")}, b_sanitize={opts.get("b_sanitize")}'
-    if opts.get('b_sanitize') not in (None, 'none') or opts.get('buildtype') == 'debug':
-        text += ' -- WARNING: not representative, use an optimized build without sanitizers'
-    return text
 
 
 def main():

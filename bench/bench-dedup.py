@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import subprocess
@@ -34,12 +33,12 @@ import sys
 import tempfile
 import time
 
-MIB = 1 << 20
-MB = 1000 * 1000
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (MB, MIB, BenchError, Daemon, Interrupted, PageCache, build_of, build_type,  # noqa: E402
+                      fmt, kill_group, sh, tail)
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 SRC_ROOT = os.path.dirname(BENCH_DIR)
-MOUNT_TIMEOUT = 30.0
-UNMOUNT_TIMEOUT = 30.0
 # A file not sealed this long after the copy ended means the sealer is stuck.
 SEAL_TIMEOUT = 1800.0
 SEAL_POLL = 0.1
@@ -95,33 +94,12 @@ else:
 '''
 
 
-class BenchError(Exception):
-    pass
-
-
-class Interrupted(Exception):
-    """SIGTERM/SIGHUP, turned into an exception so cleanup runs as for Ctrl-C."""
-
-
 def mib(nbytes):
     return nbytes / MIB
 
 
-def fmt(value, digits=1):
-    return '-' if value is None else f'{value:.{digits}f}'
-
-
 def fmt_x(value):
     return '-' if value is None else f'{value:.2f}x'
-
-
-def sh(argv):
-    """Runs a short command; returns its stdout (stripped), '' if it cannot run."""
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return ''
-    return p.stdout.strip()
 
 
 def du(*paths):
@@ -150,48 +128,6 @@ def sha256_file(path):
                 break
             h.update(memoryview(buf)[:n])
     return h.hexdigest()
-
-
-def is_mounted(path):
-    """True if path is a mount point, even of a FUSE daemon that died (ENOTCONN)."""
-    with open('/proc/self/mounts') as f:
-        for line in f:
-            point = line.split()[1]
-            # /proc/mounts escapes space, tab, newline and backslash as \ooo.
-            point = re.sub(r'\\([0-7]{3})', lambda m: chr(int(m[1], 8)), point)
-            if point == path:
-                return True
-    return False
-
-
-def kill_group(proc):
-    """Kills proc's process group and waits until every member is gone."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-    # A member in the middle of an fsync dies only when it returns.
-    while True:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-
-
-def build_type(binary):
-    """buildtype and sanitizers of the meson build a binary at BUILD/fs/NAME came from."""
-    build = os.path.dirname(os.path.dirname(os.path.abspath(binary)))
-    try:
-        with open(os.path.join(build, 'meson-info', 'intro-buildoptions.json')) as f:
-            opts = {o['name']: o['value'] for o in json.load(f)}
-    except (OSError, ValueError, KeyError):
-        return 'build options unknown'
-    text = f'buildtype={opts.get("buildtype")}, b_sanitize={opts.get("b_sanitize")}'
-    if opts.get('b_sanitize') not in (None, 'none') or opts.get('buildtype') == 'debug':
-        text += ' -- WARNING: not representative, use an optimized build without sanitizers'
-    return text
 
 
 class Phase:
@@ -249,7 +185,7 @@ class Fratier(Tool):
         self.mnt = os.path.join(self.dir, 'mnt')
 
     def version(self):
-        return f'{sh([self.bench.fratierfs, "--version"])} ({build_type(self.bench.fratierfs)})'
+        return f'{sh([self.bench.fratierfs, "--version"])} ({build_type(build_of(self.bench.fratierfs))})'
 
     def setup(self):
         super().setup()
@@ -259,52 +195,22 @@ class Fratier(Tool):
         if self.bench.args.mount_opts:
             opts += ',' + self.bench.args.mount_opts
         self.daemon_log = self.log('daemon')
-        with open(self.daemon_log, 'wb') as log:
-            # Own session: Ctrl-C must reach us, not the daemon, so we unmount in order.
-            self.daemon = subprocess.Popen([self.bench.fratierfs, '-f', '-o', opts, self.mnt],
-                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                           start_new_session=True)
-        deadline = time.monotonic() + MOUNT_TIMEOUT
-        while not is_mounted(self.mnt):
-            self.check_daemon()
-            if time.monotonic() > deadline:
-                raise BenchError(f'fratierfs did not mount within {MOUNT_TIMEOUT:.0f}s:\n'
-                                 f'{tail(self.daemon_log)}')
-            time.sleep(0.05)
+        self.daemon = Daemon(self.bench.fratierfs, opts, self.mnt, self.daemon_log).start()
 
     def check_daemon(self):
-        if self.daemon.poll() is not None:
-            rc, self.daemon = self.daemon.returncode, None
-            raise BenchError(f'fratierfs exited with {rc}:\n{tail(self.daemon_log)}')
+        self.daemon.check()
 
     def cleanup(self):
-        if self.daemon is None:
-            return
-        if is_mounted(self.mnt):
-            r = subprocess.run(['fusermount3', '-u', self.mnt], capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f'warning: fusermount3 -u: {r.stderr.strip()}; detaching lazily',
-                      file=sys.stderr)
-                subprocess.run(['fusermount3', '-uz', self.mnt], capture_output=True)
-        try:
-            rc = self.daemon.wait(timeout=UNMOUNT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            print('warning: fratierfs still running after unmount; killing it', file=sys.stderr)
-            self.daemon.kill()
-            rc = self.daemon.wait()
-        if rc != 0:
-            print(f'warning: fratierfs exited with {rc}:\n{tail(self.daemon_log)}',
-                  file=sys.stderr)
-        self.daemon = None
+        if self.daemon is not None:
+            self.daemon.stop()
+            self.daemon = None
 
     def daemon_cpu(self):
         """utime+stime of the daemon, all threads."""
-        with open(f'/proc/{self.daemon.pid}/stat') as f:
-            fields = f.read().rsplit(')', 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+        return self.daemon.cpu_seconds()
 
     def daemon_hwm(self):
-        with open(f'/proc/{self.daemon.pid}/status') as f:
+        with open(f'/proc/{self.daemon.proc.pid}/status') as f:
             for line in f:
                 if line.startswith('VmHWM:'):
                     return int(line.split()[1]) * 1024
@@ -534,14 +440,6 @@ class Casync(Peer):
 TOOL_CLASSES = {c.name: c for c in (Fratier, Borg, Borg64k, Restic, Casync)}
 
 
-def tail(path, lines=20):
-    try:
-        with open(path, errors='replace') as f:
-            return ''.join(f.readlines()[-lines:])
-    except OSError:
-        return ''
-
-
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -556,7 +454,7 @@ class Bench:
         self.phases = []
         self.hashes = {}
         self.native = []
-        self.cache_problem = None
+        self.cache = PageCache()
         self.load_start = os.getloadavg()
 
     # -- setup / teardown ---------------------------------------------------
@@ -675,16 +573,7 @@ class Bench:
     # -- measuring ----------------------------------------------------------
 
     def drop_caches(self):
-        os.sync()
-        if self.cache_problem is not None:
-            return
-        try:
-            with open('/proc/sys/vm/drop_caches', 'w') as f:
-                f.write('3\n')
-        except OSError as e:
-            self.cache_problem = f'cannot drop the page cache ({e.strerror}): figures ' \
-                                 f'come partly from memory'
-            print(f'warning: {self.cache_problem}', file=sys.stderr)
+        self.cache.drop()
 
     def run_measured(self, argv, log, cwd=None, env=None):
         """Runs argv to completion; returns wall s, CPU s (user+sys) and peak RSS bytes."""
@@ -850,8 +739,8 @@ class Bench:
         load = os.getloadavg()
         busy = '  -- busier than its cores: figures are noisy' if load[1] > os.cpu_count() else ''
         print(f'load avg at end: {" ".join(f"{x:.2f}" for x in load)} (1/5/15 min){busy}')
-        if self.cache_problem:
-            print(f'note: {self.cache_problem}')
+        if self.cache.problem:
+            print(f'note: {self.cache.problem}')
 
     def print_versus(self, rows):
         fr = rows.get('fratier')

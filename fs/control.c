@@ -542,7 +542,7 @@ static int do_status(Conn *c) {
 	FsControl *ctl = c->ctl;
 	CatalogFileTotals totals;
 	FileVec files = {};
-	uint64_t seal_queue = 0, seal_due = 0, dead = 0, errors_total = 0, tp_sealed = 0, tp_stored = 0;
+	uint64_t seal_queue = 0, seal_due = 0, seal_streams = 0, dead = 0, errors_total = 0, tp_sealed = 0, tp_stored = 0;
 	bool tp_known;
 	LogRecent recent[LOG_RECENT_MAX];
 	int r;
@@ -561,6 +561,7 @@ static int do_status(Conn *c) {
 		if (i->due_ns <= now)
 			seal_due++;
 	}
+	seal_streams = fs->n_streams;
 	pthread_mutex_unlock(&fs->seal_lock);
 	throughput(ctl, &tp_known, &tp_sealed, &tp_stored);
 	size_t n_recent = log_recent_get(recent, ELEMENTSOF(recent), &errors_total);
@@ -601,6 +602,14 @@ static int do_status(Conn *c) {
 		r = add_u64(c, "seal_queue_due", seal_due);
 	if (r >= 0)
 		r = add_u64(c, "migrate_queue", atomic_load(&fs->migrate_queue));
+	if (r >= 0)
+		r = add_u64(c, "seal_streams", seal_streams);
+	if (r >= 0)
+		r = add_u64(c, "seals_streamed", atomic_load(&fs->seals_streamed));
+	if (r >= 0)
+		r = add_u64(c, "seals_whole", atomic_load(&fs->seals_whole));
+	if (r >= 0)
+		r = add_u64(c, "streamed_bytes", atomic_load(&fs->streamed_bytes));
 	if (r >= 0)
 		r = add_u64(c, "gc_queue", dead);
 	if (r >= 0)

@@ -30,8 +30,6 @@
 #include "common/macros.h"
 #include "fs/fs-internal.h"
 
-#define SEAL_READ_SIZE (1u << 20)
-
 /* Loads whether the file is sealed; data_lock held exclusively. */
 static int state_load(Fs *fs, FsInode *i) {
 	CatalogInode ci;
@@ -41,6 +39,7 @@ static int state_load(Fs *fs, FsInode *i) {
 	i->sealed = ci.state == CATALOG_FILE_SEALED;
 	i->sealed_size = ci.size;
 	i->sealed_tier = ci.tier;
+	i->file_class = (uint8_t) ci.file_class;
 	i->state_known = true;
 	return 0;
 }
@@ -145,6 +144,7 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	if (i->fd >= 0)
 		close(i->fd);
 	i->fd = TAKE_FD(fd);
+	i->run_ok = false; /* the bytes copied back were not appended by a run */
 	pthread_mutex_unlock(&i->lock);
 	i->sealed = false;
 	i->sealed_tier = 0;
@@ -170,58 +170,92 @@ static int64_t ts_ns(const struct timespec *ts) {
 	return (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-/* Chunks, fingerprints, compresses and stores the staging file; nothing is committed. */
-static int seal_ingest(Fs *fs, uint64_t ino, FsFileClass class, DedupWriter **ret_writer, struct stat *ret_st) {
-	_cleanup_free_ void *buf = NULL;
-	_cleanup_close_ int fd = -1;
-	DedupWriter *w = NULL;
-	int r;
-
-	fd = fs_staging_open_ro(fs, ino);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, ret_st) < 0)
-		return -errno;
-	/*
-	 * A mostly sparse file would be read and hashed hole by hole for
-	 * nothing: its holes cost no space raw either.  It stays raw.
-	 */
-	if ((uint64_t) ret_st->st_blocks * 512 < (uint64_t) ret_st->st_size / 2)
-		return -EFBIG;
-	buf = malloc(SEAL_READ_SIZE);
-	if (!buf)
-		return -ENOMEM;
-	/* The data will be read once, sequentially: say so, and let the pages go after. */
-	(void) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-
-	const ConfigClassPolicy *policy = fs_class_policy(fs, class);
+int fs_data_writer_new(Fs *fs, FsFileClass c, DedupWriter **ret) {
+	const ConfigClassPolicy *policy = fs_class_policy(fs, c);
 	if (!policy)
 		return -EINVAL; /* passthrough: never sealed */
 	DedupChunkerParams params = fs_class_chunker(policy);
-	r = dedup_writer_new(fs->store, &params, policy->zstd_level, &w);
-	if (r < 0)
-		return r;
-	for (uint64_t off = 0; off < (uint64_t) ret_st->st_size;) {
+	return dedup_writer_new(fs->store, &params, policy->zstd_level, ret);
+}
+
+int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed) {
+	int r = 0;
+
+	while (from < to) {
 		if (atomic_load(&fs->seal_stopping)) {
 			r = -ECANCELED; /* unmounting: the file stays raw, the next mount queues it again */
-			goto fail;
+			break;
 		}
-		ssize_t n = pread(fd, buf, SEAL_READ_SIZE, (off_t) off);
+		ssize_t n = pread(fd, buf, (size_t) MIN(to - from, (uint64_t) FS_SEAL_READ_SIZE), (off_t) from);
 		if (n < 0) {
 			r = -errno;
-			goto fail;
+			break;
 		}
 		if (n == 0)
 			break; /* shrank meanwhile: the generation check will refuse the switch */
 		r = dedup_writer_feed(w, buf, (size_t) n);
 		if (r < 0)
-			goto fail;
-		off += (uint64_t) n;
+			break;
+		from += (uint64_t) n;
 	}
-	r = dedup_writer_finish(w);
+	*ret_fed = from;
+	return r;
+}
+
+/*
+ * Chunks, fingerprints, compresses and stores the staging file, or what
+ * the stream s has not chunked yet; nothing is committed.
+ */
+static int seal_ingest(Fs *fs, uint64_t ino, FsFileClass class, FsStream *s, DedupWriter **ret_writer,
+		       struct stat *ret_st, uint64_t *ret_streamed) {
+	_cleanup_free_ void *buf = NULL;
+	_cleanup_close_ int fd = -1;
+	DedupWriter *w = NULL;
+	uint64_t from = 0, fed;
+	int r;
+
+	*ret_streamed = 0;
+	if (!s || !fs_stream_take_writer(s, &w, &fd, &from)) {
+		fd = fs_staging_open_ro(fs, ino);
+		if (fd < 0)
+			return fd;
+	}
+	if (fstat(fd, ret_st) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/*
+	 * A mostly sparse file would be read and hashed hole by hole for
+	 * nothing: its holes cost no space raw either.  It stays raw.
+	 */
+	if ((uint64_t) ret_st->st_blocks * 512 < (uint64_t) ret_st->st_size / 2) {
+		r = -EFBIG;
+		goto fail;
+	}
+	if (from > (uint64_t) ret_st->st_size) {
+		r = -ESTALE; /* shorter than what was chunked (cannot be: a truncate ends the run) */
+		goto fail;
+	}
+	buf = malloc(FS_SEAL_READ_SIZE);
+	if (!buf) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	/* The data will be read once, sequentially: say so. */
+	(void) posix_fadvise(fd, (off_t) from, 0, POSIX_FADV_SEQUENTIAL);
+
+	if (!w) {
+		r = fs_data_writer_new(fs, class, &w);
+		if (r < 0)
+			return r;
+	}
+	r = fs_data_feed(fs, fd, w, buf, from, (uint64_t) ret_st->st_size, &fed);
+	if (r >= 0)
+		r = dedup_writer_finish(w);
 	if (r < 0)
 		goto fail;
 	*ret_writer = w;
+	*ret_streamed = from;
 	return 0;
 
 fail:
@@ -231,30 +265,40 @@ fail:
 
 int fs_data_seal(Fs *fs, uint64_t ino) {
 	DedupWriter *w = NULL;
+	FsStream *stream = NULL;
 	CatalogInode ci;
 	struct stat st;
 	FsInode *i;
 	int r;
 
+	/* A pin of our own keeps the in-memory inode (and its locks) alive meanwhile. */
+	r = fs_inode_pin(fs, ino, true, &i);
+	if (r < 0)
+		return r;
+	/*
+	 * Written again since it was queued, and still open: its last close
+	 * queues it again, and sealing it now would only race the writer (and
+	 * take the stream of its new run).
+	 */
+	if (atomic_load(&i->written) && fs_inode_is_open(fs, i)) {
+		fs_inode_unpin(fs, i);
+		return 0;
+	}
+	/* Whatever happens below, the stream ends here: its file is closed, or changed. */
+	stream = fs_stream_take(fs, i);
+
 	r = catalog_inode_get(fs->catalog, ino, &ci);
 	if (r == -ENOENT)
-		return 0; /* deleted meanwhile */
-	if (r < 0)
-		return r;
-	if (!S_ISREG(ci.mode) || ci.state != CATALOG_FILE_RAW || ci.nlink == 0 ||
-	    !fs_class_is_sealed((FsFileClass) ci.file_class))
-		return 0;
-
-	/* A reference of our own keeps the in-memory inode (and its locks) alive meanwhile. */
-	r = fs_inode_ref(fs, ino, 1, &i);
-	if (r < 0)
-		return r;
-	if (atomic_load(&i->overwritten))
+		r = 0; /* deleted meanwhile */
+	if (r < 0 || !S_ISREG(ci.mode) || ci.state != CATALOG_FILE_RAW || ci.nlink == 0 ||
+	    !fs_class_is_sealed((FsFileClass) ci.file_class) || atomic_load(&i->overwritten))
 		goto out;
-	uint64_t gen = atomic_load(&i->data_gen);
+	/* Read before the stream is checked, so an unchanged data_gen at the commit covers what it chunked. */
+	uint64_t gen = atomic_load(&i->data_gen), streamed;
 
-	r = seal_ingest(fs, ino, (FsFileClass) ci.file_class, &w, &st);
-	if (r == -EFBIG || r == -ECANCELED) {
+	r = seal_ingest(fs, ino, (FsFileClass) ci.file_class, stream, &w, &st, &streamed);
+	stream = fs_stream_free(fs, stream);
+	if (r == -EFBIG || r == -ECANCELED || r == -ESTALE) {
 		r = 0;
 		goto out;
 	}
@@ -318,8 +362,14 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	i->sealed = true;
 	i->sealed_size = ci.size;
 	i->state_known = true;
-	log_debug("sealed inode %llu: %llu bytes stored as %llu", (unsigned long long) ino,
-		  (unsigned long long) ci.size, (unsigned long long) ci.stored);
+	if (streamed > 0) {
+		atomic_fetch_add(&fs->seals_streamed, 1);
+		atomic_fetch_add(&fs->streamed_bytes, streamed);
+	} else
+		atomic_fetch_add(&fs->seals_whole, 1);
+	log_debug("sealed inode %llu: %llu bytes (%llu of them chunked while written) stored as %llu",
+		  (unsigned long long) ino, (unsigned long long) ci.size, (unsigned long long) streamed,
+		  (unsigned long long) ci.stored);
 	pthread_rwlock_unlock(&i->data_lock);
 	fs_data_attrs_changed(fs, ino);
 	goto out;
@@ -327,7 +377,8 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 out_unlock:
 	pthread_rwlock_unlock(&i->data_lock);
 out:
+	fs_stream_free(fs, stream);
 	dedup_writer_free(w);
-	fs_inode_forget(fs, ino, 1);
+	fs_inode_unpin(fs, i);
 	return r;
 }

@@ -19,7 +19,8 @@
  *   0. FsInode.data_lock (shared by every use of the data, exclusive to switch raw <-> sealed)
  *   1. the catalog lock (catalog_begin() .. commit/rollback, or any catalog call)
  *   2. Fs.table_lock
- *   3. FsInode.lock
+ *   3. Fs.seal_lock
+ *   4. FsInode.lock
  * A thread holding a later lock never waits for an earlier one.  No close()
  * or unlink() of staging files happens under table_lock.
  */
@@ -34,11 +35,30 @@ typedef struct FsInode {
 	uint64_t ino;
 	uint64_t nlookup;         /* protected by Fs.table_lock: kernel references (lookup count) */
 	uint32_t nopen;           /* protected by Fs.table_lock: open file handles */
+	atomic_uint npin;         /* the daemon's own references (sealing, streams, xattr cache); dropped under Fs.table_lock */
 	struct FsInode *hash_next; /* protected by Fs.table_lock */
 
 	pthread_mutex_t lock;     /* order: after table_lock */
 	int fd;                   /* protected by lock: staging descriptor while open, else -1 */
 	int xattrs;               /* protected by lock: -1 unknown, 0 none, 1 some (spares a catalog query per write) */
+
+	/*
+	 * The run of appends a stream may chunk (stream.c): it starts with a
+	 * write at offset 0 and lasts while every write starts where the
+	 * previous one ended.  Any other write, truncate or fallocate ends it;
+	 * a new run gets a new epoch, so a stream can tell its run is over.
+	 */
+	bool run_ok;              /* protected by lock */
+	uint32_t run_epoch;       /* protected by lock */
+	uint64_t run_end;         /* protected by lock: bytes [0, run_end) written by the run's appends */
+	struct FsStream *stream;  /* protected by Fs.seal_lock: chunking the run, or NULL */
+	/*
+	 * The stream is attached, caught up, neither queued nor being fed: a
+	 * writer that clears this queues it.  Otherwise a worker will look at
+	 * the run again anyway, and a writer need not take Fs.seal_lock (which
+	 * a seal worker at nice 10 may hold while it waits for a CPU).
+	 */
+	atomic_bool stream_idle;
 
 	/*
 	 * Where the data is.  A raw file with an open handle has fd >= 0; a
@@ -48,6 +68,7 @@ typedef struct FsInode {
 	pthread_rwlock_t data_lock;
 	bool state_known;         /* protected by data_lock */
 	bool sealed;              /* protected by data_lock */
+	uint8_t file_class;       /* protected by data_lock, known with state_known (FsFileClass) */
 	uint64_t sealed_size;     /* protected by data_lock */
 	uint32_t sealed_tier;     /* protected by data_lock: the tier holding a sealed file's chunks */
 	atomic_uint_fast64_t data_gen;   /* bumped by every change of the bytes, so a seal can tell it raced one */
@@ -66,6 +87,8 @@ typedef enum FsFileClass {
 	FS_CLASS_ARCHIVELOG_BACKUP, /* BACKUP ARCHIVELOG pieces: archived logs' bytes, chunked like them */
 	_FS_CLASS_MAX,
 } FsFileClass;
+
+typedef struct FsStream FsStream;
 
 typedef struct FsSealItem {
 	uint64_t ino;
@@ -120,14 +143,30 @@ typedef struct Fs {
 	atomic_uint_fast64_t migrate_queue; /* files waiting in the moves tierctl asked for (for reports) */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
+	unsigned seal_workers;    /* sealing threads */
+	bool seal_stream;         /* chunk files written front to back while they are written */
+	unsigned stream_max;      /* streams alive at once; other files are sealed whole after close */
 
-	pthread_mutex_t seal_lock; /* order: after table_lock, taken with no other lock held */
-	pthread_cond_t seal_cond;
+	pthread_mutex_t seal_lock; /* order: see the top; a thread holding it takes at most FsInode.lock */
+	pthread_cond_t seal_cond; /* work for the seal workers, or stop */
+	pthread_cond_t stream_idle_cond; /* a stream's worker put it down */
+	pthread_cond_t gc_cond;   /* wakes the collector: to stop, or no stream is left */
 	FsSealItem *seal_queue;   /* protected by seal_lock: files waiting to be sealed */
+	uint64_t *sealing;        /* protected by seal_lock: per worker, the inode it seals, or 0 */
+	FsStream *streams;        /* protected by seal_lock: every stream alive */
+	FsStream *stream_queue;   /* protected by seal_lock: streams with work (bytes to chunk, or to be freed) */
+	unsigned n_streams;       /* protected by seal_lock: attached to an inode */
 	bool seal_stop;           /* protected by seal_lock */
 	atomic_bool seal_stopping; /* read without the lock by a seal in progress, to give up */
-	bool seal_thread_started;
-	pthread_t seal_thread;
+	atomic_bool gc_waiting;   /* the collector waits for writers to end: start no stream meanwhile */
+	/* Since the mount, for status: seals that finished a stream, seals that read the whole file. */
+	atomic_uint_fast64_t seals_streamed, seals_whole;
+	atomic_uint_fast64_t streamed_bytes; /* chunked while written, of the files sealed from a stream */
+	bool seal_started;
+	struct FsSealWorker *seal_worker; /* the threads started, n_seal_threads of them */
+	unsigned n_seal_threads;
+	bool gc_thread_started;
+	pthread_t gc_thread;
 
 	unsigned policy_interval_s;
 	pthread_mutex_t policy_lock; /* order: taken with no other lock held but migrate_lock */
@@ -155,24 +194,34 @@ int fs_inode_table_init(Fs *fs);
 void fs_inode_table_done(Fs *fs);
 /* Takes n kernel references on ino, creating its entry if needed. */
 int fs_inode_ref(Fs *fs, uint64_t ino, uint64_t n, FsInode **ret);
-/* Whether the kernel references ino or it is open (the answer may be stale at once). */
-bool fs_inode_known(Fs *fs, uint64_t ino);
+/* Whether ino has an entry now (it may go at any moment unless the caller holds a reference). */
+bool fs_inode_is_known(Fs *fs, uint64_t ino);
 /*
- * The cached answer to "has ino any xattrs" (-1 unknown, 0 no, 1 yes) and
- * its update; a no-op for an inode without an entry.  By number, under the
- * table lock: a FORGET on another thread may free the entry at any time.
+ * Pins ino's entry for the daemon's own use (never counted as the kernel's),
+ * creating it if create; -ENOENT if there is none and !create.  The entry
+ * stays valid until fs_inode_unpin().
  */
-int fs_inode_xattrs_cached(Fs *fs, uint64_t ino);
-void fs_inode_xattrs_cache(Fs *fs, uint64_t ino, int state);
+int fs_inode_pin(Fs *fs, uint64_t ino, bool create, FsInode **ret);
+/* Pins an entry the caller already holds a reference to (open handle or pin). */
+void fs_inode_pin_held(FsInode *i);
+/* Drops a pin; like the last FORGET, may remove the entry and delete an unlinked inode. */
+void fs_inode_unpin(Fs *fs, FsInode *i);
 /*
  * Drops n kernel references; when none remain and the inode is not open,
  * removes the entry and, if the catalog says it has no links left, deletes
  * the inode and its staging file.
  */
 void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n);
-/* Counts an open handle / releases it (closing the staging fd at the last one). */
+/*
+ * Counts an open handle / releases it (closing the staging fd at the last
+ * one).  With take_written, returns whether that was the last handle and
+ * the file was written since it was last queued for sealing (and clears
+ * that), so that the caller queues it.
+ */
 void fs_inode_open(Fs *fs, FsInode *i);
-void fs_inode_release(Fs *fs, FsInode *i);
+bool fs_inode_release(Fs *fs, FsInode *i, bool take_written);
+/* Whether i has open handles now. */
+bool fs_inode_is_open(Fs *fs, FsInode *i);
 /* Deletes an inode with no links unless the kernel still references it. */
 int fs_inode_purge_if_unused(Fs *fs, uint64_t ino);
 
@@ -218,8 +267,20 @@ void fs_data_unlock(FsInode *i);
  * for a raw file.
  */
 int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
-/* Seals one raw file if it is still raw, unchanged, and of a sealed class. */
+/*
+ * Seals one raw file if it is still raw, unchanged, and of a sealed class,
+ * finishing its stream if it has a valid one (only the bytes the stream has
+ * not chunked yet are read then).
+ */
 int fs_data_seal(Fs *fs, uint64_t ino);
+/* A writer for a file of class c, with the class's chunker and compression level. */
+int fs_data_writer_new(Fs *fs, FsFileClass c, DedupWriter **ret);
+/*
+ * Feeds staging bytes [from, to) of fd to w through buf (FS_SEAL_READ_SIZE
+ * bytes), stopping early at the end of the file.  *ret_fed gets the offset
+ * reached, also on error.  -ECANCELED when the daemon is stopping.
+ */
+int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed);
 /* Releases a sealed file's chunks; called inside the caller's catalog transaction. */
 int fs_data_drop(Fs *fs, const CatalogInode *ci);
 /*
@@ -257,7 +318,9 @@ typedef struct FsMigrateResult {
 int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t done, uint64_t total, void *userdata),
 		    void *userdata, FsMigrateResult *ret);
 
-/* seal.c: the sealing worker and the collector. */
+#define FS_SEAL_READ_SIZE (1u << 20)
+
+/* seal.c: the sealing workers and the collector. */
 int fs_sealer_start(Fs *fs);
 void fs_sealer_stop(Fs *fs);
 /* Queues ino for sealing after the quiet time. */
@@ -274,6 +337,59 @@ void fs_policy_check_space(Fs *fs);
 void fs_policy_status_get(Fs *fs, FsPolicyStatus *ret);
 /* The hot tier's reserve in bytes, as the last pass computed it. */
 uint64_t fs_policy_reserve(Fs *fs);
+/*
+ * stream.c: chunking a file while it is written front to back, in the seal
+ * workers.  Every function takes Fs.seal_lock itself: call with no lock held.
+ */
+#define FS_STREAM_MAX_DEFAULT 8u
+#define FS_STREAM_MAX_LIMIT 1024u
+/* What a change of a file's bytes did to its run of appends (see FsInode). */
+typedef enum FsRunChange {
+	FS_RUN_NONE,     /* no run before, none now */
+	FS_RUN_STARTED,  /* a write at offset 0 started one */
+	FS_RUN_APPENDED, /* the run goes on */
+	FS_RUN_ENDED,    /* the run is over */
+} FsRunChange;
+
+/*
+ * After a change of the bytes of i (of class c) through a handle the
+ * caller holds: starts a stream for a run that started, wakes a worker
+ * for the new bytes of one that goes on, or ends the stream of a run that
+ * is over.
+ */
+void fs_stream_written(Fs *fs, FsInode *i, FsFileClass c, FsRunChange change);
+/*
+ * If i has a stream now: true, and *ret_chunked gets the bytes it has
+ * chunked so far (for the state xattr).
+ */
+bool fs_stream_progress(Fs *fs, FsInode *i, uint64_t *ret_chunked);
+/*
+ * Runs one unit of stream work if there is any: chunks up to a few MiB of
+ * one stream, or frees a stream that ended.  Called by a seal worker with
+ * seal_lock held, which it drops meanwhile; returns whether it did work.
+ */
+bool fs_stream_work(Fs *fs, void *buf);
+/*
+ * Detaches i's stream, waiting for a worker using it to put it down, and
+ * hands it over; NULL if i has none.  Free it with fs_stream_free().
+ */
+FsStream *fs_stream_take(Fs *fs, FsInode *i);
+/*
+ * Whether s still covers exactly what its run wrote: call after reading
+ * data_gen, so that a commit finding data_gen unchanged knows the chunked
+ * bytes are the file's.  On true, *ret_w and *ret_fd get s's writer and
+ * staging descriptor (owned by the caller now), *ret_fed the bytes fed.
+ */
+bool fs_stream_take_writer(FsStream *s, DedupWriter **ret_w, int *ret_fd, uint64_t *ret_fed);
+/* Frees a detached stream (its writer's frames become garbage); accepts NULL, returns NULL. */
+FsStream *fs_stream_free(Fs *fs, FsStream *s);
+/*
+ * With seal_lock held: ends every stream (their files are sealed whole
+ * after close); returns how many.
+ */
+unsigned fs_stream_end_all(Fs *fs);
+/* At unmount, with the workers stopped: frees every stream. */
+void fs_stream_free_all(Fs *fs);
 
 /* control.c: the control socket tierctl talks to (docs/CONTROL.md). */
 typedef struct FsControl FsControl;

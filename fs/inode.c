@@ -3,14 +3,18 @@
  * inode.c — the inodes the kernel holds references to.
  *
  * Invariants:
- *  1. An entry exists exactly while nlookup > 0 or nopen > 0.  Every reply
- *     that hands the kernel an inode takes one reference (fs_inode_ref);
- *     every FORGET drops what it names.
+ *  1. An entry exists exactly while nlookup > 0, nopen > 0 or npin > 0.
+ *     Every reply that hands the kernel an inode takes one reference
+ *     (fs_inode_ref); every FORGET drops what it names.  The daemon's own
+ *     users (sealing, streams, the xattr cache) pin entries instead
+ *     (fs_inode_pin*), so a FORGET can never take a reference that was
+ *     not the kernel's and free an entry one of them still uses.
  *  2. An inode whose last link is gone stays in the catalog (nlink 0) while
  *     an entry exists, so open-unlinked files remain readable; it is deleted
  *     with its staging file when the entry goes.  If the daemon dies first,
  *     mount-time recovery deletes it.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -90,63 +94,46 @@ static void table_remove(Fs *fs, FsInode *victim) {
 		}
 }
 
-int fs_inode_ref(Fs *fs, uint64_t ino, uint64_t n, FsInode **ret) {
-	pthread_mutex_lock(&fs->table_lock);
-	FsInode *i = table_find(fs, ino);
-	if (!i) {
-		i = calloc(1, sizeof(*i));
-		if (!i) {
-			pthread_mutex_unlock(&fs->table_lock);
-			return -ENOMEM;
-		}
-		i->ino = ino;
-		i->fd = -1;
-		i->xattrs = -1;
-		pthread_mutex_init(&i->lock, NULL);
-		pthread_rwlock_init(&i->data_lock, NULL);
-		if (fs->n_inodes >= fs->n_buckets * 2)
-			table_grow(fs);
-		size_t at = bucket_of(fs, ino);
-		i->hash_next = fs->buckets[at];
-		fs->buckets[at] = i;
-		fs->n_inodes++;
-	}
-	i->nlookup += n;
-	pthread_mutex_unlock(&fs->table_lock);
-	if (ret)
-		*ret = i;
-	return 0;
+static FsInode *inode_new(Fs *fs, uint64_t ino) {
+	FsInode *i = calloc(1, sizeof(*i));
+	if (!i)
+		return NULL;
+	i->ino = ino;
+	i->fd = -1;
+	i->xattrs = -1;
+	pthread_mutex_init(&i->lock, NULL);
+	pthread_rwlock_init(&i->data_lock, NULL);
+	if (fs->n_inodes >= fs->n_buckets * 2)
+		table_grow(fs);
+	size_t at = bucket_of(fs, ino);
+	i->hash_next = fs->buckets[at];
+	fs->buckets[at] = i;
+	fs->n_inodes++;
+	return i;
 }
 
-bool fs_inode_known(Fs *fs, uint64_t ino) {
+bool fs_inode_is_known(Fs *fs, uint64_t ino) {
 	pthread_mutex_lock(&fs->table_lock);
 	bool known = table_find(fs, ino) != NULL;
 	pthread_mutex_unlock(&fs->table_lock);
 	return known;
 }
 
-int fs_inode_xattrs_cached(Fs *fs, uint64_t ino) {
-	int state = -1;
+int fs_inode_ref(Fs *fs, uint64_t ino, uint64_t n, FsInode **ret) {
 	pthread_mutex_lock(&fs->table_lock);
 	FsInode *i = table_find(fs, ino);
-	if (i) {
-		pthread_mutex_lock(&i->lock);
-		state = i->xattrs;
-		pthread_mutex_unlock(&i->lock);
+	if (!i) {
+		i = inode_new(fs, ino);
+		if (!i) {
+			pthread_mutex_unlock(&fs->table_lock);
+			return -ENOMEM;
+		}
 	}
+	i->nlookup += n;
 	pthread_mutex_unlock(&fs->table_lock);
-	return state;
-}
-
-void fs_inode_xattrs_cache(Fs *fs, uint64_t ino, int state) {
-	pthread_mutex_lock(&fs->table_lock);
-	FsInode *i = table_find(fs, ino);
-	if (i) {
-		pthread_mutex_lock(&i->lock);
-		i->xattrs = state;
-		pthread_mutex_unlock(&i->lock);
-	}
-	pthread_mutex_unlock(&fs->table_lock);
+	if (ret)
+		*ret = i;
+	return 0;
 }
 
 /* Deletes the inode if it has no links; the caller made sure no entry exists. */
@@ -163,7 +150,7 @@ static void inode_delete_if_unlinked(Fs *fs, uint64_t ino) {
 	 * Re-check under the catalog lock: a lookup racing with us may have
 	 * taken a new reference since the entry went away.
 	 */
-	if (fs_inode_known(fs, ino)) {
+	if (fs_inode_is_known(fs, ino)) {
 		catalog_rollback(fs->catalog);
 		return;
 	}
@@ -193,9 +180,55 @@ fail:
 }
 
 int fs_inode_purge_if_unused(Fs *fs, uint64_t ino) {
-	if (!fs_inode_known(fs, ino))
+	if (!fs_inode_is_known(fs, ino))
 		inode_delete_if_unlinked(fs, ino);
 	return 0;
+}
+
+int fs_inode_pin(Fs *fs, uint64_t ino, bool create, FsInode **ret) {
+	pthread_mutex_lock(&fs->table_lock);
+	FsInode *i = table_find(fs, ino);
+	if (!i && create)
+		i = inode_new(fs, ino);
+	if (i)
+		atomic_fetch_add(&i->npin, 1);
+	pthread_mutex_unlock(&fs->table_lock);
+	if (!i)
+		return create ? -ENOMEM : -ENOENT;
+	*ret = i;
+	return 0;
+}
+
+void fs_inode_pin_held(FsInode *i) {
+	/*
+	 * The caller's own reference keeps the entry in the table, so no
+	 * removal decision can run concurrently: no table_lock needed.
+	 */
+	atomic_fetch_add(&i->npin, 1);
+}
+
+/* Whether the entry may go; table_lock held. */
+static bool inode_unused(FsInode *i) {
+	return i->nlookup == 0 && i->nopen == 0 && atomic_load(&i->npin) == 0;
+}
+
+void fs_inode_unpin(Fs *fs, FsInode *i) {
+	uint64_t ino = i->ino;
+	bool gone = false;
+
+	pthread_mutex_lock(&fs->table_lock);
+	assert(atomic_load(&i->npin) > 0);
+	atomic_fetch_sub(&i->npin, 1);
+	if (inode_unused(i)) {
+		table_remove(fs, i);
+		gone = true;
+	}
+	pthread_mutex_unlock(&fs->table_lock);
+
+	if (gone) {
+		inode_free(i);
+		inode_delete_if_unlinked(fs, ino);
+	}
 }
 
 void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n) {
@@ -205,7 +238,7 @@ void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n) {
 	FsInode *i = table_find(fs, ino);
 	if (i) {
 		i->nlookup = i->nlookup > n ? i->nlookup - n : 0;
-		if (i->nlookup == 0 && i->nopen == 0) {
+		if (inode_unused(i)) {
 			table_remove(fs, i);
 			gone = true;
 		}
@@ -218,14 +251,21 @@ void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n) {
 	}
 }
 
+bool fs_inode_is_open(Fs *fs, FsInode *i) {
+	pthread_mutex_lock(&fs->table_lock);
+	bool open = i->nopen > 0;
+	pthread_mutex_unlock(&fs->table_lock);
+	return open;
+}
+
 void fs_inode_open(Fs *fs, FsInode *i) {
 	pthread_mutex_lock(&fs->table_lock);
 	i->nopen++;
 	pthread_mutex_unlock(&fs->table_lock);
 }
 
-void fs_inode_release(Fs *fs, FsInode *i) {
-	bool gone = false;
+bool fs_inode_release(Fs *fs, FsInode *i, bool take_written) {
+	bool gone = false, written = false;
 	uint64_t ino = i->ino;
 	int fd = -1;
 
@@ -235,7 +275,10 @@ void fs_inode_release(Fs *fs, FsInode *i) {
 	 */
 	pthread_mutex_lock(&fs->table_lock);
 	if (--i->nopen == 0) {
-		if (i->nlookup == 0) {
+		/* Only the last close makes a file quiet: a reader closing leaves a writer's file alone. */
+		if (take_written)
+			written = atomic_exchange(&i->written, false);
+		if (inode_unused(i)) {
 			table_remove(fs, i);
 			gone = true;
 		} else {
@@ -251,4 +294,5 @@ void fs_inode_release(Fs *fs, FsInode *i) {
 		inode_delete_if_unlinked(fs, ino);
 	} else if (fd >= 0)
 		close(fd);
+	return written;
 }

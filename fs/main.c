@@ -33,6 +33,8 @@
 #define CONTAINERS_DIR "containers"
 #define SEAL_DELAY_DEFAULT_S 10
 #define GC_INTERVAL_DEFAULT_S 60
+#define SEAL_WORKERS_DEFAULT 2
+#define SEAL_WORKERS_MAX 64
 #define LOCK_FILE "fratier.lock"
 #define CONTROL_SOCKET "control.sock"
 
@@ -44,6 +46,9 @@ typedef struct Args {
 	unsigned gc_interval_s;
 	unsigned policy_interval_s;
 	unsigned policy;
+	unsigned seal_workers;
+	unsigned seal_stream;
+	unsigned stream_max;
 	char *positional[2];
 	unsigned n_positional;
 	bool allow_other;
@@ -66,6 +71,9 @@ static const struct fuse_opt arg_table[] = {
 	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
 	{ "policy_interval=%u", offsetof(Args, policy_interval_s), 0 },
 	{ "policy=%u", offsetof(Args, policy), 0 },
+	{ "seal_workers=%u", offsetof(Args, seal_workers), 0 },
+	{ "seal_stream=%u", offsetof(Args, seal_stream), 0 },
+	{ "stream_max=%u", offsetof(Args, stream_max), 0 },
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -117,6 +125,9 @@ static void help(const char *argv0) {
 	       "  -o gc_interval=S seconds between chunk collections (default %d)\n"
 	       "  -o policy_interval=S seconds between passes of the policy worker (default: the config's, %d)\n"
 	       "  -o policy=0      no automatic moves (tierctl migrate, recall and pin still work)\n"
+	       "  -o seal_workers=N threads that seal and stream, at nice 10 (default %d, at most %d)\n"
+	       "  -o seal_stream=0|1 chunk files written front to back while they are written (default 1)\n"
+	       "  -o stream_max=N  files chunked while written at once; more are sealed after close (default %u)\n"
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
@@ -124,7 +135,8 @@ static void help(const char *argv0) {
 	       "  -V, --version    version\n"
 	       "\n"
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
-	       argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT);
+	       argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
+	       SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT);
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -258,7 +270,14 @@ static int run(int argc, char **argv) {
 	struct fuse_loop_config *loop = NULL;
 	_cleanup_free_ char *config_error = NULL, *control_path = NULL;
 	Config config = {};
-	Args a = { .seal_delay_s = SEAL_DELAY_DEFAULT_S, .gc_interval_s = GC_INTERVAL_DEFAULT_S, .policy = 1 };
+	Args a = {
+		.seal_delay_s = SEAL_DELAY_DEFAULT_S,
+		.gc_interval_s = GC_INTERVAL_DEFAULT_S,
+		.seal_workers = SEAL_WORKERS_DEFAULT,
+		.seal_stream = 1,
+		.stream_max = FS_STREAM_MAX_DEFAULT,
+		.policy = 1,
+	};
 	Fs fs = { .hot_fd = -1, .staging_fd = -1, .lock_fd = -1 };
 	int r, ret = EXIT_FAILURE;
 
@@ -277,6 +296,12 @@ static int run(int argc, char **argv) {
 	if (a.too_many_args || a.n_positional == 0) {
 		log_error("%s", a.n_positional == 0 ? "no mount point given (see --help)"
 						     : "too many arguments (see --help)");
+		goto out_args;
+	}
+	if (a.seal_workers < 1 || a.seal_workers > SEAL_WORKERS_MAX || a.seal_stream > 1 ||
+	    a.stream_max > FS_STREAM_MAX_LIMIT) {
+		log_error("seal_workers must be 1..%d, seal_stream 0 or 1, stream_max 0..%u (see --help)",
+			  SEAL_WORKERS_MAX, FS_STREAM_MAX_LIMIT);
 		goto out_args;
 	}
 	if (fuse_opt_add_arg(&args, a.positional[a.n_positional - 1]) < 0 || fuse_parse_cmdline(&args, &opts) != 0)
@@ -327,6 +352,9 @@ static int run(int argc, char **argv) {
 	fs.seal_delay_s = a.seal_delay_s;
 	fs.gc_interval_s = a.gc_interval_s ?: 1;
 	fs.policy_interval_s = a.policy_interval_s ?: (unsigned) config.policy_interval;
+	fs.seal_workers = a.seal_workers;
+	fs.seal_stream = a.seal_stream && a.stream_max > 0;
+	fs.stream_max = a.stream_max;
 	/* Tiers named in a config must exist: creating one could fill the wrong disk. */
 	if (hot_tier_open(&fs, !a.config) < 0)
 		goto out_fs;
@@ -374,7 +402,7 @@ static int run(int argc, char **argv) {
 	if (r >= 0)
 		r = fs_sealer_start(&fs);
 	if (r < 0) {
-		log_error_errno(r, "cannot start the sealing worker: %m");
+		log_error_errno(r, "cannot start the sealing workers: %m");
 		goto out_unmount;
 	}
 	r = a.policy ? fs_policy_start(&fs) : 0;

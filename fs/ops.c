@@ -186,6 +186,13 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
+/* The run of appends a stream chunks (see FsInode) ends: the file is sealed whole after close. */
+static void run_stop(FsInode *i) {
+	pthread_mutex_lock(&i->lock);
+	i->run_ok = false;
+	pthread_mutex_unlock(&i->lock);
+}
+
 static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct stat *ret) {
 	CatalogInode ci;
 	int r;
@@ -234,6 +241,7 @@ static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct 
 		atomic_store(&i->written, true);
 		if ((uint64_t) attr->st_size < atomic_load(&i->written_end))
 			atomic_store(&i->written_end, (uint64_t) attr->st_size);
+		run_stop(i);
 	}
 	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
 		struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
@@ -266,8 +274,12 @@ static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct 
 
 fail:
 	catalog_rollback(fs->catalog);
-out_unlock:
+out_unlock:;
+	FsFileClass class = (FsFileClass) i->file_class;
 	fs_data_unlock(i);
+	/* A truncate ended the file's run: its stream goes now, not at close. */
+	if ((to_set & FUSE_SET_ATTR_SIZE) && fs->seal_stream)
+		fs_stream_written(fs, i, class, FS_RUN_ENDED);
 	return r;
 }
 
@@ -281,13 +293,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		i = (FsInode *) (uintptr_t) fi->fh;
 	else {
 		/* No handle: pin the inode (the root has no lookup reference at all). */
-		r = fs_inode_ref(fs, ino, 1, &i);
+		r = fs_inode_pin(fs, ino, true, &i);
 		if (r < 0)
 			return (void) fuse_reply_err(req, -r);
 	}
 	r = do_setattr(fs, i, attr, to_set, &st);
 	if (!(fi && fi->fh))
-		fs_inode_forget(fs, ino, 1);
+		fs_inode_unpin(fs, i);
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);
 	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
@@ -738,7 +750,7 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 		fs_data_unlock(i);
 	}
 	if (r < 0) {
-		fs_inode_release(fs, i);
+		(void) fs_inode_release(fs, i, false);
 		return r;
 	}
 	fi->fh = (uintptr_t) i;
@@ -761,7 +773,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);
 	if (fuse_reply_open(req, fi) < 0)
-		fs_inode_release(fs, i);
+		(void) fs_inode_release(fs, i, false);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
@@ -799,7 +811,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (r < 0 || fuse_reply_create(req, &e, fi) < 0) {
 		if (r < 0)
 			fuse_reply_err(req, -r);
-		fs_inode_release(fs, i);
+		(void) fs_inode_release(fs, i, false);
 		fs_inode_forget(fs, ino, 1);
 	}
 }
@@ -823,8 +835,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 
-	bool written = atomic_exchange(&i->written, false), rewritten = atomic_load(&i->overwritten);
-	fs_inode_release(fs, i);
+	bool rewritten = atomic_load(&i->overwritten);
+	bool written = fs_inode_release(fs, i, true);
 	if (written) {
 		if (rewritten)
 			mark_passthrough(fs, ino);
@@ -863,12 +875,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	 * The reply goes out under data_lock (a raw reply splices from the
 	 * staging file, which a seal must not close meanwhile).  Once it is
 	 * out, the kernel may release the handle and forget the inode on other
-	 * threads: this handle's own pin keeps i alive until the lock is let go.
+	 * threads: a pin of our own keeps i alive until the lock is let go.
 	 */
-	fs_inode_open(fs, i);
+	fs_inode_pin_held(i);
 	int r = fs_data_lock_read(fs, i);
 	if (r < 0) {
-		fs_inode_release(fs, i);
+		fs_inode_unpin(fs, i);
 		return (void) fuse_reply_err(req, -r);
 	}
 	if (i->sealed)
@@ -881,7 +893,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 	}
 	fs_data_unlock(i);
-	fs_inode_release(fs, i);
+	fs_inode_unpin(fs, i);
 }
 
 /* Takes data_lock shared on a raw file, turning a sealed one back into raw first. */
@@ -902,15 +914,35 @@ static int lock_raw(Fs *fs, FsInode *i) {
 	}
 }
 
-/* Bookkeeping after a change of the bytes in [off, end): done under data_lock, after the change. */
-static void data_changed(FsInode *i, uint64_t off, uint64_t end) {
+/*
+ * Bookkeeping after a write of [off, end): done under data_lock, after the
+ * write.  Returns what it did to the run of appends (see FsInode).
+ */
+static FsRunChange data_written(FsInode *i, uint64_t off, uint64_t end) {
+	FsRunChange change;
 	uint64_t prev = atomic_load(&i->written_end);
 	if (off < prev)
 		atomic_store(&i->overwritten, true);
 	while (end > prev && !atomic_compare_exchange_weak(&i->written_end, &prev, end))
 		;
+	pthread_mutex_lock(&i->lock);
+	if (i->run_ok && off == i->run_end) {
+		i->run_end = end;
+		change = FS_RUN_APPENDED;
+	} else if (i->run_ok) {
+		i->run_ok = false;
+		change = FS_RUN_ENDED;
+	} else if (off == 0) {
+		i->run_ok = true;
+		i->run_epoch++;
+		i->run_end = end;
+		change = FS_RUN_STARTED;
+	} else
+		change = FS_RUN_NONE;
+	pthread_mutex_unlock(&i->lock);
 	atomic_store(&i->written, true);
 	atomic_fetch_add(&i->data_gen, 1);
+	return change;
 }
 
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
@@ -918,6 +950,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	FsRunChange change = FS_RUN_NONE;
 
 	int r = lock_raw(fs, i);
 	if (r < 0)
@@ -927,8 +960,15 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	out.buf[0].pos = off;
 	ssize_t n = fuse_buf_copy(&out, in, 0);
 	if (n > 0)
-		data_changed(i, (uint64_t) off, (uint64_t) off + (uint64_t) n);
+		change = data_written(i, (uint64_t) off, (uint64_t) off + (uint64_t) n);
+	FsFileClass class = (FsFileClass) i->file_class;
+	/* A file rewritten in place is never sealed: no stream for it. */
+	if (change == FS_RUN_STARTED && atomic_load(&i->overwritten))
+		change = FS_RUN_NONE;
 	fs_data_unlock(i);
+	/* The worker does the chunking; this thread only tells it there is more. */
+	if (fs->seal_stream && fs_class_is_sealed(class))
+		fs_stream_written(fs, i, class, change);
 	if (n < 0)
 		return (void) fuse_reply_err(req, (int) -n);
 	fuse_reply_write(req, (size_t) n);
@@ -1040,9 +1080,15 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		return (void) fuse_reply_err(req, -r);
 	if (fallocate(i->fd, mode, offset, length) < 0)
 		r = -errno;
-	else
-		data_changed(i, (uint64_t) offset, (uint64_t) offset + (uint64_t) length);
+	else {
+		(void) data_written(i, (uint64_t) offset, (uint64_t) offset + (uint64_t) length);
+		/* Allocating, punching or zeroing: never part of a run, whatever the offset. */
+		run_stop(i);
+	}
+	FsFileClass class = (FsFileClass) i->file_class;
 	fs_data_unlock(i);
+	if (r >= 0 && fs->seal_stream)
+		fs_stream_written(fs, i, class, FS_RUN_ENDED);
 	fuse_reply_err(req, -r);
 }
 
@@ -1086,19 +1132,40 @@ static int xattr_check_name(const char *name) {
 	return -EOPNOTSUPP;
 }
 
-/* Records whether an inode has xattrs, for the getxattr fast path. */
+/*
+ * Records whether an inode has xattrs, for the getxattr fast path.  Pinned
+ * meanwhile: an inode the kernel holds no reference to (the root, or one
+ * only the sealer uses) may otherwise lose its entry under our feet.
+ */
+static void xattr_cache_set(Fs *fs, uint64_t ino, int state) {
+	FsInode *i;
+	if (fs_inode_pin(fs, ino, false, &i) < 0)
+		return;
+	pthread_mutex_lock(&i->lock);
+	i->xattrs = state;
+	pthread_mutex_unlock(&i->lock);
+	fs_inode_unpin(fs, i);
+}
+
 /*
  * Returns 0 if ino certainly has no xattrs.  The kernel asks for
  * security.capability before every write, so this avoids a catalog query
  * on the write path.
  */
 static int xattr_cache_any(Fs *fs, uint64_t ino) {
-	int state = fs_inode_xattrs_cached(fs, ino);
+	FsInode *i;
+	int state = -1;
+	if (fs_inode_pin(fs, ino, false, &i) >= 0) {
+		pthread_mutex_lock(&i->lock);
+		state = i->xattrs;
+		pthread_mutex_unlock(&i->lock);
+		fs_inode_unpin(fs, i);
+	}
 	if (state >= 0)
 		return state;
 	state = catalog_xattr_any(fs->catalog, ino);
 	if (state >= 0)
-		fs_inode_xattrs_cache(fs, ino, state);
+		xattr_cache_set(fs, ino, state);
 	return state;
 }
 
@@ -1131,25 +1198,36 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	r = catalog_commit(fs->catalog);
 	if (r >= 0)
-		fs_inode_xattrs_cache(fs, ino, 1);
+		xattr_cache_set(fs, ino, 1);
 	fuse_reply_err(req, -r);
 }
 
 /*
- * trusted.fratier.state: "raw" or "sealed", then the class, for operators and
- * tests; computed, never stored, and not listed (root only: trusted.*).
+ * trusted.fratier.state: "raw" or "sealed", then the class, and for a raw
+ * file being chunked while written "streaming BYTES" (chunked so far); for
+ * operators and tests; computed, never stored, and not listed (root only:
+ * trusted.*).
  */
 static bool reply_virtual_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
-	char value[64];
+	Fs *fs = fs_of(req);
+	char value[96];
 	CatalogInode ci;
+	FsInode *i;
+	uint64_t chunked;
 
 	if (strcmp(name, "trusted.fratier.state") != 0)
 		return false;
-	int r = catalog_inode_get(fs_of(req)->catalog, ino, &ci);
+	int r = catalog_inode_get(fs->catalog, ino, &ci);
 	if (r < 0)
 		return fuse_reply_err(req, -r), true;
 	int n = snprintf(value, sizeof(value), "%s %s", ci.state == CATALOG_FILE_SEALED ? "sealed" : "raw",
 			 S_ISREG(ci.mode) ? fs_class_to_string((FsFileClass) ci.file_class) : "-");
+	if (ci.state == CATALOG_FILE_RAW && fs_inode_pin(fs, ino, false, &i) >= 0) {
+		if (fs_stream_progress(fs, i, &chunked))
+			n += snprintf(value + n, sizeof(value) - (size_t) n, " streaming %llu",
+				      (unsigned long long) chunked);
+		fs_inode_unpin(fs, i);
+	}
 	if (size == 0)
 		fuse_reply_xattr(req, (size_t) n);
 	else if (size < (size_t) n)
@@ -1245,7 +1323,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
 	}
 	r = catalog_commit(fs->catalog);
 	if (r >= 0)
-		fs_inode_xattrs_cache(fs, ino, -1);
+		xattr_cache_set(fs, ino, -1);
 	fuse_reply_err(req, -r);
 }
 

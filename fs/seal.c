@@ -1,16 +1,31 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * seal.c — the background worker: seals files once they have been closed
- * and quiet for seal_delay_s, and runs the chunk collector every
- * gc_interval_s.  One thread, so sealing never competes with itself for the
- * hot disk; the FUSE threads only queue work and never wait for it.
+ * seal.c — the background work: Fs.seal_workers threads seal files once
+ * they have been closed and quiet for seal_delay_s and chunk the streams of
+ * files being written (stream.c); one more thread runs the chunk collector
+ * every gc_interval_s.  All of them run at nice 10, so that under load the
+ * writers, whose fsync an archiver waits for, get the CPU first; the FUSE
+ * threads only queue work and never wait for it.
+ *
+ * A worker takes, in this order: a file due for sealing that no other
+ * worker is sealing (two seals of one file would only race to the same
+ * commit), then a turn of stream work.  The collector is a thread of its
+ * own because it may wait long for writers to end (dedup_store_gc()); while
+ * it waits no stream starts.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
+#include "common/macros.h"
 #include "fs/fs-internal.h"
+
+/* How long the collector waits for streams to end before it ends them. */
+#define GC_STREAM_PATIENCE_S 60
 
 static int64_t monotonic_ns(void) {
 	struct timespec ts;
@@ -78,15 +93,49 @@ static void run_gc(Fs *fs) {
 		log_warning_errno(r, "Catalog checkpoint failed: %m");
 }
 
-static void *sealer_main(void *userdata) {
-	Fs *fs = userdata;
-	int64_t next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
+/* Background work yields the CPU to the writers; a failure only costs that. */
+static void lower_priority(void) {
+	(void) setpriority(PRIO_PROCESS, (id_t) gettid(), 10);
+}
 
+static struct timespec deadline_after(int64_t wait_ns) {
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += wait_ns / 1000000000;
+	until.tv_nsec += wait_ns % 1000000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	return until;
+}
+
+static bool being_sealed(const Fs *fs, uint64_t ino) {
+	for (unsigned k = 0; k < fs->n_seal_threads; k++)
+		if (fs->sealing[k] == ino)
+			return true;
+	return false;
+}
+
+typedef struct FsSealWorker {
+	Fs *fs;
+	unsigned index;
+	pthread_t thread;
+} FsSealWorker;
+
+static void *worker_main(void *userdata) {
+	FsSealWorker *me = userdata;
+	Fs *fs = me->fs;
+	_cleanup_free_ void *buf = malloc(FS_SEAL_READ_SIZE);
+
+	lower_priority();
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
-		int64_t now = monotonic_ns(), wake = next_gc;
+		int64_t now = monotonic_ns(), wake = INT64_MAX;
 		FsSealItem **due = NULL;
 		for (FsSealItem **p = &fs->seal_queue; *p; p = &(*p)->next) {
+			if (being_sealed(fs, (*p)->ino))
+				continue; /* its worker wakes us when done */
 			if ((*p)->due_ns <= now) {
 				due = p;
 				break;
@@ -97,14 +146,16 @@ static void *sealer_main(void *userdata) {
 		if (due) {
 			FsSealItem *item = *due;
 			*due = item->next;
-			pthread_mutex_unlock(&fs->seal_lock);
-
 			uint64_t ino = item->ino;
 			free(item);
+			fs->sealing[me->index] = ino;
+			pthread_mutex_unlock(&fs->seal_lock);
+
 			/*
 			 * Open files are sealed too: readers switch to the recipe
 			 * under the data lock, and a writer that changes the bytes
-			 * meanwhile makes the seal give up; its next close queues
+			 * meanwhile makes the seal give up (or one that did since
+			 * the file was queued makes it wait); its last close queues
 			 * the file again.
 			 */
 			int r = fs_data_seal(fs, ino);
@@ -112,25 +163,60 @@ static void *sealer_main(void *userdata) {
 				log_warning_errno(r, "Failed to seal inode %llu (it stays raw): %m",
 						  (unsigned long long) ino);
 			pthread_mutex_lock(&fs->seal_lock);
+			fs->sealing[me->index] = 0;
+			pthread_cond_broadcast(&fs->seal_cond);
 			continue;
 		}
-		if (now >= next_gc) {
-			pthread_mutex_unlock(&fs->seal_lock);
-			run_gc(fs);
-			pthread_mutex_lock(&fs->seal_lock);
-			next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
+		if (buf && fs_stream_work(fs, buf))
+			continue;
+		if (wake == INT64_MAX)
+			pthread_cond_wait(&fs->seal_cond, &fs->seal_lock);
+		else {
+			struct timespec until = deadline_after(wake - now);
+			pthread_cond_timedwait(&fs->seal_cond, &fs->seal_lock, &until);
+		}
+	}
+	pthread_mutex_unlock(&fs->seal_lock);
+	return NULL;
+}
+
+static void *gc_main(void *userdata) {
+	Fs *fs = userdata;
+	int64_t next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
+
+	lower_priority();
+	pthread_mutex_lock(&fs->seal_lock);
+	while (!fs->seal_stop) {
+		int64_t now = monotonic_ns();
+		if (now < next_gc) {
+			struct timespec until = deadline_after(next_gc - now);
+			pthread_cond_timedwait(&fs->gc_cond, &fs->seal_lock, &until);
 			continue;
 		}
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		int64_t wait_ns = wake - now;
-		until.tv_sec += wait_ns / 1000000000;
-		until.tv_nsec += wait_ns % 1000000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
+		/*
+		 * The collector deletes chunks only while no writer is alive: no
+		 * stream starts now, and those that would keep it waiting longer
+		 * than GC_STREAM_PATIENCE_S end (their files are sealed after close).
+		 */
+		atomic_store(&fs->gc_waiting, true);
+		int64_t give_up = monotonic_ns() + (int64_t) GC_STREAM_PATIENCE_S * 1000000000;
+		while (fs->n_streams > 0 && !fs->seal_stop && monotonic_ns() < give_up) {
+			struct timespec until = deadline_after(give_up - monotonic_ns());
+			pthread_cond_timedwait(&fs->gc_cond, &fs->seal_lock, &until);
 		}
-		pthread_cond_timedwait(&fs->seal_cond, &fs->seal_lock, &until);
+		if (fs->seal_stop) {
+			atomic_store(&fs->gc_waiting, false);
+			break;
+		}
+		unsigned ended = fs_stream_end_all(fs);
+		if (ended > 0)
+			log_info("ended %u streams that kept the collector waiting for %ds; their files are sealed after close",
+				 ended, GC_STREAM_PATIENCE_S);
+		pthread_mutex_unlock(&fs->seal_lock);
+		run_gc(fs);
+		atomic_store(&fs->gc_waiting, false);
+		pthread_mutex_lock(&fs->seal_lock);
+		next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
 	}
 	pthread_mutex_unlock(&fs->seal_lock);
 	return NULL;
@@ -138,28 +224,55 @@ static void *sealer_main(void *userdata) {
 
 int fs_sealer_start(Fs *fs) {
 	pthread_condattr_t attr;
+	int r;
 
 	pthread_mutex_init(&fs->seal_lock, NULL);
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->seal_cond, &attr);
+	pthread_cond_init(&fs->gc_cond, &attr);
 	pthread_condattr_destroy(&attr);
-	int r = -pthread_create(&fs->seal_thread, NULL, sealer_main, fs);
+	pthread_cond_init(&fs->stream_idle_cond, NULL);
+	fs->seal_started = true;
+
+	unsigned n = fs->seal_workers ?: 1;
+	fs->seal_worker = calloc(n, sizeof(FsSealWorker));
+	fs->sealing = calloc(n, sizeof(uint64_t));
+	if (!fs->seal_worker || !fs->sealing)
+		return -ENOMEM;
+	for (unsigned k = 0; k < n; k++) {
+		fs->seal_worker[k] = (FsSealWorker) { .fs = fs, .index = k };
+		r = -pthread_create(&fs->seal_worker[k].thread, NULL, worker_main, &fs->seal_worker[k]);
+		if (r < 0)
+			return r;
+		fs->n_seal_threads++;
+	}
+	r = -pthread_create(&fs->gc_thread, NULL, gc_main, fs);
 	if (r == 0)
-		fs->seal_thread_started = true;
+		fs->gc_thread_started = true;
 	return r;
 }
 
 void fs_sealer_stop(Fs *fs) {
-	if (!fs->seal_thread_started)
+	if (!fs->seal_started)
 		return;
 	atomic_store(&fs->seal_stopping, true);
 	pthread_mutex_lock(&fs->seal_lock);
 	fs->seal_stop = true;
-	pthread_cond_signal(&fs->seal_cond);
+	pthread_cond_broadcast(&fs->seal_cond);
+	pthread_cond_broadcast(&fs->gc_cond);
 	pthread_mutex_unlock(&fs->seal_lock);
-	pthread_join(fs->seal_thread, NULL);
-	fs->seal_thread_started = false;
+	for (unsigned k = 0; k < fs->n_seal_threads; k++)
+		pthread_join(fs->seal_worker[k].thread, NULL);
+	/* Before the collector is joined: it may be waiting for the streams' writers to end. */
+	fs_stream_free_all(fs);
+	if (fs->gc_thread_started)
+		pthread_join(fs->gc_thread, NULL);
+	fs->gc_thread_started = false;
+	fs->n_seal_threads = 0;
+	fs->seal_started = false;
+	free(fs->seal_worker);
+	free(fs->sealing);
 	/* Files still queued stay raw; the next mount queues them again. */
 	while (fs->seal_queue) {
 		FsSealItem *next = fs->seal_queue->next;
@@ -167,5 +280,7 @@ void fs_sealer_stop(Fs *fs) {
 		fs->seal_queue = next;
 	}
 	pthread_cond_destroy(&fs->seal_cond);
+	pthread_cond_destroy(&fs->gc_cond);
+	pthread_cond_destroy(&fs->stream_idle_cond);
 	pthread_mutex_destroy(&fs->seal_lock);
 }

@@ -303,8 +303,10 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 	       tierctl_get(m, 0, "owner"), tierctl_get(m, 0, "allow_other"), tierctl_get(m, 0, "clients"));
 	printf("files:       %s sealed (%s), %s raw\n", tierctl_get(m, 0, "files_sealed"),
 	       size_of(m, 0, "sealed_bytes", a), tierctl_get(m, 0, "files_raw"));
-	printf("queues:      seal %s (%s due), migrate %llu, gc %s dead chunks\n", tierctl_get(m, 0, "seal_queue"),
-	       tierctl_get(m, 0, "seal_queue_due"), (unsigned long long) tierctl_get_u64(m, 0, "migrate_queue"),
+	printf("queues:      seal %s (%s due, %s streaming), migrate %llu, gc %s dead chunks\n",
+	       tierctl_get(m, 0, "seal_queue"), tierctl_get(m, 0, "seal_queue_due"),
+	       ctl_message_get(m, 0, "seal_streams") ? tierctl_get(m, 0, "seal_streams") : "0",
+	       (unsigned long long) tierctl_get_u64(m, 0, "migrate_queue"),
 	       tierctl_get(m, 0, "gc_queue"));
 	if (ctl_message_get(m, 0, "seal_rate"))
 		printf("throughput:  sealing %s/s, stored %s/s (last minute)\n", size_of(m, 0, "seal_rate", a),

@@ -9,6 +9,7 @@ only ever decide pass/fail by what they find, never by how long it took.
 """
 
 import errno
+import json
 import os
 import random
 import re
@@ -42,6 +43,28 @@ def state(path):
     except OSError as e:
         return ("error", "%s (%s)" % (errno.errorcode.get(e.errno, e.errno), e.strerror))
     return (v[0], v[1] if len(v) > 1 else "")
+
+
+def state_words(path):
+    """Every word of the state ("raw CLASS streaming BYTES" while a file is chunked as it is written)."""
+    try:
+        return os.getxattr(path, STATE_XATTR).decode(errors="replace").split()
+    except OSError as e:
+        return ["error", errno.errorcode.get(e.errno, str(e.errno))]
+
+
+def tierctl_path():
+    return os.environ.get("FRATIER_TIERCTL") or os.path.join(
+        os.environ.get("FRATIER_BUILD_ROOT", "build"), "tools", "tierctl", "tierctl")
+
+
+def status(fs):
+    """The daemon's status (tierctl status --json) as a dict of its top-level fields."""
+    p = subprocess.run([tierctl_path(), "-m", fs.mnt, "status", "--json"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    if p.returncode != 0:
+        raise RuntimeError("tierctl status: exit %d: %s" % (p.returncode, p.stderr.strip()))
+    return json.loads(p.stdout)
 
 
 def wait_states(paths, want="sealed", timeout=SEAL_TIMEOUT):

@@ -1,0 +1,298 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Does sealing slow the writer?  Archivelogs and backup pieces written
+through fratierfs while it seals them (streaming on, and off), against the
+same writes into the hot tier's directory; and how long after its close
+each file is sealed.
+
+Not a test: nothing is asserted.  See bench/README.md.
+"""
+
+import argparse
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as bl  # noqa: E402
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+SRC_ROOT = os.path.dirname(BENCH_DIR)
+STATE_XATTR = 'trusted.fratier.state'
+SEAL_WAIT = 900.0
+POLL = 0.01
+# native, then fratier with streaming on and off.
+SIDES = ('native', 'stream', 'whole')
+MOUNT_OPTS = {'stream': 'seal_stream=1', 'whole': 'seal_stream=0'}
+
+
+class Run:
+    """One side's pass over the files: write figures and seal lags."""
+
+    def __init__(self):
+        self.bytes = 0
+        self.wall = 0.0
+        self.cpu = 0.0
+        self.lags = []
+        self.drain = None  # seconds from the last close until every file was sealed
+
+    def mbps(self):
+        return self.bytes / bl.MB / self.wall if self.wall else None
+
+
+class SealWatch(threading.Thread):
+    """Notes when each closed file first reports sealed (polling its state xattr)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.lock = threading.Lock()
+        self.closed = {}  # path -> close time
+        self.sealed = {}  # path -> seal time
+        self.stop = threading.Event()
+
+    def closed_at(self, path, t):
+        with self.lock:
+            self.closed[path] = t
+
+    def run(self):
+        while not self.stop.is_set():
+            with self.lock:
+                waiting = [p for p in self.closed if p not in self.sealed]
+            for p in waiting:
+                try:
+                    state = os.getxattr(p, STATE_XATTR).split()[0]
+                except OSError:
+                    continue
+                if state == b'sealed':
+                    with self.lock:
+                        self.sealed[p] = time.monotonic()
+            time.sleep(POLL)
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.work = None
+        self.files = []  # (source path, bytes)
+        self.daemon = None
+        self.cache = bl.PageCache()
+        build = os.path.abspath(args.build or os.path.join(SRC_ROOT, 'build'))
+        self.build = build
+        self.fratierfs = os.path.join(build, 'fs', 'fratierfs')
+        self.oragen = os.path.join(build, 'tools', 'oragen', 'oragen')
+        self.results = {}  # (variant, side) -> [Run]
+
+    def setup(self):
+        base = os.path.abspath(self.args.workdir)
+        os.makedirs(base, exist_ok=True)
+        self.work = tempfile.mkdtemp(prefix='fratier-bench-seal.', dir=base)
+        src = os.path.join(self.work, 'fra')
+        a = self.args
+        p = subprocess.run([self.oragen, '--out', src, '--days', '1', '--seed', str(a.seed),
+                            '--datafiles', '4', '--datafile-size', a.datafile_size,
+                            '--archivelogs-per-day', str(a.archivelogs), '--archivelog-size', a.archivelog_size,
+                            '--image-copies', '0', '--no-zstd', '--quiet'],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise bl.BenchError(f'oragen failed: {p.stderr.strip()}')
+        for d, _, names in os.walk(src):
+            for n in sorted(names):
+                if n.endswith(('.arc', '.bkp')):
+                    path = os.path.join(d, n)
+                    self.files.append((path, os.path.getsize(path)))
+        self.files.sort(key=lambda f: os.path.basename(f[0]))
+        if not self.files:
+            raise bl.BenchError('oragen wrote no archivelog or backup piece')
+
+    def cleanup(self):
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            if self.daemon is not None:
+                self.daemon.stop()
+                self.daemon = None
+            if self.work is not None:
+                shutil.rmtree(self.work, ignore_errors=True)
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+    def dest_name(self, src):
+        """Where a file goes, below the side's root: archivelog/ or backupset/, as OMF has it."""
+        return os.path.relpath(src, os.path.join(self.work, 'fra'))
+
+    def write_all(self, root, pace, watch):
+        """Writes every file under root, 1 MiB writes, fsync before close; returns bytes, seconds."""
+        buf = bytearray(bl.MIB)
+        view = memoryview(buf)
+        total = 0
+        t0 = time.monotonic()
+        for src, size in self.files:
+            dst = os.path.join(root, self.dest_name(src))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(src, 'rb', buffering=0) as fi:
+                fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+                try:
+                    while True:
+                        n = fi.readinto(buf)
+                        if not n:
+                            break
+                        done = 0
+                        while done < n:
+                            done += os.write(fd, view[done:n])
+                        total += n
+                        if pace:
+                            # Never ahead of the pace since the first write.
+                            ahead = t0 + total / (pace * bl.MB) - time.monotonic()
+                            if ahead > 0:
+                                time.sleep(ahead)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            if watch:
+                watch.closed_at(dst, time.monotonic())
+        return total, time.monotonic() - t0
+
+    def measure(self, side, pace):
+        run = Run()
+        data = os.path.join(self.work, 'data')
+        mnt = os.path.join(self.work, 'mnt')
+        shutil.rmtree(data, ignore_errors=True)
+        os.makedirs(mnt, exist_ok=True)
+        # The native side writes into the hot tier's directory of a mount, as fratier's staging does.
+        opts = f'data={data},seal_delay=0,gc_interval=3600'
+        if side != 'native':
+            opts += ',' + MOUNT_OPTS[side]
+        if self.args.mount_opts:
+            opts += ',' + self.args.mount_opts
+        self.daemon = bl.Daemon(self.fratierfs, opts, mnt, os.path.join(self.work, 'fratierfs.log')).start()
+        root = os.path.join(data, 'hot', 'native-bench') if side == 'native' else mnt
+        watch = None
+        if side != 'native':
+            watch = SealWatch()
+            watch.start()
+        self.cache.drop()
+        cpu0 = self.daemon.cpu_seconds()
+        run.bytes, run.wall = self.write_all(root, pace, watch)
+        if watch:
+            last_close = time.monotonic()
+            deadline = last_close + SEAL_WAIT
+            while time.monotonic() < deadline:
+                with watch.lock:
+                    if len(watch.sealed) == len(watch.closed):
+                        break
+                self.daemon.check()
+                time.sleep(POLL)
+            watch.stop.set()
+            watch.join()
+            if len(watch.sealed) < len(watch.closed):
+                raise bl.BenchError(f'files still not sealed {SEAL_WAIT:.0f}s after the last close')
+            run.lags = [watch.sealed[p] - watch.closed[p] for p in watch.closed]
+            run.drain = max(watch.sealed.values()) - last_close
+        run.cpu = self.daemon.cpu_seconds() - cpu0
+        self.daemon.stop()
+        self.daemon = None
+        shutil.rmtree(data, ignore_errors=True)
+        return run
+
+    def run(self):
+        a = self.args
+        total = sum(s for _, s in self.files)
+        print_machine(self, total)
+        variants = [('full speed', 0)] + ([(f'paced {a.pace} MB/s', a.pace)] if a.pace else [])
+        for variant, pace in variants:
+            print(f'\n{variant}: {len(self.files)} files, {total / bl.MB:.0f} MB, one writer, '
+                  f'1 MiB writes, fsync before close')
+            print(f'{"round":>5}  {"side":<7} {"MB/s":>7} {"ratio":>6} {"lag med s":>9} {"lag max s":>9} '
+                  f'{"drain s":>7} {"daemon CPU s":>12}')
+            for rnd in range(a.rounds):
+                order = SIDES[rnd % len(SIDES):] + SIDES[:rnd % len(SIDES)]
+                runs = {}
+                for side in order:
+                    runs[side] = self.measure(side, pace)
+                    self.results.setdefault((variant, side), []).append(runs[side])
+                for side in SIDES:
+                    r = runs[side]
+                    ratio = r.mbps() / runs['native'].mbps() if side != 'native' else None
+                    r.ratio = ratio
+                    print(f'{rnd + 1:>5}  {side:<7} {bl.fmt(r.mbps()):>7} {bl.fmt(ratio, 3):>6} '
+                          f'{bl.fmt(bl.med(r.lags), 2):>9} {bl.fmt(max(r.lags) if r.lags else None, 2):>9} '
+                          f'{bl.fmt(r.drain, 2):>7} {bl.fmt(r.cpu, 1):>12}', flush=True)
+            print(f'median {"":<7}')
+            for side in SIDES:
+                rs = self.results[(variant, side)]
+                ratio = bl.med([r.ratio for r in rs]) if side != 'native' else None
+                print(f'{"":>5}  {side:<7} {bl.fmt(bl.med([r.mbps() for r in rs])):>7} {bl.fmt(ratio, 3):>6} '
+                      f'{bl.fmt(bl.med([bl.med(r.lags) for r in rs if r.lags]), 2):>9} '
+                      f'{bl.fmt(bl.med([max(r.lags) for r in rs if r.lags]), 2):>9} '
+                      f'{bl.fmt(bl.med([r.drain for r in rs if r.drain is not None]), 2):>7} '
+                      f'{bl.fmt(bl.med([r.cpu for r in rs]), 1):>12}')
+        la = os.getloadavg()
+        print(f'\nload avg at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}'
+              + (f' -- more runnable work than {os.cpu_count()} cores: figures are noisy'
+                 if la[1] > os.cpu_count() else ''))
+
+
+def print_machine(bench, total):
+    cpu = '?'
+    try:
+        with open('/proc/cpuinfo') as f:
+            cpu = next((ln.split(':', 1)[1].strip() for ln in f if ln.startswith('model name')), '?')
+    except OSError:
+        pass
+    print('machine')
+    print(f'  kernel    {platform.release()}, cpu {cpu}, {os.cpu_count()} online')
+    print(f'  load avg  {" ".join(f"{x:.2f}" for x in os.getloadavg())} (1/5/15 min)')
+    print(f'  workdir   {bench.work} ({bl.sh(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "-T", bench.work]) or "?"})')
+    print(f'  fratierfs {bench.fratierfs} ({bl.build_type(bench.build)})')
+    print(f'  data      oragen seed {bench.args.seed}: {len(bench.files)} archivelogs and backup pieces, '
+          f'{total / bl.MB:.0f} MB')
+
+
+def main():
+    ap = argparse.ArgumentParser(description='sealing against the writer: fratierfs (streaming on/off) '
+                                             'vs the hot tier directly, and seal lag')
+    ap.add_argument('--rounds', type=int, default=3, help='rounds per variant (default 3)')
+    ap.add_argument('--pace', type=int, default=200,
+                    help='MB/s of the paced variant, 0 for none (default 200)')
+    ap.add_argument('--archivelogs', type=int, default=4, help='archived logs (default 4)')
+    ap.add_argument('--archivelog-size', default='32M', help='oragen --archivelog-size (default 32M)')
+    ap.add_argument('--datafile-size', default='16M', help='oragen --datafile-size (default 16M)')
+    ap.add_argument('--seed', type=int, default=1, help='oragen seed (default 1)')
+    ap.add_argument('--build', help='meson build dir (default SRC/build); use an optimized one')
+    ap.add_argument('--workdir', default='/var/tmp', help='scratch dir parent (default /var/tmp)')
+    ap.add_argument('--mount-opts', default='', help='extra -o options for fratierfs')
+    args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error('--rounds must be at least 1')
+    if os.geteuid() != 0:
+        ap.error('run as root (mounting, dropping the page cache, reading trusted.* xattrs)')
+
+    def interrupted(signum, frame):
+        raise bl.Interrupted(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGHUP, interrupted)
+
+    bench = Bench(args)
+    try:
+        bench.setup()
+        bench.run()
+    except bl.BenchError as e:
+        print(f'bench-seal: {e}', file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, bl.Interrupted):
+        print('\nbench-seal: interrupted, cleaning up', file=sys.stderr)
+        return 130
+    finally:
+        bench.cleanup()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
