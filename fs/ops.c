@@ -831,18 +831,22 @@ static void mark_passthrough(Fs *fs, uint64_t ino) {
 	catalog_rollback(fs->catalog);
 }
 
+/* After the last close of a written file: it is queued for sealing, or stays raw for good if rewritten in place. */
+static void file_quiet(Fs *fs, uint64_t ino, bool rewritten) {
+	if (rewritten)
+		mark_passthrough(fs, ino);
+	else
+		fs_seal_schedule(fs, ino);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 
 	bool rewritten = atomic_load(&i->overwritten);
 	bool written = fs_inode_release(fs, i, true);
-	if (written) {
-		if (rewritten)
-			mark_passthrough(fs, ino);
-		else
-			fs_seal_schedule(fs, ino);
-	}
+	if (written)
+		file_quiet(fs, ino, rewritten);
 	fuse_reply_err(req, 0);
 	/* After the reply: the archiver's close never waits for a statfs. */
 	if (written)
@@ -866,6 +870,14 @@ static void read_sealed(fuse_req_t req, FsInode *i, size_t size, off_t off) {
 	fuse_reply_buf(req, buf, (size_t) n);
 }
 
+/* Drops op_read()'s open count; i may be gone after. */
+static void read_done(Fs *fs, FsInode *i) {
+	uint64_t ino = i->ino;
+	bool rewritten = atomic_load(&i->overwritten);
+	if (fs_inode_release(fs, i, true))
+		file_quiet(fs, ino, rewritten);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
@@ -875,12 +887,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	 * The reply goes out under data_lock (a raw reply splices from the
 	 * staging file, which a seal must not close meanwhile).  Once it is
 	 * out, the kernel may release the handle and forget the inode on other
-	 * threads: a pin of our own keeps i alive until the lock is let go.
+	 * threads: an open count of our own keeps i (and its staging
+	 * descriptor) alive until the lock is let go, and if the handle's own
+	 * release came meanwhile, ours is the last close and does its work.
 	 */
-	fs_inode_pin_held(i);
+	fs_inode_open(fs, i);
 	int r = fs_data_lock_read(fs, i);
 	if (r < 0) {
-		fs_inode_unpin(fs, i);
+		read_done(fs, i);
 		return (void) fuse_reply_err(req, -r);
 	}
 	if (i->sealed)
@@ -893,7 +907,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 	}
 	fs_data_unlock(i);
-	fs_inode_unpin(fs, i);
+	read_done(fs, i);
 }
 
 /* Takes data_lock shared on a raw file, turning a sealed one back into raw first. */

@@ -245,7 +245,10 @@ int fs_sealer_start(Fs *fs) {
 		r = -pthread_create(&fs->seal_worker[k].thread, NULL, worker_main, &fs->seal_worker[k]);
 		if (r < 0)
 			return r;
+		/* Under the lock: the workers already running read it (being_sealed()). */
+		pthread_mutex_lock(&fs->seal_lock);
 		fs->n_seal_threads++;
+		pthread_mutex_unlock(&fs->seal_lock);
 	}
 	r = -pthread_create(&fs->gc_thread, NULL, gc_main, fs);
 	if (r == 0)
