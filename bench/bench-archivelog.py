@@ -33,6 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 from benchlib import (MB, MIB, BenchError, Daemon, Interrupted, PageCache, build_type, fmt,  # noqa: E402
                       kill_group, med, sh, tail)
 
@@ -452,18 +453,7 @@ def main():
     signal.signal(signal.SIGHUP, interrupted)
 
     bench = Bench(args)
-    try:
-        bench.setup()
-        bench.run()
-    except BenchError as e:
-        print(f'bench-archivelog: {e}', file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, Interrupted):
-        print('\nbench-archivelog: interrupted, cleaning up', file=sys.stderr)
-        return 130
-    finally:
-        bench.cleanup()
-    return 0
+    return benchlib.run('bench-archivelog', bench)
 
 
 if __name__ == '__main__':

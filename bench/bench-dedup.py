@@ -34,6 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 from benchlib import (MB, MIB, BenchError, Daemon, Interrupted, PageCache, build_of, build_type,  # noqa: E402
                       fmt, kill_group, sh, tail)
 
@@ -819,18 +820,7 @@ def main():
     signal.signal(signal.SIGHUP, interrupted)
 
     bench = Bench(args)
-    try:
-        bench.setup()
-        bench.run()
-    except BenchError as e:
-        print(f'bench-dedup: {e}', file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, Interrupted):
-        print('\nbench-dedup: interrupted, cleaning up', file=sys.stderr)
-        return 130
-    finally:
-        bench.cleanup()
-    return 0
+    return benchlib.run('bench-dedup', bench)
 
 
 if __name__ == '__main__':

@@ -280,18 +280,7 @@ def main():
     signal.signal(signal.SIGHUP, interrupted)
 
     bench = Bench(args)
-    try:
-        bench.setup()
-        bench.run()
-    except bl.BenchError as e:
-        print(f'bench-seal: {e}', file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, bl.Interrupted):
-        print('\nbench-seal: interrupted, cleaning up', file=sys.stderr)
-        return 130
-    finally:
-        bench.cleanup()
-    return 0
+    return bl.run('bench-seal', bench)
 
 
 if __name__ == '__main__':

@@ -26,6 +26,23 @@ class BenchError(Exception):
     pass
 
 
+def run(name, bench):
+    """Runs bench.setup() and bench.run(), always bench.cleanup(); returns
+    the exit status: 0, 1 on BenchError (said on stderr), 130 if interrupted."""
+    try:
+        bench.setup()
+        bench.run()
+    except BenchError as e:
+        print(f'{name}: {e}', file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, Interrupted):
+        print(f'\n{name}: interrupted, cleaning up', file=sys.stderr)
+        return 130
+    finally:
+        bench.cleanup()
+    return 0
+
+
 class Interrupted(Exception):
     """SIGTERM/SIGHUP, turned into an exception so cleanup runs as for Ctrl-C."""
 

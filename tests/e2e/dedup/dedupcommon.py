@@ -13,7 +13,9 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
+import sys
 import time
 
 STATE_XATTR = "trusted.fratier.state"
@@ -241,3 +243,37 @@ class Content:
             # Pieces are cut at random lengths so that shared bytes move off any grid.
             out += piece[:rng.randrange(self.PIECE // 4, self.PIECE + 1)]
         return bytes(out[:size])
+
+
+def delete_all_check_no_leaks(res, fs, model, path):
+    """Deletes every file of model (path(rel) names it in the mount) and
+    checks nothing is left: containers emptied by the collector, and after
+    a clean unmount no staging file and no chunk or recipe row."""
+    for rel in list(model):
+        os.unlink(path(rel))
+    model.clear()
+    files, big = wait_containers_empty(fs)
+    print("after deleting everything: %d container files, %d bytes; %d staging files"
+          % (len(files), sum(max(a, b) for _, a, b in files), len(staging_names(fs))), flush=True)
+    res.check(not big, "containers still hold data %ds after everything was deleted: %s"
+              % (GC_TIMEOUT, ", ".join("%s (%d bytes)" % (os.path.relpath(p, fs.data), a) for p, a, _ in big)))
+    fs.stop()
+    staging = staging_names(fs)
+    res.check(not staging, "staging files left after everything was deleted: %s"
+              % ", ".join(sorted(staging.values())[:20]))
+    for table in ("chunks", "recipes"):
+        n = sqlite_count(fs, table)
+        res.check(n == 0, "the catalog still has %d rows in %s after everything was deleted and collected"
+                  % (n, table))
+
+
+def cleanup(res, fs):
+    """Kills a daemon still running; keeps the data and shows the daemon log
+    when something failed (or FRATIER_KEEP is set), else removes them."""
+    if fs.proc is not None:
+        fs.kill()
+    if res.failed or os.environ.get("FRATIER_KEEP"):
+        print("kept %s (data, daemon log) for inspection" % fs.base)
+        sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
+    else:
+        shutil.rmtree(fs.base, ignore_errors=True)

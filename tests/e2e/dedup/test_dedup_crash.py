@@ -28,9 +28,7 @@ env: FRATIER_DEDUP_CRASH_ROUNDS (default 20 of each), FRATIER_DEDUP_CRASH_SEED
 import os
 import random
 import re
-import shutil
 import signal
-import sys
 import time
 
 import harness
@@ -191,23 +189,7 @@ class CrashTest:
         self.start()
         if not self.verify("after the last collection crash"):
             return
-        for rel in list(self.model):
-            os.unlink(self.p(rel))
-        self.model.clear()
-        files, big = dc.wait_containers_empty(self.fs)
-        print("after deleting everything: %d container files, %d bytes; %d staging files"
-              % (len(files), sum(max(a, b) for _, a, b in files), len(dc.staging_names(self.fs))), flush=True)
-        self.res.check(not big, "containers still hold data %ds after everything was deleted: %s"
-                       % (dc.GC_TIMEOUT, ", ".join("%s (%d bytes)" % (os.path.relpath(p, self.fs.data), a)
-                                                   for p, a, _ in big)))
-        self.fs.stop()
-        staging = dc.staging_names(self.fs)
-        self.res.check(not staging, "staging files left after everything was deleted: %s"
-                       % ", ".join(sorted(staging.values())[:20]))
-        for table in ("chunks", "recipes"):
-            n = dc.sqlite_count(self.fs, table)
-            self.res.check(n == 0, "the catalog still has %d rows in %s after everything was deleted and collected"
-                           % (n, table))
+        dc.delete_all_check_no_leaks(self.res, self.fs, self.model, self.p)
 
     def run(self):
         for rnd in range(ROUNDS):
@@ -219,13 +201,7 @@ class CrashTest:
         self.no_leaks()
 
     def cleanup(self):
-        if self.fs.proc is not None:
-            self.fs.kill()
-        if self.res.failed or os.environ.get("FRATIER_KEEP"):
-            print("kept %s (data, daemon log) for inspection" % self.fs.base)
-            sys.stderr.write("daemon log:\n" + self.fs.log_text() + "\n")
-        else:
-            shutil.rmtree(self.fs.base, ignore_errors=True)
+        dc.cleanup(self.res, self.fs)
 
 
 def main():

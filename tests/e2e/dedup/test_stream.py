@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 
@@ -313,14 +312,8 @@ class StreamTest:
         self.fs.stop()
 
     def cleanup(self):
-        if self.fs.proc is not None:
-            self.fs.kill()
         shutil.rmtree(self.src, ignore_errors=True)
-        if self.res.failed or os.environ.get("FRATIER_KEEP"):
-            print("kept %s (data, daemon log) for inspection" % self.fs.base)
-            sys.stderr.write("daemon log:\n" + self.fs.log_text() + "\n")
-        else:
-            shutil.rmtree(self.fs.base, ignore_errors=True)
+        dc.cleanup(self.res, self.fs)
 
 
 def main():
