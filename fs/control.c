@@ -308,7 +308,7 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = add(c, "path", t->path);
 	if (r >= 0)
 		r = add(c, "reachable", reachable ? "yes" : "no");
-	if (r >= 0 && ft && ft->error)
+	if (r >= 0 && ft && !ft->store && ft->error)
 		r = add(c, "error", ft->error);
 	if (r >= 0)
 		r = add_u64(c, "capacity", capacity);
@@ -322,7 +322,7 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = add_u64(c, "used", used);
 	if (r >= 0)
 		r = add_u64(c, "free", free_bytes);
-	if (r >= 0 && t->backend == TIER_BACKEND_NFS && ft && ft->backend) {
+	if (r >= 0 && t->backend == TIER_BACKEND_NFS && ft && ft->store) {
 		TierNfsStats ns;
 		tier_backend_nfs_stats(ft->backend, &ns);
 		r = add_u64(c, "nfs_rpcs", ns.rpcs);

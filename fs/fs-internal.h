@@ -100,11 +100,17 @@ typedef struct FsSealItem {
  * A tier of the mount: 0 is the hot one, the others follow in the config's
  * order.  Each is a dedup domain of its own (its own store and containers).
  */
+/*
+ * A tier that cannot be opened at start is tried again by the collector's
+ * thread (fs_tiers_retry()); it publishes backend, then store with release
+ * order, so whoever reads a non-NULL store sees the backend too.  Neither
+ * changes again until unmount.
+ */
 typedef struct FsTier {
 	const ConfigTier *config;
-	DedupBackend *backend;    /* NULL: the storage could not be opened at start */
-	DedupStore *store;        /* NULL likewise: its files read as EIO, unlink still works */
-	char *error;              /* why it could not be opened, for status */
+	DedupBackend *backend;    /* NULL: the storage could not be opened yet; read only after a non-NULL store */
+	_Atomic(DedupStore *) store; /* NULL likewise: its files read as EIO, unlink still works */
+	char *error;              /* why it could not be opened at start, for status while store is NULL */
 } FsTier;
 
 /* What the policy worker is doing, for status (policy.c). */
@@ -305,6 +311,9 @@ void fs_tiers_close(Fs *fs);
 const ConfigTier *fs_tier_config(const Fs *fs, uint32_t n);
 /* The open store of tier n, or NULL (no such tier, or not reachable). */
 DedupStore *fs_tier_store(const Fs *fs, uint32_t n);
+/* Opens the lower tiers that could not be opened so far; true while some still cannot (collector's thread only). */
+bool fs_tiers_retry(Fs *fs);
+#define FS_TIER_RETRY_S 10
 /* Collects garbage on every open tier (dedup_store_gc()); *ret sums them; returns the first error. */
 int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret);
 
