@@ -379,6 +379,7 @@ typedef struct TierState {
 	unsigned keys_seen;     /* bit per tier_keys[] entry */
 	unsigned high_line;
 	unsigned low_line;
+	unsigned nfs_line;      /* of the first of timeout and retries: NFS tiers only */
 } TierState;
 
 typedef struct Parser {
@@ -624,6 +625,32 @@ static int parse_low_watermark(Parser *p, const char *key, const char *value) {
 	return parse_percent(p, key, value, &p->config.tiers[p->tier].low_watermark);
 }
 
+static int parse_nfs_timeout(Parser *p, const char *key, const char *value) {
+	uint64_t v;
+	int r = parse_duration_key(p, key, value, &v);
+	if (r < 0)
+		return r;
+	if (v < 1 || v > CONFIG_NFS_TIMEOUT_MAX)
+		return parser_fail(p, p->line, "'%s' must be from 1s to %us, got '%s'", key, CONFIG_NFS_TIMEOUT_MAX,
+				   ESC(value));
+	p->tiers[p->tier].nfs_line = p->tiers[p->tier].nfs_line ?: p->line;
+	p->config.tiers[p->tier].nfs_timeout = (unsigned) v;
+	return 0;
+}
+
+static int parse_nfs_retries(Parser *p, const char *key, const char *value) {
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(value, &end, 10);
+	if (value[0] < '0' || value[0] > '9' || errno != 0 || *end != '\0' || v > CONFIG_NFS_RETRIES_MAX)
+		return parser_fail(p, p->line, "'%s' must be an integer from 0 to %u, got '%s'", key,
+				   CONFIG_NFS_RETRIES_MAX, ESC(value));
+	p->tiers[p->tier].nfs_line = p->tiers[p->tier].nfs_line ?: p->line;
+	p->config.tiers[p->tier].nfs_retries = (unsigned) v;
+	p->config.tiers[p->tier].has_nfs_retries = true;
+	return 0;
+}
+
 static int parse_migrate_after(Parser *p, const char *key, const char *value) {
 	return parse_duration_key(p, key, value, &p->config.classes[p->klass].migrate_after);
 }
@@ -715,6 +742,8 @@ static const KeyDef tier_keys[] = {
 	{ "zstd_level", parse_tier_zstd_level },
 	{ "high_watermark", parse_high_watermark },
 	{ "low_watermark", parse_low_watermark },
+	{ "timeout", parse_nfs_timeout },
+	{ "retries", parse_nfs_retries },
 };
 
 static const KeyDef class_keys[] = {
@@ -963,6 +992,9 @@ static int parser_finish(Parser *p) {
 		if (ts->backend_line == 0)
 			t->backend = t->role == TIER_ROLE_NFS ? TIER_BACKEND_NFS : TIER_BACKEND_DIR;
 
+		if (ts->nfs_line > 0 && t->backend != TIER_BACKEND_NFS)
+			return parser_fail(p, ts->nfs_line, "timeout and retries belong to NFS tiers, not to tier '%s' (backend %s)",
+					   t->name, tier_backend_to_string(t->backend));
 		if (t->role == TIER_ROLE_HOT) {
 			/* The hot tier holds the raw staging files the FUSE side writes into. */
 			if (t->backend != TIER_BACKEND_DIR)

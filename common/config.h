@@ -29,6 +29,9 @@
  *   low_watermark = 70%           ; ... until use is below this one
  *   zstd_level = 9                ; optional: level of chunks new to this tier when files move
  *                                 ; here (colder data, stronger compression); default: the class's
+ *   timeout = 10s                 ; NFS tiers: each attempt of a call (and each connect), 1s..600s
+ *   retries = 2                   ; NFS tiers: attempts after a failed one, 0..10; a dead server
+ *                                 ; fails a call after at most (retries + 1) x 2 x timeout
  *
  *   [class backuppiece]           ; "class NAME", NAME = archivelog | backuppiece | imagecopy | other
  *   chunking = cdc                ; cdc (content-defined) | fixed
@@ -127,6 +130,8 @@ typedef enum ConfigChunking {
 #define CONFIG_POLICY_INTERVAL_MAX 86400
 #define CONFIG_HISTORY_INTERVAL_DEFAULT 3600
 #define CONFIG_HISTORY_INTERVAL_MAX 86400
+#define CONFIG_NFS_TIMEOUT_MAX 600
+#define CONFIG_NFS_RETRIES_MAX 10
 #define CONFIG_POLICY_BANDWIDTH_DEFAULT (100ull << 20)
 /* A file sealed this long ago migrates by age in the default policy of archivelogs and backup pieces. */
 #define CONFIG_MIGRATE_AFTER_DEFAULT 86400
@@ -153,6 +158,9 @@ typedef struct ConfigTier {
 	unsigned low_watermark;  /* ... down to this percent */
 	bool has_zstd_level;   /* files moved to this tier are compressed at zstd_level, not their class's */
 	int zstd_level;
+	unsigned nfs_timeout;  /* NFS tiers: seconds per attempt of a call, 0 = the backend's default */
+	bool has_nfs_retries;  /* retries was given; otherwise the backend's default */
+	unsigned nfs_retries;  /* NFS tiers: attempts after a failed one */
 } ConfigTier;
 
 typedef struct Config {

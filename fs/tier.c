@@ -69,7 +69,12 @@ static int tier_open_backend(const ConfigTier *t, bool create, DedupBackend **re
 	int r;
 
 	if (t->backend == TIER_BACKEND_NFS) {
-		r = tier_backend_nfs_open(t->path, NULL, ret);
+		TierNfsOptions o = TIER_NFS_OPTIONS_DEFAULT;
+		if (t->nfs_timeout)
+			o.timeout_ms = t->nfs_timeout * 1000;
+		if (t->has_nfs_retries)
+			o.retries = t->nfs_retries;
+		r = tier_backend_nfs_open(t->path, &o, ret);
 		if (r < 0 && asprintf(ret_error, "%s", tier_backend_nfs_open_error() ?: strerror(-r)) < 0)
 			*ret_error = NULL;
 		return r;

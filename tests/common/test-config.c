@@ -714,6 +714,17 @@ static void test_policy(void) {
 		    FILE_NAME ":5: duplicate key 'high_watermark' in section [tier hot]");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 0\n[tier hot]\n",
 		    FILE_NAME ":3: 'policy_interval' must be from 1s to 1d, got '0'");
+	parse_ok("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier filer]\nrole = nfs\npath = nfs://f/e\n"
+		 "timeout = 2s\nretries = 0\n", &c);
+	assert(c.tiers[1].nfs_timeout == 2 && c.tiers[1].has_nfs_retries && c.tiers[1].nfs_retries == 0);
+	assert(c.tiers[0].nfs_timeout == 0 && !c.tiers[0].has_nfs_retries);
+	config_done(&c);
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\ntimeout = 5s\n",
+		    FILE_NAME ":4: timeout and retries belong to NFS tiers, not to tier 'hot' (backend dir)");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier nfs]\npath = nfs://f/e\ntimeout = 11m\n",
+		    FILE_NAME ":6: 'timeout' must be from 1s to 600s, got '11m'");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier nfs]\npath = nfs://f/e\nretries = 11\n",
+		    FILE_NAME ":6: 'retries' must be an integer from 0 to 10, got '11'");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\nhistory_interval = 2d\n[tier hot]\n",
 		    FILE_NAME ":3: 'history_interval' must be 0 (off) or at most 1d, got '2d'");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 2d\n[tier hot]\n",

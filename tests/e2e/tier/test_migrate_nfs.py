@@ -17,7 +17,11 @@ in and sealed, then:
   refused, and unlink and truncate to zero of files on it work (they never
   touch the tier); once the server is back the daemon opens the tier on its
   own (no restart) and they read exactly again;
-- migrate capacity -> NFS and recall NFS -> hot, remount, everything exact;
+- the filer hangs (SIGSTOP), then dies, while a migration capacity -> NFS
+  and a read of a file on it wait: the mount stays responsive, the read
+  fails with EIO and the migration with its files failed, within the
+  configured bounded wait; once the server is back the migration resumes;
+- recall NFS -> hot, remount, everything exact;
 - after deleting everything and a collection, the export holds no
   container with data.
 
@@ -25,9 +29,12 @@ Exits 77 (skip) where a namespace, ganesha or FUSE is not available.
 """
 
 import errno
+import json
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
@@ -58,6 +65,77 @@ def nfs_metrics(res, fs, failures_at_least):
               and samples.get("fratier_tier_nfs_rpc_seconds_total", 0) > 0
               and samples.get("fratier_tier_nfs_rpc_failures_total", -1) >= failures_at_least,
               "NFS metrics of the filer: %r %s" % (samples, err.strip()))
+
+
+def run_dies_mid_migration(res, fs, srv, model, logs, pieces):
+    """The filer hangs, then dies, while a migration to it and a read from it wait on it.
+
+    The mount stays responsive meanwhile (a file on another tier reads
+    exactly, a listing works), the read fails with EIO and the migration
+    ends with its files failed, both within the tier's bounded wait
+    (timeout = 2s, retries = 1 in the config); files stay readable on the
+    tier they were left on; with the server back, the same migration moves
+    the rest and everything reads exactly.
+    """
+    # A fresh daemon and mount: neither its chunk cache nor the page cache holds the filer's files,
+    # so the read below needs the filer.
+    fs.stop()
+    fs.start()
+    srv.pause()
+    mig = subprocess.Popen([tc.tierctl_path(), "-m", fs.mnt, "migrate", "--to", "2", "--json", fs.path("ORCL", "archivelog")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = False
+    deadline = time.monotonic() + 30
+    while not started and time.monotonic() < deadline and mig.poll() is None:
+        st = tc.tierctl_json(res, fs, "status")
+        started = st.get("migrate_queue", 0) > 0
+        time.sleep(0.05)
+    res.check(started, "the migration to the hung filer was never seen queued")
+    read_error = []
+
+    def read_cold():
+        try:
+            dc.read_all(fs.path(pieces[0]))
+            read_error.append(0)
+        except OSError as e:
+            read_error.append(e.errno)
+    reader = threading.Thread(target=read_cold)
+    reader.start()
+    # While both wait on the filer: another tier's file and a listing answer.
+    hot = [r for r in model if r not in pieces and r not in logs]
+    res.check(bool(hot), "no file off the filer to read while it hangs")
+    for r in hot[:3]:
+        dc.compare(res, fs.path(r), model[r], "read while the filer hangs")
+    res.check(len(os.listdir(fs.path("ORCL", "archivelog"))) > 0, "listing while the filer hangs")
+    srv.kill()
+    reader.join(timeout=300)  # a guard against a hang, not a timing check: the bounded wait is far shorter
+    res.check(not reader.is_alive() and read_error == [errno.EIO],
+              "a read of a file on the dead filer: %r, expected EIO" % read_error)
+    try:
+        out, err = mig.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        mig.kill()
+        out, err = mig.communicate()
+    j = json.loads(out) if out.strip().startswith("{") else {}
+    res.check(mig.returncode == 5 and j.get("failed", 0) > 0 and j.get("moved", 0) + j.get("failed", 0) == len(logs),
+              "the migration to the dead filer ends with its files failed: rc %r, %r %s"
+              % (mig.returncode, {k: j.get(k) for k in ("moved", "failed", "skipped")}, err[-300:]))
+    on_capacity = {r: model[r] for r, t in tc.tiers_of(res, fs, model).items() if t == 1}
+    res.check(len(on_capacity) >= j.get("failed", 0), "the logs that failed to move stay on capacity: %d" % len(on_capacity))
+    tc.compare_all(res, fs, on_capacity, "logs left on capacity by the failed migration")
+    srv.start()
+    deadline = time.monotonic() + 180
+    while True:
+        j = tc.tierctl_json(res, fs, "migrate", "--to", "2", fs.path("ORCL", "archivelog"), want_rc=None)
+        if j.get("failed", 1) == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    res.check(j.get("failed") == 0 and j.get("moved", 0) + j.get("already", 0) == len(logs),
+              "the migration resumes once the filer is back: %r" % {k: j.get(k) for k in ("moved", "already", "failed")})
+    tiers = tc.tiers_of(res, fs, model)
+    res.check(all(tiers.get(r) == 2 for r in logs), "every log on the filer after the resumed migration: %r"
+              % {r: tiers.get(r) for r in logs if tiers.get(r) != 2})
+    tc.compare_all(res, fs, model, "after the migration resumed")
 
 
 def run(res, fs, srv, src):
@@ -133,8 +211,7 @@ def run(res, fs, srv, src):
               "the filer down at start is reachable once its server is back, without a restart: %r" % filer)
     tc.compare_all(res, fs, model, "NFS server back")
 
-    j = tc.tierctl_json(res, fs, "migrate", "--to", "2", fs.path("ORCL", "archivelog"))
-    res.check(j.get("moved") == len(logs), "migrate capacity -> filer: %r" % j.get("moved"))
+    run_dies_mid_migration(res, fs, srv, model, logs, pieces)
     j = tc.tierctl_json(res, fs, "recall", fs.path("ORCL", "backupset"))
     res.check(j.get("moved") == len(pieces), "recall filer -> hot: %r" % j.get("moved"))
     fs.stop()
@@ -166,8 +243,9 @@ def main():
                 os.makedirs(os.path.join(data, d))
             conf = os.path.join(tmp, "fratier.conf")
             with open(conf, "w") as f:
+                # A short bounded wait, so the dead-filer checks end soon: at most (1 + 1) x 2 x 2 s a call.
                 f.write("[fratier]\ndata_dir = %s\n\n[tier hot]\n\n[tier capacity]\n\n"
-                        "[tier filer]\nrole = nfs\npath = %s\n" % (data, srv.url))
+                        "[tier filer]\nrole = nfs\npath = %s\ntimeout = 2s\nretries = 1\n" % (data, srv.url))
             fs = harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
             try:
                 fs.start()
