@@ -380,6 +380,9 @@ typedef struct TierState {
 	unsigned high_line;
 	unsigned low_line;
 	unsigned nfs_line;      /* of the first of timeout and retries: NFS tiers only */
+	unsigned target_line;   /* lower tiers: where their files go by age (a cascade) */
+	unsigned migrate_after_line;
+	char *target;           /* as written, resolved once every tier is known */
 } TierState;
 
 typedef struct Parser {
@@ -411,8 +414,10 @@ typedef struct Parser {
 } Parser;
 
 static void parser_done(Parser *p) {
-	for (size_t i = 0; i < CONFIG_TIERS_MAX; i++)
+	for (size_t i = 0; i < CONFIG_TIERS_MAX; i++) {
 		free(p->tiers[i].path);
+		free(p->tiers[i].target);
+	}
 	for (size_t k = 0; k < _CONFIG_CLASS_MAX; k++)
 		free(p->target[k]);
 	free(p->error);
@@ -651,6 +656,20 @@ static int parse_nfs_retries(Parser *p, const char *key, const char *value) {
 	return 0;
 }
 
+static int parse_tier_migrate_after(Parser *p, const char *key, const char *value) {
+	p->tiers[p->tier].migrate_after_line = p->line;
+	return parse_duration_key(p, key, value, &p->config.tiers[p->tier].migrate_after);
+}
+
+static int parse_tier_target(Parser *p, const char *key, const char *value) {
+	(void) key;
+	p->tiers[p->tier].target = strdup(value);
+	if (!p->tiers[p->tier].target)
+		return -ENOMEM;
+	p->tiers[p->tier].target_line = p->line;
+	return 0;
+}
+
 static int parse_migrate_after(Parser *p, const char *key, const char *value) {
 	return parse_duration_key(p, key, value, &p->config.classes[p->klass].migrate_after);
 }
@@ -744,6 +763,8 @@ static const KeyDef tier_keys[] = {
 	{ "low_watermark", parse_low_watermark },
 	{ "timeout", parse_nfs_timeout },
 	{ "retries", parse_nfs_retries },
+	{ "migrate_after", parse_tier_migrate_after },
+	{ "target", parse_tier_target },
 };
 
 static const KeyDef class_keys[] = {
@@ -971,6 +992,35 @@ static int parser_resolve_path(Parser *p, size_t i) {
 }
 
 /* Whole-file checks, in file order (invariant 5). */
+/* A lower tier by name or number (1 = the first after hot) into *ret; what names the key's owner in errors. */
+static int parser_resolve_target(Parser *p, const char *target, unsigned line, const char *what, uint32_t *ret) {
+	const Config *c = &p->config;
+	uint32_t number = 0, lower = 0;
+	char *end;
+
+	errno = 0;
+	unsigned long v = strtoul(target, &end, 10);
+	bool numeric = target[0] >= '0' && target[0] <= '9' && *end == '\0' && errno == 0;
+	for (size_t i = 0; i < c->n_tiers; i++) {
+		if (c->tiers[i].role == TIER_ROLE_HOT) {
+			if (!numeric && strcmp(c->tiers[i].name, target) == 0)
+				return parser_fail(p, line, "target of %s is the hot tier '%s' (expected a lower tier)", what,
+						   target);
+			continue;
+		}
+		lower++;
+		if (numeric ? v == lower : strcmp(c->tiers[i].name, target) == 0)
+			number = lower;
+	}
+	if (number == 0)
+		return parser_fail(p, line,
+				   numeric ? "target of %s: no tier number '%s' (1 to %u; 0 is the hot tier)"
+					   : "target of %s: no tier named '%s' (lower tiers: %u)",
+				   what, ESC(target), lower);
+	*ret = number;
+	return 0;
+}
+
 static int parser_finish(Parser *p) {
 	Config *c = &p->config;
 	size_t hot = SIZE_MAX;
@@ -1042,33 +1092,40 @@ static int parser_finish(Parser *p) {
 	}
 
 	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {
-		const char *target = p->target[k];
-		uint32_t number = 0, lower = 0;
-		char *end;
-
-		if (!target)
-			continue;
-		errno = 0;
-		unsigned long v = strtoul(target, &end, 10);
-		bool numeric = target[0] >= '0' && target[0] <= '9' && *end == '\0' && errno == 0;
-		for (size_t i = 0; i < c->n_tiers; i++) {
-			if (c->tiers[i].role == TIER_ROLE_HOT) {
-				if (!numeric && strcmp(c->tiers[i].name, target) == 0)
-					return parser_fail(p, p->target_line[k],
-							   "target of class %s is the hot tier '%s' (expected a lower tier)",
-							   config_class_to_string(k), target);
-				continue;
-			}
-			lower++;
-			if (numeric ? v == lower : strcmp(c->tiers[i].name, target) == 0)
-				number = lower;
+		char what[64];
+		snprintf(what, sizeof(what), "class %s", config_class_to_string(k));
+		if (p->target[k]) {
+			r = parser_resolve_target(p, p->target[k], p->target_line[k], what, &c->classes[k].target_tier);
+			if (r < 0)
+				return r;
 		}
-		if (number == 0)
-			return parser_fail(p, p->target_line[k],
-					   numeric ? "target of class %s: no tier number '%s' (1 to %u; 0 is the hot tier)"
-						   : "target of class %s: no tier named '%s' (lower tiers: %u)",
-					   config_class_to_string(k), ESC(target), lower);
-		c->classes[k].target_tier = number;
+	}
+
+	/* Cascades: a lower tier's files move on by age, to a tier after it (so moves never loop). */
+	for (size_t i = 0, lower = 0; i < c->n_tiers; i++) {
+		ConfigTier *t = &c->tiers[i];
+		TierState *ts = &p->tiers[i];
+		char what[64];
+		if (t->role != TIER_ROLE_HOT)
+			lower++;
+		if (!ts->target && ts->migrate_after_line == 0)
+			continue;
+		if (t->role == TIER_ROLE_HOT)
+			return parser_fail(p, ts->target_line ?: ts->migrate_after_line,
+					   "the hot tier's files move by their class's target and migrate_after, "
+					   "not by the tier's");
+		if (!ts->target || t->migrate_after == 0)
+			return parser_fail(p, ts->target_line ?: ts->migrate_after_line,
+					   "tier '%s' needs both target and migrate_after (greater than 0) for its files to move on",
+					   t->name);
+		snprintf(what, sizeof(what), "tier %s", t->name);
+		r = parser_resolve_target(p, ts->target, ts->target_line, what, &t->target_tier);
+		if (r < 0)
+			return r;
+		if (t->target_tier <= lower)
+			return parser_fail(p, ts->target_line,
+					   "target of tier %s must come after it (tier %zu), so that files never move in a circle",
+					   t->name, lower);
 	}
 
 	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {

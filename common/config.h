@@ -32,6 +32,8 @@
  *   timeout = 10s                 ; NFS tiers: each attempt of a call (and each connect), 1s..600s
  *   retries = 2                   ; NFS tiers: attempts after a failed one, 0..10; a dead server
  *                                 ; fails a call after at most (retries + 1) x 2 x timeout
+ *   migrate_after = 30d           ; lower tiers: files move on this long after their last change ...
+ *   target = filer                ; ... to this tier, which must come after this one (no circles)
  *
  *   [class backuppiece]           ; "class NAME", NAME = archivelog | backuppiece | imagecopy | other
  *   chunking = cdc                ; cdc (content-defined) | fixed
@@ -160,6 +162,8 @@ typedef struct ConfigTier {
 	int zstd_level;
 	unsigned nfs_timeout;  /* NFS tiers: seconds per attempt of a call, 0 = the backend's default */
 	bool has_nfs_retries;  /* retries was given; otherwise the backend's default */
+	uint64_t migrate_after; /* lower tiers: seconds after a file's last change before it moves on; 0 = never */
+	uint32_t target_tier;  /* lower tiers: where (a later tier's number), with migrate_after */
 	unsigned nfs_retries;  /* NFS tiers: attempts after a failed one */
 } ConfigTier;
 

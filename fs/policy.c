@@ -1,24 +1,27 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * policy.c — the policy worker: moves sealed files off the hot tier by age
- * and by the hot tier's use, without being asked.
+ * and by the hot tier's use, and on down the lower tiers by age, without
+ * being asked.
  *
  * One thread, at nice 10, wakes every policy_interval seconds, or sooner
  * when a close finds the hot tier above its high watermark or below its
  * reserve, and makes one pass:
  *
- *   idle --interval or poke--> scan: sealed files on tier 0 whose class has a
- *     ^                         |   target tier that is open, oldest mtime first
+ *   idle --interval or poke--> scan: sealed files whose class (tier 0) or tier
+ *     ^                         |   (below) has an open target, oldest mtime first
  *     |                         v
  *     +---- nothing left --- move one (fs_data_migrate(), paced) --+
  *     |                         ^                                  |
  *     |                         +------ due by age, or space -------+
  *     +---- stop: the move in flight is cancelled (its copy is garbage for the target's collector)
  *
- * A file moves when it is due by age (now - mtime >= its class's
- * migrate_after) or, oldest first whatever its age, while the hot tier
- * needs space: its use above high_watermark (then down to low_watermark),
- * or its free space below the reserve.
+ * A file on the hot tier moves when it is due by age (now - mtime >= its
+ * class's migrate_after) or, oldest first whatever its age, while the hot
+ * tier needs space: its use above high_watermark (then down to
+ * low_watermark), or its free space below the reserve.  A file on a lower
+ * tier moves on when it is due by that tier's migrate_after, to its target
+ * (a later tier, so moves never go round in a circle); space plays no part.
  *
  * Invariants:
  *  1. Every move goes through fs_data_migrate(): one at a time (it takes
@@ -69,6 +72,7 @@ typedef struct Candidate {
 	int64_t mtime_ns;
 	uint32_t target;
 	uint64_t migrate_after;
+	uint32_t from;            /* the tier it is on: only the hot tier's files move for space */
 	uint64_t size;            /* for the outlook only */
 	uint64_t stored;          /* likewise: what moving it frees at most */
 	FsFileClass file_class;   /* likewise */
@@ -188,16 +192,33 @@ static int hot_space_needed(Fs *fs, Catalog *reader, uint64_t reserve, uint64_t 
 	return hot_space_measure(fs, reader, reserve, true, ret);
 }
 
+/* Where a sealed file on its tier goes by policy, and after how long: its class's rule off the hot tier, its tier's below. */
+static bool policy_rule(Fs *fs, const CatalogInode *ci, uint32_t *ret_target, uint64_t *ret_after) {
+	if (ci->tier == 0) {
+		const ConfigClassPolicy *p = fs_class_policy(fs, (FsFileClass) ci->file_class);
+		if (!p || p->target_tier == 0)
+			return false;
+		*ret_target = p->target_tier;
+		*ret_after = p->migrate_after;
+	} else {
+		const ConfigTier *t = fs_tier_config(fs, ci->tier);
+		if (!t || t->target_tier == 0 || !fs_tier_store(fs, ci->tier))
+			return false;
+		*ret_target = t->target_tier;
+		*ret_after = t->migrate_after;
+	}
+	return fs_tier_store(fs, *ret_target) != NULL;
+}
+
 static int scan_one(const CatalogInode *ci, void *userdata) {
 	Scan *s = userdata;
 	FsFileClass class = (FsFileClass) ci->file_class;
+	uint32_t target;
+	uint64_t after;
 
 	if (class == FS_CLASS_ARCHIVELOG)
 		s->largest_log = MAX(s->largest_log, ci->size);
-	if (ci->state != CATALOG_FILE_SEALED || ci->tier != 0)
-		return 0;
-	const ConfigClassPolicy *p = fs_class_policy(s->fs, class);
-	if (!p || p->target_tier == 0 || !fs_tier_store(s->fs, p->target_tier))
+	if (ci->state != CATALOG_FILE_SEALED || !policy_rule(s->fs, ci, &target, &after))
 		return 0;
 	if (s->n == s->size) {
 		size_t size = s->size ? 2 * s->size : 256;
@@ -210,8 +231,9 @@ static int scan_one(const CatalogInode *ci, void *userdata) {
 	s->items[s->n++] = (Candidate) {
 		.ino = ci->ino,
 		.mtime_ns = ci->mtime_ns,
-		.target = p->target_tier,
-		.migrate_after = p->migrate_after,
+		.from = ci->tier,
+		.target = target,
+		.migrate_after = after,
 	};
 	return 0;
 }
@@ -290,7 +312,7 @@ static int policy_pass(Fs *fs, Catalog *reader) {
 	for (size_t k = 0; k < s.n && !atomic_load(&fs->policy_stopping); k++) {
 		const Candidate *c = &s.items[k];
 		bool old = c->migrate_after > 0 && now - c->mtime_ns >= (int64_t) c->migrate_after * 1000000000;
-		if (!old && need == 0)
+		if (!old && (need == 0 || c->from != 0))
 			continue;
 		/* A pin set after this check is safe too: tierctl pin pins first, then recalls. */
 		if (catalog_pinned(reader, c->ino) > 0)
@@ -316,7 +338,7 @@ static int policy_pass(Fs *fs, Catalog *reader) {
 		}
 		moved++;
 		/* Without a measure, space no longer drives this pass: the next one measures again. */
-		if (need > 0 && hot_space_needed(fs, reader, reserve, &need) < 0)
+		if (need > 0 && c->from == 0 && hot_space_needed(fs, reader, reserve, &need) < 0)
 			need = 0;
 		pthread_mutex_lock(&fs->policy_lock);
 		fs->policy_status.files_moved++;
@@ -324,7 +346,7 @@ static int policy_pass(Fs *fs, Catalog *reader) {
 		pthread_mutex_unlock(&fs->policy_lock);
 	}
 	if (moved > 0 || failed > 0)
-		log_info("policy: moved %llu files off the hot tier%s, %llu failed", (unsigned long long) moved,
+		log_info("policy: moved %llu files%s, %llu failed", (unsigned long long) moved,
 			 short_of_space ? " (it was short of space)" : "", (unsigned long long) failed);
 	free(s.items);
 	pthread_mutex_lock(&fs->policy_lock);

@@ -719,6 +719,19 @@ static void test_policy(void) {
 	assert(c.tiers[1].nfs_timeout == 2 && c.tiers[1].has_nfs_retries && c.tiers[1].nfs_retries == 0);
 	assert(c.tiers[0].nfs_timeout == 0 && !c.tiers[0].has_nfs_retries);
 	config_done(&c);
+	parse_ok("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier capacity]\nmigrate_after = 30d\ntarget = archive\n"
+		 "[tier archive]\nrole = capacity\npath = archive\n", &c);
+	assert(c.tiers[1].migrate_after == 30 * 86400 && c.tiers[1].target_tier == 2 && c.tiers[2].target_tier == 0);
+	config_done(&c);
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\nmigrate_after = 1d\ntarget = capacity\n[tier capacity]\n",
+		    FILE_NAME ":5: the hot tier's files move by their class's target and migrate_after, not by the tier's");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier capacity]\ntarget = 2\n[tier archive]\nrole = capacity\npath = archive\n",
+		    FILE_NAME ":5: tier 'capacity' needs both target and migrate_after (greater than 0) for its files to move on");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier capacity]\n[tier archive]\nrole = capacity\npath = archive\n"
+		    "migrate_after = 1d\ntarget = capacity\n",
+		    FILE_NAME ":9: target of tier archive must come after it (tier 2), so that files never move in a circle");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier capacity]\nmigrate_after = 1d\ntarget = hot\n",
+		    FILE_NAME ":6: target of tier capacity is the hot tier 'hot' (expected a lower tier)");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\ntimeout = 5s\n",
 		    FILE_NAME ":4: timeout and retries belong to NFS tiers, not to tier 'hot' (backend dir)");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier nfs]\npath = nfs://f/e\ntimeout = 11m\n",

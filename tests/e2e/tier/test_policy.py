@@ -21,6 +21,9 @@ took.
   and then hourly, tierctl report's outlook says per class what is due; on
   a mount with a pass a second the worker moves exactly that (files and
   bytes per class), the pinned log stays.
+- cascade: with capacity's own rule (migrate_after = 3d, target = an
+  archive tier), files two days old move off hot to capacity and stay;
+  four days old, they move on to the archive tier; copies never move.
 - watermark: a second small tmpfs is filled with archivelog-like files
   (incompressible, distinct) above a high watermark of 60%, with a pass
   every hour so only the closes wake the worker: the oldest files move
@@ -260,6 +263,43 @@ def run_unmount_while_moving(res, base, hot, model):
         tc.compare_all(res, fs, model, "after the image copies moved")
 
 
+def run_cascade(res, tmp, src):
+    """Lower tiers hand files on by age: capacity keeps them 3 days, then they go to the archive tier."""
+    base = os.path.join(tmp, "cascade")
+    data = os.path.join(base, "data")
+    for d in ("hot", "capacity", "archive"):
+        os.makedirs(os.path.join(data, d), exist_ok=True)
+    config = os.path.join(base, "cascade.conf")
+    with open(config, "w") as f:
+        f.write("[fratier]\ndata_dir = %s\npolicy_interval = 1s\n[tier hot]\n"
+                "[tier capacity]\nmigrate_after = 3d\ntarget = archive\n"
+                "[tier archive]\nrole = capacity\npath = archive\n" % data)
+    with harness.Fratier(policy=True, base=base, options=dc.OPTIONS, config=config) as fs:
+        model = tc.copy_in(fs, src)
+        logs, copies = classes(model)
+        if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
+            return
+        # Two days old: off the hot tier (a day), not yet off capacity (three days after the last change).
+        age_all(fs, model, days=2)
+        res.check(wait_for("the logs and pieces to reach capacity",
+                           lambda: all(tc.tiers_of(res, fs, model).get(r) == 1 for r in logs)),
+                  "cascade: not every log and piece reached capacity: %r" % tc.tiers_of(res, fs, model))
+        wait_full_pass(res, fs)
+        tiers = tc.tiers_of(res, fs, model)
+        res.check(all(tiers.get(r) == 1 for r in logs) and all(tiers.get(r) == 0 for r in copies),
+                  "cascade: after two days, logs and pieces on capacity, copies on hot: %r" % tiers)
+        age_all(fs, model, days=4)
+        res.check(wait_for("the logs and pieces to reach the archive",
+                           lambda: all(tc.tiers_of(res, fs, model).get(r) == 2 for r in logs)),
+                  "cascade: not every log and piece reached the archive tier: %r" % tc.tiers_of(res, fs, model))
+        tiers = tc.tiers_of(res, fs, model)
+        res.check(all(tiers.get(r) == 0 for r in copies), "cascade: the image copies stayed on hot: %r" % tiers)
+        res.check(int(status(res, fs).get("policy_files_moved", 0)) == 2 * len(logs),
+                  "cascade: status counts %r moves for %d files moved twice" % (status(res, fs).get("policy_files_moved"),
+                                                                                len(logs)))
+        tc.compare_all(res, fs, model, "after the cascade")
+
+
 def hot_free(path):
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
@@ -337,6 +377,7 @@ def main():
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
         if not res.failed:
             run_outlook(res, base, hot_a, model)
+        run_cascade(res, tmp, src)
 
         fs, hot_b = space_instance(res, tmp, "b", FILL_TMPFS,
                                    "high_watermark = %d%%\nlow_watermark = %d%%\n" % (HIGH, LOW))
