@@ -322,6 +322,7 @@ typedef struct DescribeDir {
 
 typedef struct Describe {
 	Fs *fs;
+	Catalog *reader;          /* for the scan: a long one must not hold the catalog lock */
 	uint32_t tier;
 	CatalogInode *files;      /* sealed on the tier, in inode order */
 	char **paths;             /* theirs, NULL for one whose path could not be built */
@@ -406,7 +407,7 @@ static int dir_get(Describe *d, uint64_t ino, unsigned depth, size_t *ret) {
 	if (depth > TIER_FILE_ATTRS_PATH_MAX / 2)
 		return -ELOOP;
 	DescribeDir dir = { .ino = ino };
-	r = catalog_inode_get(d->fs->catalog, ino, &dir.ci);
+	r = catalog_inode_get(d->reader, ino, &dir.ci);
 	if (r < 0)
 		return r;
 	if (!S_ISDIR(dir.ci.mode))
@@ -415,7 +416,7 @@ static int dir_get(Describe *d, uint64_t ino, unsigned depth, size_t *ret) {
 		dir.path = strdup("");
 	else {
 		size_t up;
-		r = catalog_dirent_find(d->fs->catalog, ino, &parent, name, sizeof(name));
+		r = catalog_dirent_find(d->reader, ino, &parent, name, sizeof(name));
 		if (r >= 0)
 			r = dir_get(d, parent, depth + 1, &up);
 		if (r < 0)
@@ -443,7 +444,7 @@ static int file_path(Describe *d, uint64_t ino, char **ret) {
 	char name[CATALOG_NAME_MAX + 1];
 	uint64_t parent;
 	size_t up;
-	int r = catalog_dirent_find(d->fs->catalog, ino, &parent, name, sizeof(name));
+	int r = catalog_dirent_find(d->reader, ino, &parent, name, sizeof(name));
 	if (r >= 0)
 		r = dir_get(d, parent, 0, &up);
 	if (r < 0)
@@ -559,7 +560,10 @@ int fs_tier_describe(Fs *fs, uint32_t n) {
 		r = -ENOMEM;
 		goto out;
 	}
-	r = catalog_files_foreach(fs->catalog, collect_file, &d);
+	r = catalog_open_reader(fs->catalog, &d.reader);
+	if (r < 0)
+		goto out;
+	r = catalog_files_foreach(d.reader, collect_file, &d);
 	if (r < 0)
 		goto out;
 	d.paths = calloc(MAX(d.n_files, (size_t) 1), sizeof(*d.paths));
@@ -596,6 +600,7 @@ int fs_tier_describe(Fs *fs, uint32_t n) {
 	}
 out:
 	XXH3_freeState(h);
+	catalog_close(d.reader);
 	describe_done(&d);
 	pthread_mutex_unlock(&fs->describe_lock);
 	return r;
