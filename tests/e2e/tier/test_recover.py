@@ -25,6 +25,13 @@ containers have grown by a random amount); its hot tier
 is deleted and recovery runs on what the kill left: every file of batch A
 comes back exact, and no file comes back with wrong bytes.
 
+With --nfs (e2e-recover-nfs): the backup pieces move to an NFS tier served
+by nfs-ganesha (tests/nfs/ganesha.py, in a private network namespace), the
+archived logs to the capacity tier, one piece is renamed and one unlinked;
+after gc, unmount and deletion of the hot tier, recovery from the export's
+nfs:// URL restores exactly the pieces, byte for byte.  Exits 77 (skip)
+where a namespace, ganesha or FUSE is not available.
+
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_KEEP.
 """
@@ -215,14 +222,79 @@ def crash_part(res, tmp, rng):
         fs2.kill()
 
 
+def nfs_part(res, tmp, rng):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
+    import ganesha
+    src = os.path.join(tmp, "fra")
+    tc.generate(res, src, days=2)
+    with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
+        data = os.path.join(tmp, "data")
+        for d in ("hot", "capacity"):
+            os.makedirs(os.path.join(data, d))
+        conf = os.path.join(tmp, "fratier.conf")
+        with open(conf, "w") as f:
+            f.write("[fratier]\ndata_dir = %s\n\n[tier hot]\n\n[tier capacity]\n\n"
+                    "[tier filer]\nrole = nfs\npath = %s\n" % (data, srv.url))
+        fs = harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
+        fs.start()
+        try:
+            model = tc.copy_in(fs, src)
+            if not dc.check_sealed(res, [fs.path(r) for r in model], "seal (nfs)"):
+                return
+            pieces = sorted(r for r in model if "/backupset/" in r)
+            res.check(len(pieces) >= 3, "oragen wrote %d backup pieces" % len(pieces))
+            rc, _, err = tc.tierctl(fs, "migrate", "--to", "filer", fs.path("ORCL", "backupset"))
+            res.check(rc == 0, "migrate to the filer: %d %s" % (rc, err))
+            rc, _, err = tc.tierctl(fs, "migrate", "--to", "capacity", fs.path("ORCL", "archivelog"))
+            res.check(rc == 0, "migrate to capacity: %d %s" % (rc, err))
+            expect = {r: model[r] for r in pieces}
+            os.unlink(fs.path(pieces[0]))
+            del expect[pieces[0]]
+            renamed = "ORCL/kept/" + os.path.basename(pieces[1])
+            os.makedirs(fs.path("ORCL", "kept"))
+            os.rename(fs.path(pieces[1]), fs.path(renamed))
+            expect[renamed] = expect.pop(pieces[1])
+            rc, _, err = tc.tierctl(fs, "gc")
+            res.check(rc == 0, "gc: %d %s" % (rc, err))
+            fs.stop()
+        finally:
+            if res.failed:
+                sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
+            fs.kill()
+
+        shutil.rmtree(os.path.join(data, "hot"))
+        newdir = os.path.join(tmp, "new")
+        rc, out = recover(srv.url, newdir)
+        res.check(rc == 0, "recovery from NFS: exit %d" % rc)
+        fs2 = harness.Fratier(base=os.path.join(tmp, "two"), data=newdir, options=dc.OPTIONS)
+        fs2.start()
+        try:
+            present = files_under(fs2.mnt)
+            res.check(present == set(expect), "files after recovery from NFS: missing %s, unexpected %s" % (
+                sorted(set(expect) - present), sorted(present - set(expect))))
+            bad = [r for r in sorted(set(expect) & present) if sha(dc.read_all(fs2.path(r))) != sha(expect[r])]
+            res.check(not bad, "files with wrong bytes after recovery from NFS: %s" % bad)
+            fs2.stop()
+        finally:
+            fs2.kill()
+
+
 def main():
+    nfs = "--nfs" in sys.argv[1:]
+    if nfs:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
+        import ganesha
+        ganesha.enter_private_namespace()
     harness.require_fuse()
-    res = harness.Results("e2e-recover")
+    res = harness.Results("e2e-recover-nfs" if nfs else "e2e-recover")
     rng = random.Random(int(os.environ.get("FRATIER_RECOVER_SEED", "1")))
     tmp = tempfile.mkdtemp(prefix="fratier-recover-", dir=os.environ.get("FRATIER_TMP"))
     try:
-        main_part(res, tmp, rng)
-        crash_part(res, tmp, rng)
+        if nfs:
+            nfs_part(res, tmp, rng)
+        else:
+            main_part(res, tmp, rng)
+            crash_part(res, tmp, rng)
     finally:
         if not os.environ.get("FRATIER_KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
