@@ -79,6 +79,7 @@ struct DedupDescribeWriter {
 	DedupRecipeEntry *entries;  /* the recipe of the record being built */
 	size_t n_entries, cap_entries;
 	DedupChunkerParams params;  /* its first segment's */
+	uint64_t recipe_end;        /* where the segments collected so far end */
 	int error;           /* sticky: a failed write leaves the object unusable */
 	bool committed;
 };
@@ -156,10 +157,7 @@ static int collect_segment(uint64_t start, const void *blob, size_t size, void *
 	if (r < 0)
 		return r == -ENOMEM ? r : -EIO;
 	/* Segments come in start order; a gap or overlap is a recipe that changed under us, or damage. */
-	uint64_t end = 0;
-	for (size_t i = 0; i < w->n_entries; i++)
-		end += w->entries[i].length;
-	if (seg->start != start || start != end) {
+	if (seg->start != start || start != w->recipe_end) {
 		free(seg);
 		return -ESTALE;
 	}
@@ -181,6 +179,7 @@ static int collect_segment(uint64_t start, const void *blob, size_t size, void *
 		w->params = seg->params;
 	memcpy(w->entries + w->n_entries, seg->entries, seg->n_entries * sizeof(DedupRecipeEntry));
 	w->n_entries += seg->n_entries;
+	w->recipe_end += seg->length;
 	free(seg);
 	return 0;
 }
@@ -194,6 +193,7 @@ int dedup_describe_add(DedupDescribeWriter *w, const void *attrs, size_t attrs_l
 	if (attrs_len > DEDUP_DESCRIPTION_ATTRS_MAX || (attrs_len > 0 && !attrs))
 		return -EINVAL;
 	w->n_entries = 0;
+	w->recipe_end = 0;
 	/* An empty file has no segment: any valid parameters will do to describe it. */
 	w->params = DEDUP_CHUNKER_PARAMS_DEFAULT;
 	if (with_recipe) {

@@ -461,9 +461,15 @@ static int file_path(Describe *d, uint64_t ino, char **ret) {
 }
 
 static void fingerprint_add(XXH3_state_t *h, const CatalogInode *ci, const char *path) {
-	/* Not atime: reads would rewrite the description. */
-	const uint64_t f[] = { ci->ino, ci->mode, ci->uid, ci->gid, ci->size, (uint64_t) ci->mtime_ns,
-			       (uint64_t) ci->ctime_ns, ci->file_class };
+	/*
+	 * Not atime: reads would rewrite the description.  Not a directory's
+	 * times either: every file created on the hot tier changes its
+	 * directory's, and the description would be rewritten at every
+	 * collection of a busy mount for nothing but them.
+	 */
+	bool dir = S_ISDIR(ci->mode);
+	const uint64_t f[] = { ci->ino, ci->mode, ci->uid, ci->gid, dir ? 0 : ci->size,
+			       dir ? 0 : (uint64_t) ci->mtime_ns, dir ? 0 : (uint64_t) ci->ctime_ns, ci->file_class };
 	(void) XXH3_64bits_update(h, f, sizeof(f));
 	(void) XXH3_64bits_update(h, path, strlen(path) + 1);
 }
