@@ -63,7 +63,7 @@ typedef struct DedupDescribedFile {
 	DedupChunkerParams params; /* what the file was chunked with */
 	uint64_t size;            /* the sum of the entries' lengths */
 	size_t n_entries;
-	const DedupDescribedEntry *entries;
+	const DedupDescribedEntry *entries; /* NULL when n_entries is 0 */
 } DedupDescribedFile;
 
 typedef struct DedupDescriptionInfo {

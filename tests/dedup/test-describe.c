@@ -31,7 +31,8 @@ static int collect(const DedupDescribedFile *f, void *userdata) {
 	d->size[d->n] = f->size;
 	d->n_entries[d->n] = f->n_entries;
 	d->entries[d->n] = test_malloc(MAX(f->n_entries, (size_t) 1) * sizeof(DedupDescribedEntry));
-	memcpy(d->entries[d->n], f->entries, f->n_entries * sizeof(DedupDescribedEntry));
+	if (f->n_entries > 0)
+		memcpy(d->entries[d->n], f->entries, f->n_entries * sizeof(DedupDescribedEntry));
 	for (size_t i = 0; i < f->n_entries; i++)
 		d->zero_runs += f->entries[i].zero;
 	d->n++;
