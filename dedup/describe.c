@@ -283,6 +283,11 @@ int dedup_describe_commit(DedupDescribeWriter *w) {
 	return 0;
 }
 
+int dedup_describe_remove(DedupStore *s) {
+	int r = dedup_backend_unlink(s->backend, DEDUP_DESCRIPTION_NAME);
+	return r == -ENOENT ? 0 : r;
+}
+
 int dedup_description_load(DedupBackend *b, void **ret_buf, size_t *ret_len) {
 	uint64_t size;
 	int r = dedup_backend_size(b, DEDUP_DESCRIPTION_NAME, &size);

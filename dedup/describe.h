@@ -107,6 +107,13 @@ int dedup_describe_commit(DedupDescribeWriter *w);
 DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w);
 
 /*
+ * Removes the store's description (a tier too full to take a new one must
+ * still be collectable, and no description is safer than a stale one).
+ * Returns: 0 (also when there was none), or a backend error.
+ */
+int dedup_describe_remove(DedupStore *s);
+
+/*
  * Reads the description object of backend b into a new buffer (free() it).
  * Returns: 0, -ENOENT (none), -EBADMSG (larger than DEDUP_DESCRIPTION_SIZE_MAX),
  * -ENOMEM, or a backend error.

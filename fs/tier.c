@@ -41,7 +41,8 @@
  * never wait on the tier: the description catches up at the next of those
  * points.  Invariants:
  *  4. fs_tiers_gc() collects a lower tier only right after its description
- *     was written (or found current): the collector takes only chunks of
+ *     was written (or found current, or removed because the tier is too
+ *     full to hold a new one): the collector takes only chunks of
  *     files deleted or moved before that, which the description no longer
  *     lists.  A file deleted in the short window between the two may be
  *     listed with chunks gone: recovery reports it as lost; every byte it
@@ -599,6 +600,21 @@ int fs_tier_describe(Fs *fs, uint32_t n) {
 		goto out;
 	}
 	r = describe_write(&d, store);
+	if (r == -ENOSPC) {
+		/*
+		 * A full tier must stay collectable, and collecting it under a
+		 * description that lists files deleted since would have recovery
+		 * report them lost: drop the description instead.  The pass after
+		 * the collection, with room again, writes a new one.
+		 */
+		r = dedup_describe_remove(store);
+		if (r >= 0)
+			log_warning("tier %u (%s) is too full for its description: removed until there is room again, "
+				    "recovery from it is not possible meanwhile",
+				    (unsigned) n, fs->tiers[n].config->name);
+		fs->tiers[n].described = 0;
+		goto out;
+	}
 	if (r >= 0) {
 		fs->tiers[n].described = d.incomplete ? 0 : fp;
 		log_debug("tier %u: description written: %zu files, %zu directories", (unsigned) n, d.n_files,
