@@ -85,6 +85,12 @@ typedef enum StatementId {
 	STMT_FILES_ALL,
 	STMT_DIRENT_OF,
 	STMT_FILES_TOTALS,
+	STMT_HISTORY_TIER_ADD,
+	STMT_HISTORY_CLASS_ADD,
+	STMT_HISTORY_TIER_PRUNE,
+	STMT_HISTORY_CLASS_PRUNE,
+	STMT_HISTORY_TIERS,
+	STMT_HISTORY_CLASSES,
 	STMT_BEGIN,
 	STMT_COMMIT,
 	STMT_ROLLBACK,
@@ -165,6 +171,16 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_DIRENT_OF] = "SELECT parent, name FROM dirents WHERE ino = ? ORDER BY cookie LIMIT 1",
 	[STMT_FILES_TOTALS] = "SELECT state, COUNT(*), TOTAL(size) FROM inodes "
 			      "WHERE (mode & 0xf000) = 0x8000 AND nlink > 0 GROUP BY state",
+	[STMT_HISTORY_TIER_ADD] = "INSERT OR REPLACE INTO history_tiers (t, tier, capacity, used, files, logical, stored) "
+				  "VALUES (?, ?, ?, ?, ?, ?, ?)",
+	[STMT_HISTORY_CLASS_ADD] = "INSERT OR REPLACE INTO history_classes (t, class, files, logical, hot_logical) "
+				   "VALUES (?, ?, ?, ?, ?)",
+	[STMT_HISTORY_TIER_PRUNE] = "DELETE FROM history_tiers WHERE t < ?",
+	[STMT_HISTORY_CLASS_PRUNE] = "DELETE FROM history_classes WHERE t < ?",
+	[STMT_HISTORY_TIERS] = "SELECT t, tier, capacity, used, files, logical, stored FROM history_tiers "
+			       "WHERE t >= ? ORDER BY t, tier",
+	[STMT_HISTORY_CLASSES] = "SELECT t, class, files, logical, hot_logical FROM history_classes "
+				 "WHERE t >= ? ORDER BY t, class",
 	[STMT_BEGIN] = "BEGIN IMMEDIATE",
 	[STMT_COMMIT] = "COMMIT",
 	[STMT_ROLLBACK] = "ROLLBACK",
@@ -246,6 +262,24 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 
 	/* 3 -> 4: files pinned to the hot tier. */
 	"CREATE TABLE pins (ino INTEGER PRIMARY KEY REFERENCES inodes (ino));",
+
+	/* 4 -> 5: usage over time, for the charts of tierctl report --html. */
+	"CREATE TABLE history_tiers ("
+	"  t INTEGER NOT NULL,"
+	"  tier INTEGER NOT NULL,"
+	"  capacity INTEGER NOT NULL,"
+	"  used INTEGER NOT NULL,"
+	"  files INTEGER NOT NULL,"
+	"  logical INTEGER NOT NULL,"
+	"  stored INTEGER NOT NULL,"
+	"  PRIMARY KEY (t, tier)) WITHOUT ROWID;"
+	"CREATE TABLE history_classes ("
+	"  t INTEGER NOT NULL,"
+	"  class INTEGER NOT NULL,"
+	"  files INTEGER NOT NULL,"
+	"  logical INTEGER NOT NULL,"
+	"  hot_logical INTEGER NOT NULL,"
+	"  PRIMARY KEY (t, class)) WITHOUT ROWID;",
 };
 
 struct Catalog {
@@ -1751,5 +1785,131 @@ out:
 	unlock(c);
 	if (r >= 0)
 		*ret = t;
+	return r;
+}
+
+static int bind_u64s(sqlite3_stmt *s, int first, const uint64_t *v, size_t n) {
+	for (size_t i = 0; i < n; i++)
+		if (v[i] > INT64_MAX)
+			return -ERANGE;
+		else
+			sqlite3_bind_int64(s, first + (int) i, (sqlite3_int64) v[i]);
+	return 0;
+}
+
+static int history_add_tier(Catalog *c, const CatalogHistoryTier *h) {
+	sqlite3_stmt *s = stmt(c, STMT_HISTORY_TIER_ADD);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	const uint64_t v[] = { h->tier, h->capacity, h->used, h->files, h->logical, h->stored };
+	sqlite3_bind_int64(s, 1, h->t);
+	int r = bind_u64s(s, 2, v, ELEMENTSOF(v));
+	if (r < 0) {
+		finish(s);
+		return r;
+	}
+	return step_done(c, s);
+}
+
+static int history_add_class(Catalog *c, const CatalogHistoryClass *h) {
+	sqlite3_stmt *s = stmt(c, STMT_HISTORY_CLASS_ADD);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	const uint64_t v[] = { h->file_class, h->files, h->logical, h->hot_logical };
+	sqlite3_bind_int64(s, 1, h->t);
+	int r = bind_u64s(s, 2, v, ELEMENTSOF(v));
+	if (r < 0) {
+		finish(s);
+		return r;
+	}
+	return step_done(c, s);
+}
+
+static int run_i64(Catalog *c, StatementId id, int64_t v) {
+	sqlite3_stmt *s = stmt(c, id);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, v);
+	return step_done(c, s);
+}
+
+int catalog_history_add(Catalog *c, const CatalogHistoryTier *tiers, size_t n_tiers,
+			const CatalogHistoryClass *classes, size_t n_classes, int64_t keep_since) {
+	int r = catalog_begin(c);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; r >= 0 && i < n_tiers; i++)
+		r = history_add_tier(c, &tiers[i]);
+	for (size_t i = 0; r >= 0 && i < n_classes; i++)
+		r = history_add_class(c, &classes[i]);
+	if (r >= 0)
+		r = run_i64(c, STMT_HISTORY_TIER_PRUNE, keep_since);
+	if (r >= 0)
+		r = run_i64(c, STMT_HISTORY_CLASS_PRUNE, keep_since);
+	if (r < 0) {
+		catalog_rollback(c);
+		return r;
+	}
+	return catalog_commit(c);
+}
+
+static int history_u64(sqlite3_stmt *s, int col, uint64_t *ret) {
+	int64_t v = sqlite3_column_int64(s, col);
+	if (v < 0)
+		return -EUCLEAN;
+	*ret = (uint64_t) v;
+	return 0;
+}
+
+int catalog_history_foreach(Catalog *c, int64_t since, int (*tier_cb)(const CatalogHistoryTier *h, void *userdata),
+			    int (*class_cb)(const CatalogHistoryClass *h, void *userdata), void *userdata) {
+	int r = 0, rc = SQLITE_DONE;
+
+	lock(c);
+	for (int pass = 0; r >= 0 && pass < 2; pass++) {
+		sqlite3_stmt *s = stmt(c, pass == 0 ? STMT_HISTORY_TIERS : STMT_HISTORY_CLASSES);
+		if (!s) {
+			r = catalog_result(sqlite3_errcode(c->db));
+			break;
+		}
+		sqlite3_bind_int64(s, 1, since);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			uint64_t id = 0;
+			r = history_u64(s, 1, &id);
+			if (r >= 0 && id > UINT32_MAX)
+				r = -EUCLEAN;
+			if (pass == 0) {
+				CatalogHistoryTier h = { .t = sqlite3_column_int64(s, 0), .tier = (uint32_t) id };
+				if (r >= 0)
+					r = history_u64(s, 2, &h.capacity);
+				if (r >= 0)
+					r = history_u64(s, 3, &h.used);
+				if (r >= 0)
+					r = history_u64(s, 4, &h.files);
+				if (r >= 0)
+					r = history_u64(s, 5, &h.logical);
+				if (r >= 0)
+					r = history_u64(s, 6, &h.stored);
+				if (r >= 0)
+					r = tier_cb(&h, userdata);
+			} else {
+				CatalogHistoryClass h = { .t = sqlite3_column_int64(s, 0), .file_class = (uint32_t) id };
+				if (r >= 0)
+					r = history_u64(s, 2, &h.files);
+				if (r >= 0)
+					r = history_u64(s, 3, &h.logical);
+				if (r >= 0)
+					r = history_u64(s, 4, &h.hot_logical);
+				if (r >= 0)
+					r = class_cb(&h, userdata);
+			}
+			if (r < 0)
+				break;
+		}
+		if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+			r = catalog_result(rc);
+		finish(s);
+	}
+	unlock(c);
 	return r;
 }

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 4
+#define CATALOG_SCHEMA_VERSION 5
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -293,6 +293,36 @@ typedef struct CatalogFileTotals {
 
 /* Counts and sizes of the regular files per state, in one aggregate query. */
 int catalog_files_totals(Catalog *c, CatalogFileTotals *ret);
+
+/*
+ * Usage over time: one sample per tier and per file class at time t (Unix
+ * seconds), for the charts of the reports.  A sample at a time already
+ * recorded replaces it.
+ */
+typedef struct CatalogHistoryTier {
+	int64_t t;
+	uint32_t tier;
+	uint64_t capacity;        /* of the filesystem or share holding the tier; 0 when not reachable */
+	uint64_t used;            /* likewise, by anything on it */
+	uint64_t files;           /* regular files placed on the tier */
+	uint64_t logical;         /* their sizes */
+	uint64_t stored;          /* the tier's containers, plus its raw files' staging blocks */
+} CatalogHistoryTier;
+
+typedef struct CatalogHistoryClass {
+	int64_t t;
+	uint32_t file_class;
+	uint64_t files;           /* of the class, on every tier */
+	uint64_t logical;         /* their sizes */
+	uint64_t hot_logical;     /* of those on the hot tier */
+} CatalogHistoryClass;
+
+/* Records one sample in one transaction, and forgets samples older than keep_since. */
+int catalog_history_add(Catalog *c, const CatalogHistoryTier *tiers, size_t n_tiers,
+			const CatalogHistoryClass *classes, size_t n_classes, int64_t keep_since);
+/* Visits the samples since a time: every tier row in time order, then every class row; cbs must not call into c. */
+int catalog_history_foreach(Catalog *c, int64_t since, int (*tier_cb)(const CatalogHistoryTier *h, void *userdata),
+			    int (*class_cb)(const CatalogHistoryClass *h, void *userdata), void *userdata);
 
 /* Integrity check of the database file (PRAGMA integrity_check + foreign_key_check). */
 int catalog_check(Catalog *c);

@@ -326,6 +326,7 @@ int config_default(const char *data_dir, Config *ret) {
 		.log_level = LOG_INFO,
 		.policy_interval = CONFIG_POLICY_INTERVAL_DEFAULT,
 		.policy_bandwidth = CONFIG_POLICY_BANDWIDTH_DEFAULT,
+		.history_interval = CONFIG_HISTORY_INTERVAL_DEFAULT,
 	};
 	_cleanup_free_ char *cwd = NULL;
 	int r;
@@ -587,6 +588,18 @@ static int parse_policy_interval(Parser *p, const char *key, const char *value) 
 	return 0;
 }
 
+static int parse_history_interval(Parser *p, const char *key, const char *value) {
+	uint64_t v;
+	int r = parse_duration_key(p, key, value, &v);
+	if (r < 0)
+		return r;
+	if (v > CONFIG_HISTORY_INTERVAL_MAX)
+		return parser_fail(p, p->line, "'%s' must be 0 (off) or at most %ud, got '%s'", key,
+				   CONFIG_HISTORY_INTERVAL_MAX / 86400, ESC(value));
+	p->config.history_interval = v;
+	return 0;
+}
+
 static int parse_policy_bandwidth(Parser *p, const char *key, const char *value) {
 	return parse_size_key(p, key, value, &p->config.policy_bandwidth);
 }
@@ -690,6 +703,7 @@ static const KeyDef main_keys[] = {
 	{ "control_socket", parse_control_socket },
 	{ "policy_interval", parse_policy_interval },
 	{ "policy_bandwidth", parse_policy_bandwidth },
+	{ "history_interval", parse_history_interval },
 };
 
 static const KeyDef tier_keys[] = {
@@ -1088,6 +1102,7 @@ int config_parse(const char *buf, size_t len, const char *filename, Config *ret,
 		.config.log_level = LOG_INFO,
 		.config.policy_interval = CONFIG_POLICY_INTERVAL_DEFAULT,
 		.config.policy_bandwidth = CONFIG_POLICY_BANDWIDTH_DEFAULT,
+		.config.history_interval = CONFIG_HISTORY_INTERVAL_DEFAULT,
 	};
 	int r;
 

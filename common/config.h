@@ -16,6 +16,7 @@
  *   control_socket = /run/fratier.sock ; tierctl's socket (absolute); default DATA_DIR/control.sock
  *   policy_interval = 60s         ; how often the policy worker looks for files to move (1s .. 1d)
  *   policy_bandwidth = 100M       ; bytes of file data the policy worker moves per second at most; 0 = no cap
+ *   history_interval = 1h         ; a sample of usage per tier and class for the reports' charts; 0 = none (at most 1d)
  *
  *   [tier hot]                    ; "tier NAME", NAME = [A-Za-z0-9_-]{1,32}
  *   role = hot                    ; hot | capacity | nfs (default: NAME, if NAME is one of these)
@@ -124,6 +125,8 @@ typedef enum ConfigChunking {
 #define CONFIG_WATERMARK_LOW_DEFAULT 70
 #define CONFIG_POLICY_INTERVAL_DEFAULT 60
 #define CONFIG_POLICY_INTERVAL_MAX 86400
+#define CONFIG_HISTORY_INTERVAL_DEFAULT 3600
+#define CONFIG_HISTORY_INTERVAL_MAX 86400
 #define CONFIG_POLICY_BANDWIDTH_DEFAULT (100ull << 20)
 /* A file sealed this long ago migrates by age in the default policy of archivelogs and backup pieces. */
 #define CONFIG_MIGRATE_AFTER_DEFAULT 86400
@@ -160,6 +163,7 @@ typedef struct Config {
 	char *control_socket;  /* absolute and normalized, or NULL: DATA_DIR/control.sock */
 	uint64_t policy_interval;  /* seconds between the policy worker's passes */
 	uint64_t policy_bandwidth; /* bytes per second it moves at most; 0 = no cap */
+	uint64_t history_interval; /* seconds between samples of usage for the reports; 0 = none */
 	ConfigTier tiers[CONFIG_TIERS_MAX];
 	size_t n_tiers;
 	ConfigClassPolicy classes[_CONFIG_CLASS_MAX];

@@ -56,6 +56,9 @@ typedef enum ArgKind {
 	ARG_SEQUENCE,
 	ARG_SINCE,
 	ARG_UNTIL,
+	ARG_CLASS,
+	ARG_OLDER_THAN,
+	ARG_LARGER_THAN,
 } ArgKind;
 
 typedef struct ArgDef {
@@ -64,12 +67,16 @@ typedef struct ArgDef {
 	unsigned min, max;
 } ArgDef;
 
-#define ARGS_MAX 7
+#define ARGS_MAX 10
 #define ARG_PATHS { ARG_PATH, "path", 1, CTL_PATHS_MAX }
-/* migrate and recall: paths, or archived logs by their headers, or both (checked after parsing). */
-#define ARG_MOVE_SELECTION                                                                            \
+/*
+ * migrate and recall: paths, or archived logs by their headers, or both
+ * (checked after parsing), narrowed by class, age and size.
+ */
+#define ARG_MOVE_SELECTION                                                                                         \
 	{ ARG_PATH, "path", 0, CTL_PATHS_MAX }, { ARG_THREAD, "thread", 0, 1 }, { ARG_SEQUENCE, "sequence", 0, 1 }, \
-		{ ARG_SINCE, "since", 0, 1 }, { ARG_UNTIL, "until", 0, 1 }
+		{ ARG_SINCE, "since", 0, 1 }, { ARG_UNTIL, "until", 0, 1 }, { ARG_CLASS, "class", 0, 1 },          \
+		{ ARG_OLDER_THAN, "older_than", 0, 1 }, { ARG_LARGER_THAN, "larger_than", 0, 1 }
 
 typedef struct CommandDef {
 	ArgDef args[ARGS_MAX];
@@ -570,6 +577,33 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 			} else {
 				req.has_until = true;
 				req.until = (int64_t) t;
+			}
+			break;
+		}
+		case ARG_CLASS: {
+			size_t n = strspn(f->value, "abcdefghijklmnopqrstuvwxyz");
+			if (n == 0 || n > CTL_CLASS_NAME_MAX || f->value[n] != '\0') {
+				r = fail(ret_error, -EBADMSG, "'class' must be a class name (a-z, at most %u), not '%s'",
+					 (unsigned) CTL_CLASS_NAME_MAX, f->value);
+				goto fail;
+			}
+			req.file_class = f->value;
+			break;
+		}
+		case ARG_OLDER_THAN:
+		case ARG_LARGER_THAN: {
+			uint64_t v;
+			if (ctl_parse_u64(f->value, &v) < 0 || v > INT64_MAX) {
+				r = fail(ret_error, -EBADMSG, "'%s' must be a number of %s, not '%s'", a->name,
+					 a->kind == ARG_OLDER_THAN ? "seconds" : "bytes", f->value);
+				goto fail;
+			}
+			if (a->kind == ARG_OLDER_THAN) {
+				req.has_older_than = true;
+				req.older_than = v;
+			} else {
+				req.has_larger_than = true;
+				req.larger_than = v;
 			}
 			break;
 		}

@@ -128,6 +128,9 @@ bool ctl_command_is_privileged(CtlCommand c);
 #define CTL_TIER_MAX 7u
 
 /* A validated request.  Strings are borrowed from msg. */
+/* Longest file class name a request may carry. */
+#define CTL_CLASS_NAME_MAX 32
+
 typedef struct CtlRequest {
 	CtlCommand command;
 	const char *paths[CTL_PATHS_MAX]; /* du, ls, migrate, recall: "/" or "/a/b", relative to the mount's root */
@@ -145,6 +148,11 @@ typedef struct CtlRequest {
 	uint16_t thread;
 	uint32_t sequence_first, sequence_last;
 	int64_t since, until;
+	/* migrate, recall, pin, unpin: only files of this class, older (mtime) or larger than these. */
+	const char *file_class;
+	bool has_older_than, has_larger_than;
+	uint64_t older_than;              /* seconds */
+	uint64_t larger_than;             /* bytes */
 	CtlMessage msg;
 } CtlRequest;
 

@@ -100,6 +100,22 @@ const char *fs_class_to_string(FsFileClass c) {
 	return c < _FS_CLASS_MAX ? class_names[c] : "unknown";
 }
 
+int fs_class_from_string(const char *s) {
+	for (int c = 0; c < _FS_CLASS_MAX; c++)
+		if (strcmp(class_names[c], s) == 0)
+			return c;
+	return -EINVAL;
+}
+
+void fs_class_names_join(char *buf, size_t size) {
+	size_t n = 0;
+	buf[0] = '\0';
+	for (int c = 0; c < _FS_CLASS_MAX && n < size; c++) {
+		int k = snprintf(buf + n, size - n, "%s%s", c ? ", " : "", class_names[c]);
+		n += k > 0 ? (size_t) k : 0;
+	}
+}
+
 /* The config's settings for a sealed class; NULL for passthrough. */
 const ConfigClassPolicy *fs_class_policy(const Fs *fs, FsFileClass c) {
 	static const ConfigClass map[_FS_CLASS_MAX] = {

@@ -63,6 +63,8 @@
 #define CONTROL_FRAME_BYTES ((size_t) 1 << 20)
 #define CONTROL_PROGRESS_INTERVAL_NS (INT64_C(250) * 1000000)
 #define CONTROL_DIR_BATCH 256
+/* Samples of usage sent with a report at most (history.c keeps a year of hourly ones). */
+#define CONTROL_HISTORY_POINTS 240
 #define CONTROL_PATH_DEPTH_MAX 4096
 
 typedef struct Sample {
@@ -91,6 +93,7 @@ struct FsControl {
 	size_t n_samples;                      /* protected by lock */
 
 	Catalog *sampler;         /* the listener's own reader */
+	bool history_failed;      /* the last sample of usage failed (said once until one works) */
 };
 
 typedef struct Conn {
@@ -305,7 +308,7 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = add(c, "path", t->path);
 	if (r >= 0)
 		r = add(c, "reachable", reachable ? "yes" : "no");
-	if (r >= 0 && ft && ft->error)
+	if (r >= 0 && ft && !ft->store && ft->error)
 		r = add(c, "error", ft->error);
 	if (r >= 0)
 		r = add_u64(c, "capacity", capacity);
@@ -319,7 +322,7 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = add_u64(c, "used", used);
 	if (r >= 0)
 		r = add_u64(c, "free", free_bytes);
-	if (r >= 0 && t->backend == TIER_BACKEND_NFS && ft && ft->backend) {
+	if (r >= 0 && t->backend == TIER_BACKEND_NFS && ft && ft->store) {
 		TierNfsStats ns;
 		tier_backend_nfs_stats(ft->backend, &ns);
 		r = add_u64(c, "nfs_rpcs", ns.rpcs);
@@ -1131,11 +1134,162 @@ static int group_by_name(const void *a, const void *b, void *userdata) {
 	return strcmp(names->names[((const Group *) a)->key], names->names[((const Group *) b)->key]);
 }
 
+static const char *const outlook_when_names[_FS_OUTLOOK_MAX] = {
+	[FS_OUTLOOK_DUE] = "due",
+	[FS_OUTLOOK_SPACE] = "space",
+	[FS_OUTLOOK_DAY] = "day",
+	[FS_OUTLOOK_WEEK] = "week",
+	[FS_OUTLOOK_LATER] = "later",
+};
+
+/* The outlook's own fields: they belong to the reply, so they go before any row. */
+static int add_outlook_fields(Conn *c, const FsPolicyOutlook *o) {
+	int r = add(c, "policy", o->enabled ? "on" : "off");
+	if (r >= 0 && o->enabled)
+		r = add_i64(c, "policy_next_run", o->next_run);
+	if (r >= 0)
+		r = add_u64(c, "hot_space_needed", o->space_needed);
+	if (r >= 0)
+		r = add_u64(c, "reserve", o->reserve);
+	return r;
+}
+
+/* What the policy moves next and when: one row per class whose files move at all. */
+static int add_outlook_rows(Conn *c, const FsPolicyOutlook *o) {
+	int r = 0;
+	for (uint32_t k = 0; r >= 0 && k < _FS_CLASS_MAX; k++) {
+		const FsPolicyOutlookClass *oc = &o->classes[k];
+		const ConfigTier *t = fs_tier_config(c->fs, oc->target);
+		if (oc->target == 0 || !t)
+			continue;
+		r = row(c, "next");
+		if (r >= 0)
+			r = add(c, "class", fs_class_to_string((FsFileClass) k));
+		if (r >= 0)
+			r = add(c, "target", t->name);
+		for (int w = 0; r >= 0 && w < _FS_OUTLOOK_MAX; w++) {
+			char key[32];
+			snprintf(key, sizeof(key), "%s_files", outlook_when_names[w]);
+			r = add_u64(c, key, oc->files[w]);
+			snprintf(key, sizeof(key), "%s_bytes", outlook_when_names[w]);
+			if (r >= 0)
+				r = add_u64(c, key, oc->bytes[w]);
+		}
+		if (r >= 0 && oc->next_due)
+			r = add_i64(c, "next_due", oc->next_due);
+	}
+	return r;
+}
+
+/*
+ * The samples of usage over time (history.c), thinned to at most
+ * CONTROL_HISTORY_POINTS evenly spread times so a chart of a year stays a
+ * page: every stride-th time, and always the last.
+ */
+typedef struct HistoryEmit {
+	Conn *c;
+	size_t times;             /* distinct times seen (counting pass) or passed (emitting pass) */
+	int64_t last_t;
+	size_t stride;
+	bool emit;
+	int64_t newest_t;
+} HistoryEmit;
+
+static bool history_keep(HistoryEmit *e, int64_t t, bool counts) {
+	if (counts && (e->times == 0 || t != e->last_t)) {
+		e->times++;
+		e->last_t = t;
+	}
+	if (!e->emit)
+		return false;
+	return t == e->newest_t || (e->times - 1) % e->stride == 0;
+}
+
+static int history_tier_row(const CatalogHistoryTier *h, void *userdata) {
+	HistoryEmit *e = userdata;
+	if (!history_keep(e, h->t, true))
+		return 0;
+	Conn *c = e->c;
+	const ConfigTier *t = fs_tier_config(c->fs, h->tier);
+	int r = row(c, "history_tier");
+	if (r >= 0)
+		r = add_i64(c, "t", h->t);
+	if (r >= 0)
+		r = add(c, "tier", t ? t->name : "unknown");
+	if (r >= 0)
+		r = add(c, "role", t ? tier_role_to_string(t->role) : "unknown");
+	if (r >= 0)
+		r = add_u64(c, "capacity", h->capacity);
+	if (r >= 0)
+		r = add_u64(c, "used", h->used);
+	if (r >= 0)
+		r = add_u64(c, "files", h->files);
+	if (r >= 0)
+		r = add_u64(c, "logical", h->logical);
+	if (r >= 0)
+		r = add_u64(c, "stored", h->stored);
+	return r;
+}
+
+static int history_class_row(const CatalogHistoryClass *h, void *userdata) {
+	HistoryEmit *e = userdata;
+	/* The class rows come after every tier row: count their times afresh. */
+	if (e->last_t > h->t || e->times == 0) {
+		e->times = 0;
+		e->last_t = INT64_MIN;
+	}
+	if (!history_keep(e, h->t, true) || (h->files == 0 && h->logical == 0))
+		return 0;
+	Conn *c = e->c;
+	int r = row(c, "history_class");
+	if (r >= 0)
+		r = add_i64(c, "t", h->t);
+	if (r >= 0)
+		r = add(c, "class", fs_class_to_string((FsFileClass) h->file_class));
+	if (r >= 0)
+		r = add_u64(c, "files", h->files);
+	if (r >= 0)
+		r = add_u64(c, "logical", h->logical);
+	if (r >= 0)
+		r = add_u64(c, "hot_logical", h->hot_logical);
+	return r;
+}
+
+static int history_count(const CatalogHistoryTier *h, void *userdata) {
+	HistoryEmit *e = userdata;
+	(void) history_keep(e, h->t, true);
+	e->newest_t = h->t;
+	return 0;
+}
+
+static int history_skip(const CatalogHistoryClass *h, void *userdata) {
+	(void) h;
+	(void) userdata;
+	return 0;
+}
+
+static int add_history(Conn *c) {
+	HistoryEmit e = { .c = c };
+	int r = catalog_history_foreach(c->reader, 0, history_count, history_skip, &e);
+	if (r < 0 || e.times == 0)
+		return r;
+	e = (HistoryEmit) {
+		.c = c,
+		.stride = (e.times + CONTROL_HISTORY_POINTS - 1) / CONTROL_HISTORY_POINTS,
+		.emit = true,
+		.newest_t = e.newest_t,
+	};
+	return catalog_history_foreach(c->reader, 0, history_tier_row, history_class_row, &e);
+}
+
 static int do_report(Conn *c, const CtlRequest *req) {
 	FileVec files = {};
 	GroupVec groups = {};
 	NameVec names = {};
-	int r = census(c, &files);
+	FsPolicyOutlook outlook;
+	int r = fs_policy_outlook(c->fs, c->reader, &outlook);
+	if (r >= 0)
+		r = census(c, &files);
 
 	for (size_t i = 0; r >= 0 && i < files.n; i++) {
 		const FileRow *f = &files.items[i];
@@ -1170,6 +1324,7 @@ static int do_report(Conn *c, const CtlRequest *req) {
 		/* A file whose recipe is damaged costs nothing we can tell; scrub names it. */
 	}
 	r = r >= 0 ? add(c, "by", ctl_report_by_to_string(req->by)) : r;
+	r = r >= 0 ? add_outlook_fields(c, &outlook) : r;
 	if (req->by == CTL_REPORT_BY_DATABASE && groups.n > 0)
 		qsort_r(groups.items, groups.n, sizeof(Group), group_by_name, &names);
 	for (size_t i = 0; r >= 0 && i < groups.n; i++) {
@@ -1211,6 +1366,10 @@ static int do_report(Conn *c, const CtlRequest *req) {
 	free(groups.items);
 	free(files.items);
 	name_vec_done(&names);
+	if (r >= 0)
+		r = add_outlook_rows(c, &outlook);
+	if (r >= 0)
+		r = add_history(c);
 	return r;
 }
 
@@ -1413,9 +1572,27 @@ typedef struct MovePlan {
 	size_t n, cap;
 	uint32_t to;
 	uint64_t total, done; /* bytes to move, and moved (for progress) */
+	const CtlRequest *req; /* its class, age and size filters */
+	int file_class;       /* the filter's class, -1 for any */
+	int64_t now_ns;       /* when the plan was made: ages are counted from it */
 } MovePlan;
 
+/* Whether a file passes the request's --class, --older-than and --larger-than (size: the current one). */
+static bool plan_wants(const MovePlan *p, const CatalogInode *ci, uint64_t size) {
+	const CtlRequest *req = p->req;
+	if (p->file_class >= 0 && ci->file_class != (uint32_t) p->file_class)
+		return false;
+	if (req->has_older_than && p->now_ns - ci->mtime_ns < (int64_t) req->older_than * 1000000000)
+		return false;
+	return !req->has_larger_than || size > req->larger_than;
+}
+
 static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
+	uint64_t size = ci->size;
+	if (ci->state != CATALOG_FILE_SEALED)
+		raw_fill(c->fs, ci->ino, &size, &(uint64_t) { 0 }, NULL);
+	if (!plan_wants(p, ci, size))
+		return 0;
 	if (p->n == p->cap) {
 		size_t cap = MAX(p->cap * 2, (size_t) 256);
 		MoveItem *q = realloc(p->items, cap * sizeof(*q));
@@ -1425,9 +1602,7 @@ static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 		p->cap = cap;
 	}
 	MoveItem *it = &p->items[p->n++];
-	*it = (MoveItem) { .ino = ci->ino, .size = ci->size, .from = ci->state == CATALOG_FILE_SEALED ? ci->tier : 0 };
-	if (ci->state != CATALOG_FILE_SEALED)
-		raw_fill(c->fs, ci->ino, &it->size, &(uint64_t) { 0 }, NULL);
+	*it = (MoveItem) { .ino = ci->ino, .size = size, .from = ci->state == CATALOG_FILE_SEALED ? ci->tier : 0 };
 	if (!fs_class_is_sealed((FsFileClass) ci->file_class) && ci->state != CATALOG_FILE_SEALED) {
 		it->result = p->to == 0 ? MOVE_ALREADY : MOVE_SKIPPED;
 		it->why = "passthrough class (online redo, control file, flashback log, or rewritten in place): stays raw "
@@ -1576,9 +1751,20 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 static int do_move(Conn *c, const CtlRequest *req) {
 	Fs *fs = c->fs;
 	bool pin = req->command == CTL_COMMAND_PIN, unpin = req->command == CTL_COMMAND_UNPIN;
-	MovePlan p = { .to = req->command == CTL_COMMAND_MIGRATE ? (req->has_tier ? req->tier : 1) : 0 };
+	MovePlan p = {
+		.to = req->command == CTL_COMMAND_MIGRATE ? (req->has_tier ? req->tier : 1) : 0,
+		.req = req,
+		.file_class = req->file_class ? fs_class_from_string(req->file_class) : -1,
+		.now_ns = now_ns(CLOCK_REALTIME),
+	};
 	uint64_t count[_MOVE_RESULT_MAX] = {}, bytes = 0, new_bytes = 0, stored_bytes = 0;
 	int r = 0;
+
+	if (req->file_class && p.file_class < 0) {
+		char names[256];
+		fs_class_names_join(names, sizeof(names));
+		return conn_fail(c, -EINVAL, "unknown class '%s' (the classes are %s)", req->file_class, names);
+	}
 
 	if (p.to >= fs->n_tiers)
 		return conn_fail(c, -ENOENT, "there is no tier %u (this mount has %u; see tierctl df)", (unsigned) p.to,
@@ -1931,9 +2117,18 @@ static void sample(FsControl *ctl) {
 	pthread_mutex_unlock(&ctl->lock);
 }
 
+/* A sample of usage for the reports' charts (history.c): a failure costs one point of a chart, said once. */
+static void sample_history(FsControl *ctl) {
+	int r = fs_history_record(ctl->fs, ctl->sampler);
+	if (r < 0 && !ctl->history_failed)
+		log_warning_errno(r, "Cannot record a sample of usage for the reports: %m");
+	ctl->history_failed = r < 0;
+}
+
 static void *listener_main(void *userdata) {
 	FsControl *ctl = userdata;
-	int64_t next_sample = 0;
+	int64_t next_sample = 0, next_history = 0;
+	int64_t history_ns = (int64_t) ctl->fs->history_interval_s * 1000000000;
 
 	while (!atomic_load(&ctl->stopping)) {
 		int64_t now = now_ns(CLOCK_MONOTONIC);
@@ -1941,11 +2136,16 @@ static void *listener_main(void *userdata) {
 			sample(ctl);
 			next_sample = now + (int64_t) CONTROL_SAMPLE_INTERVAL_MS * 1000000;
 		}
+		if (history_ns > 0 && now >= next_history) {
+			sample_history(ctl);
+			next_history = now + history_ns;
+		}
+		int64_t wake = history_ns > 0 ? MIN(next_sample, next_history) : next_sample;
 		struct pollfd p[2] = {
 			{ .fd = ctl->listen_fd, .events = POLLIN },
 			{ .fd = ctl->wake[0], .events = POLLIN },
 		};
-		int k = poll(p, 2, (int) ((next_sample - now) / 1000000) + 1);
+		int k = poll(p, 2, (int) ((wake - now) / 1000000) + 1);
 		if (k < 0 && errno != EINTR) {
 			log_error_errno(errno, "Control socket poll failed, tierctl is no longer served: %m");
 			break;

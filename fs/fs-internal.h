@@ -101,11 +101,17 @@ typedef struct FsSealItem {
  * A tier of the mount: 0 is the hot one, the others follow in the config's
  * order.  Each is a dedup domain of its own (its own store and containers).
  */
+/*
+ * A tier that cannot be opened at start is tried again by the collector's
+ * thread (fs_tiers_retry()); it publishes backend, then store with release
+ * order, so whoever reads a non-NULL store sees the backend too.  Neither
+ * changes again until unmount.
+ */
 typedef struct FsTier {
 	const ConfigTier *config;
-	DedupBackend *backend;    /* NULL: the storage could not be opened at start */
-	DedupStore *store;        /* NULL likewise: its files read as EIO, unlink still works */
-	char *error;              /* why it could not be opened, for status */
+	DedupBackend *backend;    /* NULL: the storage could not be opened yet; read only after a non-NULL store */
+	_Atomic(DedupStore *) store; /* NULL likewise: its files read as EIO, unlink still works */
+	char *error;              /* why it could not be opened at start, for status while store is NULL */
 	/*
 	 * Fingerprint of what the tier's description (dedup/describe.h) lists,
 	 * 0 = unknown (not written since the mount, or a file was left out):
@@ -177,6 +183,7 @@ typedef struct Fs {
 	pthread_t gc_thread;
 
 	unsigned policy_interval_s;
+	unsigned history_interval_s; /* between samples of usage (history.c); 0: none */
 	pthread_mutex_t policy_lock; /* order: taken with no other lock held but migrate_lock */
 	pthread_cond_t policy_cond;
 	bool policy_stop;         /* protected by policy_lock */
@@ -255,6 +262,10 @@ int fs_staging_recover(Fs *fs, uint64_t *ret_orphans, uint64_t *ret_strays);
 FsFileClass fs_classify(const char *dir_name, const char *name);
 bool fs_class_is_sealed(FsFileClass c);
 const char *fs_class_to_string(FsFileClass c);
+/* The class named s, or -EINVAL. */
+int fs_class_from_string(const char *s);
+/* Every class name, comma separated, for error messages. */
+void fs_class_names_join(char *buf, size_t size);
 /*
  * The database a file belongs to by the FRA layout, DEST/DB_UNIQUE_NAME/
  * {archivelog,backupset,autobackup,datafile,onlinelog,controlfile,flashback}/...:
@@ -308,6 +319,9 @@ void fs_tiers_close(Fs *fs);
 const ConfigTier *fs_tier_config(const Fs *fs, uint32_t n);
 /* The open store of tier n, or NULL (no such tier, or not reachable). */
 DedupStore *fs_tier_store(const Fs *fs, uint32_t n);
+/* Opens the lower tiers that could not be opened so far; true while some still cannot (collector's thread only). */
+bool fs_tiers_retry(Fs *fs);
+#define FS_TIER_RETRY_S 10
 /* Collects garbage on every open tier (dedup_store_gc()); *ret sums them; returns the first error. */
 int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret);
 /*
@@ -370,6 +384,47 @@ void fs_policy_check_space(Fs *fs);
 void fs_policy_status_get(Fs *fs, FsPolicyStatus *ret);
 /* The hot tier's reserve in bytes, as the last pass computed it. */
 uint64_t fs_policy_reserve(Fs *fs);
+
+/* When the files of a class on the hot tier will move, as the policy stands now (fs_policy_outlook). */
+typedef enum FsPolicyOutlookWhen {
+	FS_OUTLOOK_DUE,           /* due by age: at the next pass */
+	FS_OUTLOOK_SPACE,         /* not due, but the oldest while the hot tier needs space: at the next pass */
+	FS_OUTLOOK_DAY,           /* due by age within a day */
+	FS_OUTLOOK_WEEK,          /* within a week */
+	FS_OUTLOOK_LATER,
+	_FS_OUTLOOK_MAX,
+	_FS_OUTLOOK_NEVER = _FS_OUTLOOK_MAX, /* no age rule and no need of space */
+} FsPolicyOutlookWhen;
+
+typedef struct FsPolicyOutlookClass {
+	uint32_t target;          /* the tier its files go to; 0: they stay */
+	uint64_t files[_FS_OUTLOOK_MAX];
+	uint64_t bytes[_FS_OUTLOOK_MAX]; /* logical */
+	int64_t next_due;         /* Unix seconds of the first move by age not yet due; 0: none */
+} FsPolicyOutlookClass;
+
+typedef struct FsPolicyOutlook {
+	bool enabled;             /* the worker runs (not -o policy=0) */
+	int64_t next_run;         /* Unix seconds of its next pass at the latest */
+	uint64_t reserve;         /* free space it keeps on the hot tier */
+	uint64_t space_needed;    /* bytes the hot tier must free now for its watermarks and reserve */
+	FsPolicyOutlookClass classes[_FS_CLASS_MAX];
+} FsPolicyOutlook;
+
+/*
+ * What the policy will move off the hot tier next and when, from the catalog
+ * as it is now (reader: a read-only connection): the same rules as a pass,
+ * with raw files counted as the sealed files they will be, pinned files left
+ * out, and space needs met oldest first by the files' stored bytes.
+ */
+int fs_policy_outlook(Fs *fs, Catalog *reader, FsPolicyOutlook *ret);
+
+/*
+ * Records one sample of usage per tier and file class (history.c); reader
+ * reads, the daemon's catalog writes.  Samples are kept this long.
+ */
+#define FS_HISTORY_KEEP_DAYS 400
+int fs_history_record(Fs *fs, Catalog *reader);
 /*
  * stream.c: chunking a file while it is written front to back, in the seal
  * workers.  Every function takes Fs.seal_lock itself: call with no lock held.

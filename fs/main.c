@@ -46,6 +46,7 @@ typedef struct Args {
 	unsigned seal_delay_s;
 	unsigned gc_interval_s;
 	unsigned policy_interval_s;
+	unsigned history_interval_s;
 	unsigned policy;
 	unsigned seal_workers;
 	unsigned seal_stream;
@@ -73,6 +74,7 @@ static const struct fuse_opt arg_table[] = {
 	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
 	{ "policy_interval=%u", offsetof(Args, policy_interval_s), 0 },
 	{ "policy=%u", offsetof(Args, policy), 0 },
+	{ "history_interval=%u", offsetof(Args, history_interval_s), 0 },
 	{ "seal_workers=%u", offsetof(Args, seal_workers), 0 },
 	{ "seal_stream=%u", offsetof(Args, seal_stream), 0 },
 	{ "stream_max=%u", offsetof(Args, stream_max), 0 },
@@ -128,6 +130,8 @@ static void help(const char *argv0) {
 	       "  -o gc_interval=S seconds between chunk collections (default %d)\n"
 	       "  -o policy_interval=S seconds between passes of the policy worker (default: the config's, %d)\n"
 	       "  -o policy=0      no automatic moves (tierctl migrate, recall and pin still work)\n"
+	       "  -o history_interval=S seconds between samples of usage for the reports, 0 = none\n"
+	       "                   (default: the config's, %d)\n"
 	       "  -o seal_workers=N threads that seal and stream, at nice 10 (default %d, at most %d)\n"
 	       "  -o seal_stream=0|1 chunk files written front to back while they are written (default 1)\n"
 	       "  -o stream_max=N  files chunked while written at once; more are sealed after close (default %u)\n"
@@ -141,7 +145,7 @@ static void help(const char *argv0) {
 	       "\n"
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
 	       argv0, argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
-	       SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT);
+	       CONFIG_HISTORY_INTERVAL_DEFAULT, SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT);
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -282,6 +286,7 @@ static int run(int argc, char **argv) {
 		.seal_stream = 1,
 		.stream_max = FS_STREAM_MAX_DEFAULT,
 		.policy = 1,
+		.history_interval_s = UINT_MAX,
 	};
 	Fs fs = { .hot_fd = -1, .staging_fd = -1, .lock_fd = -1 };
 	int r, ret = EXIT_FAILURE;
@@ -359,6 +364,8 @@ static int run(int argc, char **argv) {
 	fs.seal_delay_s = a.seal_delay_s;
 	fs.gc_interval_s = a.gc_interval_s ?: 1;
 	fs.policy_interval_s = a.policy_interval_s ?: (unsigned) config.policy_interval;
+	/* Not given: the config's (0 is a choice here: no samples). */
+	fs.history_interval_s = a.history_interval_s != UINT_MAX ? a.history_interval_s : (unsigned) config.history_interval;
 	fs.seal_workers = a.seal_workers;
 	fs.seal_stream = a.seal_stream && a.stream_max > 0;
 	fs.stream_max = a.stream_max;

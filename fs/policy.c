@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,6 +69,9 @@ typedef struct Candidate {
 	int64_t mtime_ns;
 	uint32_t target;
 	uint64_t migrate_after;
+	uint64_t size;            /* for the outlook only */
+	uint64_t stored;          /* likewise: what moving it frees at most */
+	FsFileClass file_class;   /* likewise */
 } Candidate;
 
 typedef struct Scan {
@@ -155,8 +159,12 @@ static int count_reclaimable(const CatalogContainer *ct, void *userdata) {
 	return 0;
 }
 
-/* Bytes the hot tier must free for its watermark and reserve (invariant 2); 0 when it is fine. */
-static int hot_space_needed(Fs *fs, Catalog *reader, uint64_t reserve, uint64_t *ret) {
+/*
+ * Bytes the hot tier must free for its watermarks and reserve (invariant 2);
+ * 0 when it is fine.  A pass updates the hysteresis (update); the outlook
+ * only looks.
+ */
+static int hot_space_measure(Fs *fs, Catalog *reader, uint64_t reserve, bool update, uint64_t *ret) {
 	uint64_t used = 0, avail = 0, reclaimable = 0;
 	int r = hot_space(fs, &used, &avail);
 	if (r >= 0)
@@ -170,9 +178,14 @@ static int hot_space_needed(Fs *fs, Catalog *reader, uint64_t reserve, uint64_t 
 	*ret = space_needed(fs, used, avail, reserve, draining);
 	uint64_t size = used + avail;
 	const ConfigTier *hot = hot_config(fs);
-	atomic_store(&fs->policy_draining, used > size / 100 * hot->high_watermark ||
-						   (draining && used > size / 100 * hot->low_watermark));
+	if (update)
+		atomic_store(&fs->policy_draining, used > size / 100 * hot->high_watermark ||
+							   (draining && used > size / 100 * hot->low_watermark));
 	return 0;
+}
+
+static int hot_space_needed(Fs *fs, Catalog *reader, uint64_t reserve, uint64_t *ret) {
+	return hot_space_measure(fs, reader, reserve, true, ret);
 }
 
 static int scan_one(const CatalogInode *ci, void *userdata) {
@@ -356,6 +369,120 @@ static void *policy_main(void *userdata) {
 	pthread_mutex_unlock(&fs->policy_lock);
 	catalog_close(reader);
 	return NULL;
+}
+
+/* ---- outlook: what the next passes will move, for tierctl report ---- */
+
+typedef struct OutlookScan {
+	Fs *fs;
+	FsPolicyOutlook *out;
+	Candidate *space;         /* every file the policy may move, for the oldest-first walk */
+	size_t n_space, size_space;
+	uint64_t largest_log;
+} OutlookScan;
+
+static void outlook_add(FsPolicyOutlookClass *oc, FsPolicyOutlookWhen when, uint64_t bytes) {
+	oc->files[when]++;
+	oc->bytes[when] += bytes;
+}
+
+static int outlook_one(const CatalogInode *ci, void *userdata) {
+	OutlookScan *o = userdata;
+	FsFileClass class = (FsFileClass) ci->file_class;
+
+	if (class == FS_CLASS_ARCHIVELOG)
+		o->largest_log = MAX(o->largest_log, ci->size);
+	if (ci->tier != 0 || class >= _FS_CLASS_MAX)
+		return 0;
+	const ConfigClassPolicy *p = fs_class_policy(o->fs, class);
+	if (!p || p->target_tier == 0 || !fs_tier_store(o->fs, p->target_tier))
+		return 0;
+	FsPolicyOutlookClass *oc = &o->out->classes[class];
+	oc->target = p->target_tier;
+	/* A raw file's size is its staging file's (the catalog's is advisory): it moves once sealed. */
+	uint64_t size = ci->size;
+	struct stat st;
+	if (ci->state != CATALOG_FILE_SEALED && fs_staging_stat(o->fs, ci->ino, &st) >= 0)
+		size = (uint64_t) st.st_size;
+	/* Oldest first, whatever their age, for the space walk after the scan (as a pass does). */
+	if (o->n_space == o->size_space) {
+		size_t cap = o->size_space ? 2 * o->size_space : 256;
+		Candidate *items = reallocarray(o->space, cap, sizeof(Candidate));
+		if (!items)
+			return -ENOMEM;
+		o->space = items;
+		o->size_space = cap;
+	}
+	o->space[o->n_space++] = (Candidate) {
+		.ino = ci->ino,
+		.mtime_ns = ci->mtime_ns,
+		.target = p->target_tier,
+		.migrate_after = p->migrate_after,
+		.size = size,
+		.stored = ci->stored,
+		.file_class = class,
+	};
+	return 0;
+}
+
+static FsPolicyOutlookWhen outlook_when(const Candidate *c, int64_t now_ns, int64_t *ret_due_s) {
+	if (c->migrate_after == 0)
+		return _FS_OUTLOOK_NEVER;
+	int64_t due_ns = c->mtime_ns + (int64_t) MIN(c->migrate_after, (uint64_t) INT64_MAX / 2000000000) * 1000000000;
+	*ret_due_s = due_ns / 1000000000;
+	if (due_ns <= now_ns)
+		return FS_OUTLOOK_DUE;
+	if (due_ns - now_ns <= INT64_C(86400) * 1000000000)
+		return FS_OUTLOOK_DAY;
+	if (due_ns - now_ns <= INT64_C(7) * 86400 * 1000000000)
+		return FS_OUTLOOK_WEEK;
+	return FS_OUTLOOK_LATER;
+}
+
+int fs_policy_outlook(Fs *fs, Catalog *reader, FsPolicyOutlook *ret) {
+	FsPolicyOutlook out = { .enabled = fs->policy_thread_started };
+	OutlookScan o = { .fs = fs, .out = &out };
+	int64_t now_ns = clock_ns(CLOCK_REALTIME);
+	uint64_t used = 0, avail = 0;
+
+	int r = hot_space(fs, &used, &avail);
+	if (r >= 0)
+		r = catalog_files_foreach(reader, outlook_one, &o);
+	if (r >= 0) {
+		out.reserve = reserve_of(fs, o.largest_log, used + avail);
+		r = hot_space_measure(fs, reader, out.reserve, false, &out.space_needed);
+	}
+	if (r >= 0 && o.n_space > 0)
+		qsort(o.space, o.n_space, sizeof(Candidate), candidate_compare);
+	/* Oldest first: what is due by age goes anyway, the rest until the need is met (estimated by stored bytes). */
+	uint64_t need = out.space_needed;
+	for (size_t k = 0; r >= 0 && k < o.n_space; k++) {
+		const Candidate *c = &o.space[k];
+		r = catalog_pinned(reader, c->ino);
+		if (r != 0)
+			continue;
+		FsPolicyOutlookClass *oc = &out.classes[c->file_class];
+		int64_t due_s = 0;
+		FsPolicyOutlookWhen when = outlook_when(c, now_ns, &due_s);
+		if (need > 0) {
+			need -= MIN(need, c->stored ?: c->size);
+			if (when != FS_OUTLOOK_DUE)
+				when = FS_OUTLOOK_SPACE;
+		}
+		if (when == FS_OUTLOOK_DAY || when == FS_OUTLOOK_WEEK || when == FS_OUTLOOK_LATER)
+			if (oc->next_due == 0 || due_s < oc->next_due)
+				oc->next_due = due_s;
+		if (when != _FS_OUTLOOK_NEVER)
+			outlook_add(oc, when, c->size);
+	}
+	free(o.space);
+	if (r < 0)
+		return r;
+	FsPolicyStatus ps;
+	fs_policy_status_get(fs, &ps);
+	out.next_run = ps.next_run;
+	*ret = out;
+	return 0;
 }
 
 int fs_policy_start(Fs *fs) {

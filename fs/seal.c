@@ -183,13 +183,24 @@ static void *worker_main(void *userdata) {
 static void *gc_main(void *userdata) {
 	Fs *fs = userdata;
 	int64_t next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
+	/* Tiers that could not be opened at start: this thread tries them again (fs_tiers_retry()). */
+	int64_t next_retry = monotonic_ns() + (int64_t) FS_TIER_RETRY_S * 1000000000;
+	bool retrying = true;
 
 	lower_priority();
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
 		int64_t now = monotonic_ns();
+		if (retrying && now >= next_retry) {
+			pthread_mutex_unlock(&fs->seal_lock);
+			retrying = fs_tiers_retry(fs);
+			pthread_mutex_lock(&fs->seal_lock);
+			next_retry = monotonic_ns() + (int64_t) FS_TIER_RETRY_S * 1000000000;
+			continue;
+		}
 		if (now < next_gc) {
-			struct timespec until = deadline_after(next_gc - now);
+			int64_t wake = retrying ? MIN(next_gc, next_retry) : next_gc;
+			struct timespec until = deadline_after(wake - now);
 			pthread_cond_timedwait(&fs->gc_cond, &fs->seal_lock, &until);
 			continue;
 		}

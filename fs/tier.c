@@ -8,7 +8,9 @@
  * backend: a directory (its containers in PATH/containers) or an NFS export
  * (containers at its root).  A lower tier that cannot be opened at start
  * does not stop the mount: its files read as EIO, unlink and truncate of
- * them still work (they touch only the catalog), and status says why.
+ * them still work (they touch only the catalog), status says why, and it
+ * is tried again every FS_TIER_RETRY_S until it opens (a filer that was
+ * down at boot comes back without a remount).
  *
  * A move (fs_data_migrate()):
  *
@@ -139,9 +141,11 @@ int fs_tiers_open(Fs *fs, bool create) {
 		fs->n_tiers = n + 1;
 		if (!t->config)
 			break;
+		DedupStore *store = NULL;
 		int r = tier_open_backend(t->config, create, &t->backend, &t->error);
 		if (r >= 0) {
-			r = dedup_store_open(fs->catalog, n, t->backend, NULL, &t->store);
+			r = dedup_store_open(fs->catalog, n, t->backend, NULL, &store);
+			atomic_store(&t->store, store);
 			if (r < 0) {
 				t->backend = dedup_backend_free(t->backend);
 				if (asprintf(&t->error, "cannot open its chunk store: %s", strerror(-r)) < 0)
@@ -151,10 +155,39 @@ int fs_tiers_open(Fs *fs, bool create) {
 		if (r == -ENOMEM)
 			return log_oom();
 		if (r < 0)
-			log_warning("tier %u (%s, %s) is not usable: %s; its files read as EIO until a restart finds it",
-				    (unsigned) n, t->config->name, t->config->path, t->error ?: strerror(-r));
+			log_warning("tier %u (%s, %s) is not usable: %s; its files read as EIO until it is (tried every %ds)",
+				    (unsigned) n, t->config->name, t->config->path, t->error ?: strerror(-r), FS_TIER_RETRY_S);
 	}
 	return 0;
+}
+
+bool fs_tiers_retry(Fs *fs) {
+	bool missing = false;
+	for (uint32_t n = 1; n < fs->n_tiers; n++) {
+		FsTier *t = &fs->tiers[n];
+		if (!t->config || atomic_load(&t->store))
+			continue;
+		DedupBackend *backend = NULL;
+		DedupStore *store = NULL;
+		_cleanup_free_ char *error = NULL;
+		int r = tier_open_backend(t->config, false, &backend, &error);
+		if (r >= 0) {
+			r = dedup_store_open(fs->catalog, n, backend, NULL, &store);
+			if (r < 0)
+				backend = dedup_backend_free(backend);
+		}
+		if (r < 0) {
+			log_debug_errno(r, "tier %u (%s) still not usable: %s", (unsigned) n, t->config->name,
+					error ?: strerror(-r));
+			missing = true;
+			continue;
+		}
+		t->backend = backend;
+		atomic_store_explicit(&t->store, store, memory_order_release);
+		log_info("Tier %u (%s, %s) is usable now: its files read again, moves to it work",
+			 (unsigned) n, t->config->name, t->config->path);
+	}
+	return missing;
 }
 
 void fs_tiers_close(Fs *fs) {

@@ -436,8 +436,8 @@ static void test_archivelogs(void) {
 	catalog_close(c);
 
 	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
-	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE pins; DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
-		 "PRAGMA user_version = 2'", p3);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
+		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; PRAGMA user_version = 2'", p3);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p3, 0, 0, &c) == 0);
 	uint64_t ino;
@@ -473,11 +473,82 @@ static void test_pins(void) {
 	catalog_close(c);
 
 	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
-	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE pins; PRAGMA user_version = 3'", p4);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
+		 "PRAGMA user_version = 3'", p4);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p4, 0, 0, &c) == 0);
 	CHECK(catalog_pinned(c, b) == 0);
 	CHECK(catalog_pin_set(c, b, true) == 0 && catalog_pinned(c, b) == 1);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
+typedef struct HistorySeen {
+	size_t tiers, classes;
+	int64_t first_t;
+	uint64_t tier1_stored, class2_hot;
+} HistorySeen;
+
+static int history_tier_seen(const CatalogHistoryTier *h, void *userdata) {
+	HistorySeen *seen = userdata;
+	if (seen->tiers++ == 0)
+		seen->first_t = h->t;
+	if (h->tier == 1)
+		seen->tier1_stored = h->stored;
+	return 0;
+}
+
+static int history_class_seen(const CatalogHistoryClass *h, void *userdata) {
+	HistorySeen *seen = userdata;
+	seen->classes++;
+	if (h->file_class == 2)
+		seen->class2_hot = h->hot_logical;
+	return 0;
+}
+
+static void test_history(void) {
+	char p5[300], cmd[700];
+	Catalog *c;
+
+	snprintf(p5, sizeof(p5), "%s/history.db", dir);
+	CHECK(catalog_open(p5, 0, 0, &c) == 0);
+
+	for (int64_t t = 1000; t <= 3000; t += 1000) {
+		CatalogHistoryTier tiers[] = {
+			{ .t = t, .tier = 0, .capacity = 100, .used = 50, .files = 2, .logical = 10, .stored = 5 },
+			{ .t = t, .tier = 1, .capacity = 900, .used = 20, .files = 1, .logical = 4, .stored = (uint64_t) t },
+		};
+		CatalogHistoryClass classes[] = { { .t = t, .file_class = 2, .files = 3, .logical = 14, .hot_logical = 10 } };
+		CHECK(catalog_history_add(c, tiers, 2, classes, 1, t - 1500) == 0);
+	}
+	/* The third sample forgot the first (older than 1500): two samples left, in time order. */
+	HistorySeen seen = {};
+	CHECK(catalog_history_foreach(c, 0, history_tier_seen, history_class_seen, &seen) == 0);
+	CHECK(seen.tiers == 4 && seen.classes == 2 && seen.first_t == 2000 && seen.tier1_stored == 3000 &&
+	      seen.class2_hot == 10);
+	seen = (HistorySeen) {};
+	CHECK(catalog_history_foreach(c, 2500, history_tier_seen, history_class_seen, &seen) == 0);
+	CHECK(seen.tiers == 2 && seen.classes == 1 && seen.first_t == 3000);
+	/* Sizes beyond SQLite's integers are refused, not wrapped. */
+	CatalogHistoryTier huge = { .t = 4000, .used = UINT64_MAX };
+	CHECK(catalog_history_add(c, &huge, 1, NULL, 0, 0) == -ERANGE);
+	catalog_close(c);
+
+	/* A negative size in the database is damage, reported as such. */
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE history_tiers SET stored = -1 WHERE tier = 1'", p5);
+	CHECK(system(cmd) == 0);
+	CHECK(catalog_open(p5, 0, 0, &c) == 0);
+	seen = (HistorySeen) {};
+	CHECK(catalog_history_foreach(c, 0, history_tier_seen, history_class_seen, &seen) == -EUCLEAN);
+	catalog_close(c);
+
+	/* A version 4 catalog (before history) is upgraded in place, with no samples. */
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; "
+		 "PRAGMA user_version = 4'", p5);
+	CHECK(system(cmd) == 0);
+	CHECK(catalog_open(p5, 0, 0, &c) == 0);
+	seen = (HistorySeen) {};
+	CHECK(catalog_history_foreach(c, 0, history_tier_seen, history_class_seen, &seen) == 0 && seen.tiers == 0);
 	CHECK(catalog_check(c) == 0);
 	catalog_close(c);
 }
@@ -497,6 +568,7 @@ int main(void) {
 	test_checkpoint();
 	test_archivelogs();
 	test_pins();
+	test_history();
 	test_bad_files();
 
 	char cmd[300];

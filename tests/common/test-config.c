@@ -647,14 +647,15 @@ static void test_policy(void) {
 	assert(config_default("/srv/x", &c) == 0);
 	assert(c.tiers[0].high_watermark == 85 && c.tiers[0].low_watermark == 70);
 	assert(c.policy_interval == CONFIG_POLICY_INTERVAL_DEFAULT && c.policy_bandwidth == CONFIG_POLICY_BANDWIDTH_DEFAULT);
+	assert(c.history_interval == CONFIG_HISTORY_INTERVAL_DEFAULT);
 	config_done(&c);
 
-	parse_ok("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 5m\npolicy_bandwidth = 0\n"
+	parse_ok("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 5m\npolicy_bandwidth = 0\nhistory_interval = 0\n"
 		 "[tier hot]\nhigh_watermark = 90%\nlow_watermark = 50\nreserve = 0\n"
 		 "[tier capacity]\n[tier nfs]\npath = nfs://filer/export\n"
 		 "[class archivelog]\nmigrate_after = 12h\ntarget = nfs\n"
 		 "[class imagecopy]\ntarget = 1\n[class other]\nmigrate_after = 0\ntarget = capacity\n", &c);
-	assert(c.policy_interval == 300 && c.policy_bandwidth == 0);
+	assert(c.policy_interval == 300 && c.policy_bandwidth == 0 && c.history_interval == 0);
 	assert(c.tiers[0].high_watermark == 90 && c.tiers[0].low_watermark == 50);
 	assert(c.tiers[0].has_reserve && c.tiers[0].reserve == 0);
 	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].migrate_after == 12 * 3600);
@@ -713,6 +714,8 @@ static void test_policy(void) {
 		    FILE_NAME ":5: duplicate key 'high_watermark' in section [tier hot]");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 0\n[tier hot]\n",
 		    FILE_NAME ":3: 'policy_interval' must be from 1s to 1d, got '0'");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\nhistory_interval = 2d\n[tier hot]\n",
+		    FILE_NAME ":3: 'history_interval' must be 0 (off) or at most 1d, got '2d'");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 2d\n[tier hot]\n",
 		    FILE_NAME ":3: 'policy_interval' must be from 1s to 1d, got '2d'");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_bandwidth = 20%\n[tier hot]\n",

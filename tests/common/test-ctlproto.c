@@ -158,6 +158,12 @@ static void test_requests(void) {
 	assert(ctl_request_parse(one, strlen(one), &req, NULL) == 0 && !req.has_thread && req.sequence_first == 7 &&
 	       req.sequence_last == 7);
 	ctl_request_done(&req);
+	const char *filtered = "fratier 1\ncommand migrate\npath /\nclass backuppiece\nolder_than 86400\nlarger_than 1048576\n";
+	assert(ctl_request_parse(filtered, strlen(filtered), &req, NULL) == 0);
+	assert(strcmp(req.file_class, "backuppiece") == 0 && req.has_older_than && req.older_than == 86400 &&
+	       req.has_larger_than && req.larger_than == 1048576);
+	ctl_request_done(&req);
+
 	const char *pin = "fratier 1\ncommand pin\npath /a.arc\nsequence 5-9\n";
 	assert(ctl_request_parse(pin, strlen(pin), &req, NULL) == 0 && req.command == CTL_COMMAND_PIN);
 	assert(req.n_paths == 1 && req.has_sequence && ctl_command_is_privileged(req.command));
@@ -193,6 +199,11 @@ static void test_requests(void) {
 	expect_bad_request("fratier 1\ncommand recall\nthread 0\n", "'thread' must be a redo thread from 1 to 65535");
 	expect_bad_request("fratier 1\ncommand recall\nthread 65536\n", "'thread' must be a redo thread");
 	expect_bad_request("fratier 1\ncommand recall\nsequence 9-3\n", "'sequence' must be N or FIRST-LAST");
+	expect_bad_request("fratier 1\ncommand migrate\npath /\nclass Backup-Piece\n", "'class' must be a class name");
+	expect_bad_request("fratier 1\ncommand migrate\npath /\nolder_than -5\n", "'older_than' must be a number of seconds");
+	expect_bad_request("fratier 1\ncommand migrate\npath /\nlarger_than 9223372036854775808\n",
+			   "'larger_than' must be a number of bytes");
+	expect_bad_request("fratier 1\ncommand report\nby class\nclass archivelog\n", "class");
 	expect_bad_request("fratier 1\ncommand recall\nsequence 0\n", "'sequence' must be N or FIRST-LAST");
 	expect_bad_request("fratier 1\ncommand recall\nsequence 3-\n", "'sequence' must be N or FIRST-LAST");
 	expect_bad_request("fratier 1\ncommand recall\nsequence -3\n", "'sequence' must be N or FIRST-LAST");

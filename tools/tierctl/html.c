@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * html.c — tierctl report --html: one self-contained page (inline CSS and
- * SVG, no script, no external resource) with the report's table and two
- * charts: logical against stored bytes per group, and the reduction per
- * group.
+ * SVG, no script, no external resource) with the report's table, two bar
+ * charts (logical against stored bytes per group, and the reduction per
+ * group), what the policy moves next, and three charts over time from the
+ * daemon's samples: the hot tier's use, each class's bytes, and the bytes
+ * dedup and compression save.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +20,17 @@
 #define BAR_HEIGHT 18
 #define CHART_WIDTH 720
 #define LABEL_WIDTH 150
+#define LINE_HEIGHT 260
+#define LINE_LEFT 90
+#define LINE_SERIES_MAX 8
+
+const char *const tierctl_outlook_names[TIERCTL_OUTLOOK_MAX] = {
+	[TIERCTL_OUTLOOK_DUE] = "due",
+	[TIERCTL_OUTLOOK_SPACE] = "space",
+	[TIERCTL_OUTLOOK_DAY] = "day",
+	[TIERCTL_OUTLOOK_WEEK] = "week",
+	[TIERCTL_OUTLOOK_LATER] = "later",
+};
 
 static void html_escape(FILE *f, const char *s) {
 	for (; *s; s++) {
@@ -95,8 +109,229 @@ static void chart_reduction(FILE *f, const TierctlReportGroup *g, size_t n) {
 	fputs("</svg>\n", f);
 }
 
-int tierctl_html_report(const char *path, const char *mountpoint, const char *by, const TierctlReportGroup *g,
-			size_t n) {
+/* One line of a chart over time: points (t[i], v[i]) in time order. */
+typedef struct Series {
+	char name[64];
+	int64_t *t;
+	double *v;
+	size_t n, cap;
+} Series;
+
+static int series_add(Series *s, int64_t t, double v) {
+	if (s->n == s->cap) {
+		size_t cap = MAX(s->cap * 2, (size_t) 32);
+		int64_t *nt = reallocarray(s->t, cap, sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		s->t = nt;
+		double *nv = reallocarray(s->v, cap, sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		s->v = nv;
+		s->cap = cap;
+	}
+	s->t[s->n] = t;
+	s->v[s->n++] = v;
+	return 0;
+}
+
+static void series_done(Series *s, size_t n) {
+	for (size_t i = 0; i < n; i++) {
+		free(s[i].t);
+		free(s[i].v);
+	}
+}
+
+static void format_day(int64_t t, char buf[static 32]) {
+	time_t tt = (time_t) t;
+	struct tm tm;
+	gmtime_r(&tt, &tm);
+	strftime(buf, 32, "%Y-%m-%d %H:%M", &tm);
+}
+
+/* A line chart over time of byte counts, or of percentages (0 to 100), one colour per series (s0..s7 in the style). */
+static void chart_lines(FILE *f, const char *id, const char *label, const Series *s, size_t n, bool percent) {
+	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+	double max = percent ? 100 : 1;
+	for (size_t k = 0; k < n; k++)
+		for (size_t i = 0; i < s[k].n; i++) {
+			t0 = MIN(t0, s[k].t[i]);
+			t1 = MAX(t1, s[k].t[i]);
+			max = MAX(max, s[k].v[i]);
+		}
+	int plot_w = CHART_WIDTH - LINE_LEFT - 20, plot_h = LINE_HEIGHT - 60;
+	double span = t1 > t0 ? (double) (t1 - t0) : 1;
+	fprintf(f, "<svg class=\"chart\" id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		   "role=\"img\" aria-label=\"",
+		id, CHART_WIDTH, LINE_HEIGHT + 20 * (int) ((n + 3) / 4));
+	html_escape(f, label);
+	fputs("\">\n", f);
+	char top[32], from[32], to[32];
+	if (percent)
+		snprintf(top, sizeof(top), "100%%");
+	else
+		tierctl_format_size((uint64_t) max, false, top);
+	format_day(t0, from);
+	format_day(t1, to);
+	fprintf(f, "<line class=\"axis\" x1=\"%d\" y1=\"10\" x2=\"%d\" y2=\"%d\"/>"
+		   "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n",
+		LINE_LEFT, LINE_LEFT, 10 + plot_h, LINE_LEFT, 10 + plot_h, LINE_LEFT + plot_w, 10 + plot_h);
+	fprintf(f, "<text x=\"%d\" y=\"18\" text-anchor=\"end\">%s</text>"
+		   "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>\n",
+		LINE_LEFT - 6, top, LINE_LEFT - 6, 10 + plot_h);
+	fprintf(f, "<text x=\"%d\" y=\"%d\">%s UTC</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s UTC</text>\n",
+		LINE_LEFT, 28 + plot_h, from, LINE_LEFT + plot_w, 28 + plot_h, to);
+	for (size_t k = 0; k < n; k++) {
+		fprintf(f, "<polyline class=\"line s%zu\" points=\"", k % LINE_SERIES_MAX);
+		for (size_t i = 0; i < s[k].n; i++)
+			fprintf(f, "%s%.1f,%.1f", i ? " " : "", LINE_LEFT + (double) (s[k].t[i] - t0) / span * plot_w,
+				10 + plot_h - s[k].v[i] / max * plot_h);
+		fputs("\"/>\n", f);
+		/* A single sample draws no line: mark every point while there are few. */
+		if (s[k].n <= 48)
+			for (size_t i = 0; i < s[k].n; i++)
+				fprintf(f, "<circle class=\"dot s%zu\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"/>\n", k % LINE_SERIES_MAX,
+					LINE_LEFT + (double) (s[k].t[i] - t0) / span * plot_w, 10 + plot_h - s[k].v[i] / max * plot_h);
+		int lx = LINE_LEFT + (int) (k % 4) * 160, ly = LINE_HEIGHT - 12 + 20 * (int) (k / 4);
+		fprintf(f, "<rect class=\"key s%zu\" x=\"%d\" y=\"%d\" width=\"12\" height=\"12\"/><text x=\"%d\" y=\"%d\">",
+			k % LINE_SERIES_MAX, lx, ly - 10, lx + 16, ly);
+		html_escape(f, s[k].name);
+		fputs("</text>\n", f);
+	}
+	fputs("</svg>\n", f);
+}
+
+/*
+ * Series of the hot tier: what fratier stores there against the logical
+ * bytes of its files; and apart, in percent, how full its filesystem is
+ * (what the watermarks and Oracle's 85% warning are about), since that
+ * filesystem may hold far more than fratier's files.
+ */
+static int history_hot(const TierctlReport *rep, Series s[static 2], Series *fill) {
+	snprintf(s[0].name, sizeof(s[0].name), "stored by fratier");
+	snprintf(s[1].name, sizeof(s[1].name), "logical");
+	snprintf(fill->name, sizeof(fill->name), "filesystem used, %% of its size");
+	for (size_t i = 0; i < rep->n_tiers; i++) {
+		const TierctlHistoryTier *h = &rep->tiers[i];
+		if (!h->hot)
+			continue;
+		int r = series_add(&s[0], h->t, (double) h->stored);
+		if (r >= 0)
+			r = series_add(&s[1], h->t, (double) h->logical);
+		if (r >= 0 && h->capacity > 0)
+			r = series_add(fill, h->t, 100.0 * (double) h->used / (double) h->capacity);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* One series per class (the first LINE_SERIES_MAX classes seen): logical bytes on every tier. */
+static int history_classes(const TierctlReport *rep, Series s[static LINE_SERIES_MAX], size_t *ret_n) {
+	size_t n = 0;
+	for (size_t i = 0; i < rep->n_classes; i++) {
+		const TierctlHistoryClass *h = &rep->classes[i];
+		size_t k = 0;
+		while (k < n && strcmp(s[k].name, h->file_class) != 0)
+			k++;
+		if (k == n) {
+			if (n == LINE_SERIES_MAX)
+				continue;
+			snprintf(s[n++].name, sizeof(s[0].name), "%s", h->file_class);
+		}
+		int r = series_add(&s[k], h->t, (double) h->logical);
+		if (r < 0)
+			return r;
+	}
+	*ret_n = n;
+	return 0;
+}
+
+/* What dedup and compression save, on every tier: logical less stored, per sample. */
+static int history_savings(const TierctlReport *rep, Series *s) {
+	snprintf(s->name, sizeof(s->name), "saved (logical - stored, all tiers)");
+	for (size_t i = 0; i < rep->n_tiers;) {
+		int64_t t = rep->tiers[i].t;
+		double saved = 0;
+		for (; i < rep->n_tiers && rep->tiers[i].t == t; i++)
+			saved += (double) rep->tiers[i].logical - (double) rep->tiers[i].stored;
+		int r = series_add(s, t, MAX(saved, 0.0));
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int charts_over_time(FILE *f, const TierctlReport *rep) {
+	Series hot[2] = {}, fill = {}, classes[LINE_SERIES_MAX] = {}, saved = {};
+	size_t n_classes = 0;
+
+	fputs("<h2>Over time</h2>\n", f);
+	if (rep->n_tiers == 0) {
+		fputs("<p>No samples of usage yet: the daemon records one at mount and then every history_interval.</p>\n", f);
+		return 0;
+	}
+	int r = history_hot(rep, hot, &fill);
+	if (r >= 0)
+		r = history_classes(rep, classes, &n_classes);
+	if (r >= 0)
+		r = history_savings(rep, &saved);
+	if (r >= 0) {
+		fputs("<h3>Hot tier: fratier's files</h3>\n", f);
+		chart_lines(f, "chart-hot", "hot tier use over time", hot, 2, false);
+		fputs("<h3>Hot tier: its filesystem</h3>\n", f);
+		chart_lines(f, "chart-hot-fill", "hot filesystem fill over time", &fill, 1, true);
+		fputs("<h3>Logical bytes per class, all tiers</h3>\n", f);
+		chart_lines(f, "chart-classes", "logical bytes per class over time", classes, n_classes, false);
+		fputs("<h3>Saved by dedup and compression</h3>\n", f);
+		chart_lines(f, "chart-saved", "bytes saved over time", &saved, 1, false);
+	}
+	series_done(hot, 2);
+	series_done(&fill, 1);
+	series_done(classes, LINE_SERIES_MAX);
+	series_done(&saved, 1);
+	return r;
+}
+
+static void outlook_table(FILE *f, const TierctlReport *rep) {
+	fputs("<h2>What the policy moves next</h2>\n", f);
+	if (!rep->policy_on)
+		fputs("<p>The policy worker is off (-o policy=0): nothing moves unless tierctl migrate is run.</p>\n", f);
+	else {
+		char next[32];
+		format_day(rep->policy_next_run, next);
+		fprintf(f, "<p>Next pass at the latest %s UTC.</p>\n", next);
+	}
+	fputs("<table id=\"outlook\"><tr><th>class</th><th>to</th><th>next pass, by age</th><th>next pass, for space</th>"
+	      "<th>within a day</th><th>within a week</th><th>later</th><th>first due</th></tr>\n",
+	      f);
+	for (size_t i = 0; i < rep->n_outlook; i++) {
+		const TierctlOutlook *o = &rep->outlook[i];
+		fputs("<tr><td>", f);
+		html_escape(f, o->file_class);
+		fputs("</td><td>", f);
+		html_escape(f, o->target);
+		fputs("</td>", f);
+		for (int w = 0; w < TIERCTL_OUTLOOK_MAX; w++) {
+			char b[32];
+			tierctl_format_size(o->bytes[w], false, b);
+			if (o->files[w])
+				fprintf(f, "<td class=\"n\">%s in %llu</td>", b, (unsigned long long) o->files[w]);
+			else
+				fputs("<td class=\"n\">-</td>", f);
+		}
+		char due[32] = "-";
+		if (o->next_due)
+			format_day(o->next_due, due);
+		fprintf(f, "<td>%s</td></tr>\n", due);
+	}
+	fputs("</table>\n", f);
+}
+
+int tierctl_html_report(const char *path, const TierctlReport *rep) {
+	const TierctlReportGroup *g = rep->groups;
+	size_t n = rep->n_groups;
+	const char *by = rep->by, *mountpoint = rep->mountpoint;
 	_cleanup_fclose_ FILE *f = fopen(path, "we");
 	if (!f)
 		return -errno;
@@ -112,8 +347,14 @@ int tierctl_html_report(const char *path, const char *mountpoint, const char *by
 	      "table{border-collapse:collapse;margin:1em 0}\n"
 	      "td,th{padding:.3em .8em;border-bottom:1px solid #ddd}\n"
 	      "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+	      "#outlook td{white-space:nowrap}\n"
 	      "svg text{font-size:12px;fill:#222}\n"
 	      ".logical{fill:#7a9cc6}.stored{fill:#2d5a8c}.reduction{fill:#3c8c5a}\n"
+	      ".axis{stroke:#888}.line{stroke-width:2}\n"
+	      ".s0{stroke:#2d5a8c;fill:#2d5a8c}.s1{stroke:#c65a2d;fill:#c65a2d}.s2{stroke:#3c8c5a;fill:#3c8c5a}"
+	      ".s3{stroke:#8c3c8c;fill:#8c3c8c}.s4{stroke:#8c8c3c;fill:#8c8c3c}.s5{stroke:#3c8c8c;fill:#3c8c8c}"
+	      ".s6{stroke:#555;fill:#555}.s7{stroke:#c6a02d;fill:#c6a02d}\n"
+	      "polyline.line{fill:none}\n"
 	      "</style></head><body>\n",
 	      f);
 	fputs("<h1>fratier report by ", f);
@@ -154,9 +395,12 @@ int tierctl_html_report(const char *path, const char *mountpoint, const char *by
 	chart_sizes(f, g, n);
 	fputs("<h2>Reduction (logical / stored)</h2>\n", f);
 	chart_reduction(f, g, n);
-	fputs("<p>Stored bytes of shared chunks are split evenly over the files that reference them.</p>\n"
-	      "</body></html>\n",
-	      f);
+	fputs("<p>Stored bytes of shared chunks are split evenly over the files that reference them.</p>\n", f);
+	outlook_table(f, rep);
+	int q = charts_over_time(f, rep);
+	if (q < 0)
+		return q;
+	fputs("</body></html>\n", f);
 	if (fflush(f) != 0 || ferror(f))
 		return -EIO;
 	return 0;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/ctlproto.h"
 #include "common/log.h"
 #include "common/macros.h"
@@ -40,6 +41,10 @@ static const char *arg_thread;
 static const char *arg_sequence;
 static const char *arg_since;
 static const char *arg_until;
+/* migrate, recall, pin, unpin: only files of a class, older or larger than these */
+static const char *arg_class;
+static const char *arg_older_than;
+static const char *arg_larger_than;
 
 static volatile int interrupted;
 
@@ -107,7 +112,8 @@ static const char *row_array_name(const char *kind) {
 	static const char *const names[][2] = {
 		{ "tier", "tiers" },   { "error", "errors" },  { "group", "groups" },   { "entry", "entries" },
 		{ "du", "paths" },     { "failed", "failed" }, { "damaged", "damaged" }, { "class", "classes" },
-		{ "file", "moves" },
+		{ "file", "moves" },   { "next", "outlook" },  { "history_tier", "history_tiers" },
+		{ "history_class", "history_classes" },
 	};
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (strcmp(names[i][0], kind) == 0)
@@ -495,6 +501,110 @@ static int run_ls(TierctlMount *mount, char **args, int n_args) {
 
 /* ---- report ---- */
 
+/* The outlook and the samples of a report reply, borrowed from m (valid while the reply is). */
+static int report_details(const CtlMessage *m, TierctlReport *rep, TierctlOutlook **ret_outlook,
+			  TierctlHistoryTier **ret_tiers, TierctlHistoryClass **ret_classes) {
+	size_t n_next, n_tiers, n_classes;
+	_cleanup_free_ size_t *next = tierctl_rows(m, "next", &n_next);
+	_cleanup_free_ size_t *tiers = tierctl_rows(m, "history_tier", &n_tiers);
+	_cleanup_free_ size_t *classes = tierctl_rows(m, "history_class", &n_classes);
+	TierctlOutlook *o = calloc(n_next + 1, sizeof(*o));
+	TierctlHistoryTier *ht = calloc(n_tiers + 1, sizeof(*ht));
+	TierctlHistoryClass *hc = calloc(n_classes + 1, sizeof(*hc));
+	*ret_outlook = o;
+	*ret_tiers = ht;
+	*ret_classes = hc;
+	if (!next || !tiers || !classes || !o || !ht || !hc)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_next; i++) {
+		o[i] = (TierctlOutlook) {
+			.file_class = tierctl_get(m, next[i], "class"),
+			.target = tierctl_get(m, next[i], "target"),
+			.next_due = (int64_t) tierctl_get_u64(m, next[i], "next_due"),
+		};
+		for (int w = 0; w < TIERCTL_OUTLOOK_MAX; w++) {
+			char key[32];
+			snprintf(key, sizeof(key), "%s_files", tierctl_outlook_names[w]);
+			o[i].files[w] = tierctl_get_u64(m, next[i], key);
+			snprintf(key, sizeof(key), "%s_bytes", tierctl_outlook_names[w]);
+			o[i].bytes[w] = tierctl_get_u64(m, next[i], key);
+		}
+	}
+	for (size_t i = 0; i < n_tiers; i++)
+		ht[i] = (TierctlHistoryTier) {
+			.t = (int64_t) tierctl_get_u64(m, tiers[i], "t"),
+			.hot = strcmp(tierctl_get(m, tiers[i], "role"), "hot") == 0,
+			.capacity = tierctl_get_u64(m, tiers[i], "capacity"),
+			.used = tierctl_get_u64(m, tiers[i], "used"),
+			.logical = tierctl_get_u64(m, tiers[i], "logical"),
+			.stored = tierctl_get_u64(m, tiers[i], "stored"),
+		};
+	for (size_t i = 0; i < n_classes; i++)
+		hc[i] = (TierctlHistoryClass) {
+			.t = (int64_t) tierctl_get_u64(m, classes[i], "t"),
+			.file_class = tierctl_get(m, classes[i], "class"),
+			.logical = tierctl_get_u64(m, classes[i], "logical"),
+			.hot_logical = tierctl_get_u64(m, classes[i], "hot_logical"),
+		};
+	rep->outlook = o;
+	rep->n_outlook = n_next;
+	rep->tiers = ht;
+	rep->n_tiers = n_tiers;
+	rep->classes = hc;
+	rep->n_classes = n_classes;
+	return 0;
+}
+
+/* "SIZE in N", or "-" for none. */
+static const char *files_cell(uint64_t files, uint64_t bytes, char buf[static 64]) {
+	char size[32];
+	if (files == 0)
+		return "-";
+	tierctl_format_size(bytes, arg_bytes, size);
+	snprintf(buf, 64, "%s in %llu", size, (unsigned long long) files);
+	return buf;
+}
+
+/* What the policy moves next and when, after the report's table. */
+static int print_outlook(const TierctlReport *rep) {
+	char next[32];
+	if (rep->policy_on) {
+		format_time(rep->policy_next_run, next);
+		printf("\nPolicy: next pass at the latest %s.\n", next);
+	} else
+		printf("\nPolicy: off (-o policy=0); below is what it would move.\n");
+	if (rep->n_outlook == 0) {
+		printf("No class moves off the hot tier.\n");
+		return 0;
+	}
+	static const char *const h[] = { "CLASS", "TO", "NEXT PASS (AGE)", "NEXT PASS (SPACE)", "WITHIN 1 DAY",
+					 "WITHIN 7 DAYS", "LATER", "FIRST DUE" };
+	TierctlTable t;
+	int r = table_start(&t, h, ELEMENTSOF(h), "llrrrrrl");
+	for (size_t i = 0; r >= 0 && i < rep->n_outlook; i++) {
+		const TierctlOutlook *o = &rep->outlook[i];
+		char cells_buf[TIERCTL_OUTLOOK_MAX][64], due[32] = "-";
+		if (o->next_due)
+			format_time(o->next_due, due);
+		const char *cells[] = {
+			o->file_class,
+			o->target,
+			files_cell(o->files[TIERCTL_OUTLOOK_DUE], o->bytes[TIERCTL_OUTLOOK_DUE], cells_buf[0]),
+			files_cell(o->files[TIERCTL_OUTLOOK_SPACE], o->bytes[TIERCTL_OUTLOOK_SPACE], cells_buf[1]),
+			files_cell(o->files[TIERCTL_OUTLOOK_DAY], o->bytes[TIERCTL_OUTLOOK_DAY], cells_buf[2]),
+			files_cell(o->files[TIERCTL_OUTLOOK_WEEK], o->bytes[TIERCTL_OUTLOOK_WEEK], cells_buf[3]),
+			files_cell(o->files[TIERCTL_OUTLOOK_LATER], o->bytes[TIERCTL_OUTLOOK_LATER], cells_buf[4]),
+			due,
+		};
+		r = tierctl_table_add(&t, cells);
+	}
+	if (r >= 0)
+		table_finish(&t);
+	else
+		tierctl_table_done(&t);
+	return r;
+}
+
 static int run_report(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
 	char *by[] = { (char *) (arg_by ?: "class") };
@@ -523,8 +633,23 @@ static int run_report(TierctlMount *mount, char **args, int n_args) {
 			.unique_plain = tierctl_get_u64(m, rows[i], "unique_plain"),
 			.chunk_stored = tierctl_get_u64(m, rows[i], "chunk_stored"),
 		};
+	TierctlReport rep = {
+		.mountpoint = mount->mountpoint,
+		.by = by[0],
+		.groups = groups,
+		.n_groups = n,
+		.policy_on = strcmp(tierctl_get(m, 0, "policy"), "on") == 0,
+		.policy_next_run = (int64_t) tierctl_get_u64(m, 0, "policy_next_run"),
+	};
+	_cleanup_free_ TierctlOutlook *outlook = NULL;
+	_cleanup_free_ TierctlHistoryTier *tiers = NULL;
+	_cleanup_free_ TierctlHistoryClass *classes = NULL;
+	if (report_details(m, &rep, &outlook, &tiers, &classes) < 0) {
+		tierctl_reply_done(&reply);
+		return log_oom(), TIERCTL_EXIT_FAILURE;
+	}
 	if (arg_html) {
-		r = tierctl_html_report(arg_html, mount->mountpoint, by[0], groups, n);
+		r = tierctl_html_report(arg_html, &rep);
 		if (r < 0) {
 			log_error_errno(r, "cannot write %s: %m", arg_html);
 			tierctl_reply_done(&reply);
@@ -572,6 +697,8 @@ static int run_report(TierctlMount *mount, char **args, int n_args) {
 			table_finish(&t);
 		else
 			tierctl_table_done(&t);
+		if (r >= 0)
+			r = print_outlook(&rep);
 	}
 	tierctl_reply_done(&reply);
 	return r < 0 ? TIERCTL_EXIT_FAILURE : 0;
@@ -876,6 +1003,15 @@ static int run_move(TierctlMount *mount, char **args, int n_args, CtlCommand cmd
 		log_error("--since and --until take YYYY-MM-DD[ HH:MM[:SS]] (the database host's local time) or @SECONDS");
 		return TIERCTL_EXIT_USAGE;
 	}
+	uint64_t older_than = 0, larger_than = 0;
+	if (arg_older_than && parse_duration(arg_older_than, &older_than) < 0) {
+		log_error("--older-than takes an age: a number with s, m, h or d (e.g. 7d), not '%s'", arg_older_than);
+		return TIERCTL_EXIT_USAGE;
+	}
+	if (arg_larger_than && parse_size(arg_larger_than, &larger_than) < 0) {
+		log_error("--larger-than takes a size: a number with K, M, G, T or P (e.g. 1G), not '%s'", arg_larger_than);
+		return TIERCTL_EXIT_USAGE;
+	}
 	if (cmd == CTL_COMMAND_MIGRATE && arg_to) {
 		r = tier_number(mount, arg_to, to);
 		if (r != 0)
@@ -905,6 +1041,12 @@ static int run_move(TierctlMount *mount, char **args, int n_args, CtlCommand cmd
 		q = ctl_message_add(&req, "since", since);
 	if (q >= 0 && until[0])
 		q = ctl_message_add(&req, "until", until);
+	if (q >= 0 && arg_class)
+		q = ctl_message_add(&req, "class", arg_class);
+	if (q >= 0 && arg_older_than)
+		q = ctl_message_add_u64(&req, "older_than", older_than);
+	if (q >= 0 && arg_larger_than)
+		q = ctl_message_add_u64(&req, "larger_than", larger_than);
 	strv_free(paths);
 	if (q < 0) {
 		ctl_message_done(&req);
@@ -1172,16 +1314,16 @@ static const Command commands[] = {
 	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },
 	{ "scrub", "scrub [--tier N]", "verify every stored chunk, list damaged files (root or the owner)", "t",
 	  run_scrub, 0, 0 },
-	{ "migrate", "migrate [--to TIER] [--dry-run] [LOG SELECTION] PATH|GLOB...",
-	  "move sealed files (raw ones are sealed first) to a lower tier, default tier 1 (root or the owner)", "TDS",
+	{ "migrate", "migrate [--to TIER] [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...",
+	  "move sealed files (raw ones are sealed first) to a lower tier, default tier 1 (root or the owner)", "TDSF",
 	  run_migrate, 0, CTL_PATHS_MAX },
-	{ "recall", "recall [--dry-run] [LOG SELECTION] PATH|GLOB...",
-	  "bring files back to the hot tier, ahead of a restore (root or the owner)", "DS", run_recall, 0,
+	{ "recall", "recall [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...",
+	  "bring files back to the hot tier, ahead of a restore (root or the owner)", "DSF", run_recall, 0,
 	  CTL_PATHS_MAX },
-	{ "pin", "pin [--dry-run] [LOG SELECTION] PATH|GLOB...",
-	  "keep files on the hot tier: recall them, and no migration moves them (root or the owner)", "DS", run_pin, 0,
+	{ "pin", "pin [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...",
+	  "keep files on the hot tier: recall them, and no migration moves them (root or the owner)", "DSF", run_pin, 0,
 	  CTL_PATHS_MAX },
-	{ "unpin", "unpin [LOG SELECTION] PATH|GLOB...", "let pinned files move again (root or the owner)", "S",
+	{ "unpin", "unpin [FILTERS] [LOG SELECTION] PATH|GLOB...", "let pinned files move again (root or the owner)", "SF",
 	  run_unpin, 0, CTL_PATHS_MAX },
 	{ "metrics", "metrics [--listen ADDR:PORT]", "Prometheus text exposition, or serve it on /metrics", "L",
 	  run_metrics, 0, 0 },
@@ -1227,6 +1369,11 @@ static void command_help(const Command *c) {
 	if (strchr(c->options, 'D'))
 		printf("  --dry-run         list what would move, move nothing\n"
 		       "\n  Directories are walked; quoted globs are expanded against the mount.\n");
+	if (strchr(c->options, 'F'))
+		printf("\n  FILTERS: only the files chosen (by path or log selection) that are also\n"
+		       "  --class C         of file class C (archivelog, backuppiece, imagecopy, archivelogbackup, other)\n"
+		       "  --older-than AGE  modified more than AGE ago: N with s, m, h or d (e.g. 7d)\n"
+		       "  --larger-than SIZE  larger than SIZE: N with K, M, G, T or P (IEC, e.g. 1G)\n");
 	if (strchr(c->options, 'S'))
 		printf("\n  LOG SELECTION: archived logs by what their headers say (with or instead of paths):\n"
 		       "  --thread T        redo thread T\n"
@@ -1240,7 +1387,7 @@ static void command_help(const Command *c) {
 
 int main(int argc, char **argv) {
 	enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_BY, OPT_HTML, OPT_TIER, OPT_LISTEN, OPT_TO, OPT_DRY_RUN, OPT_THREAD,
-	       OPT_SEQUENCE, OPT_SINCE, OPT_UNTIL };
+	       OPT_SEQUENCE, OPT_SINCE, OPT_UNTIL, OPT_CLASS, OPT_OLDER_THAN, OPT_LARGER_THAN };
 	static const struct option options[] = {
 		{ "mount", required_argument, NULL, 'm' },  { "socket", required_argument, NULL, OPT_SOCKET },
 		{ "json", no_argument, NULL, OPT_JSON },    { "bytes", no_argument, NULL, 'b' },
@@ -1250,6 +1397,8 @@ int main(int argc, char **argv) {
 		{ "to", required_argument, NULL, OPT_TO },  { "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "thread", required_argument, NULL, OPT_THREAD }, { "sequence", required_argument, NULL, OPT_SEQUENCE },
 		{ "since", required_argument, NULL, OPT_SINCE }, { "until", required_argument, NULL, OPT_UNTIL },
+		{ "class", required_argument, NULL, OPT_CLASS }, { "older-than", required_argument, NULL, OPT_OLDER_THAN },
+		{ "larger-than", required_argument, NULL, OPT_LARGER_THAN },
 		{ "version", no_argument, NULL, 'V' },	    {},
 	};
 	const Command *cmd = NULL;
@@ -1307,6 +1456,12 @@ int main(int argc, char **argv) {
 			*(c == OPT_THREAD ? &arg_thread : c == OPT_SEQUENCE ? &arg_sequence : c == OPT_SINCE ? &arg_since
 													  : &arg_until) = optarg;
 			strcat(seen, strchr(seen, 'S') ? "" : "S");
+			break;
+		case OPT_CLASS:
+		case OPT_OLDER_THAN:
+		case OPT_LARGER_THAN:
+			*(c == OPT_CLASS ? &arg_class : c == OPT_OLDER_THAN ? &arg_older_than : &arg_larger_than) = optarg;
+			strcat(seen, strchr(seen, 'F') ? "" : "F");
 			break;
 		case 'h':
 			want_help = true;

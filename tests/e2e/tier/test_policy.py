@@ -17,6 +17,10 @@ took.
   migrate_after = 1d, the worker is caught moving one; unmount is clean,
   every file reads back exactly after a remount, none shows "migrating", and
   with the bandwidth cap lifted the image copies do move and read back exactly.
+- outlook: everything recalled on a mount whose worker passes only at start
+  and then hourly, tierctl report's outlook says per class what is due; on
+  a mount with a pass a second the worker moves exactly that (files and
+  bytes per class), the pinned log stays.
 - watermark: a second small tmpfs is filled with archivelog-like files
   (incompressible, distinct) above a high watermark of 60%, with a pass
   every hour so only the closes wake the worker: the oldest files move
@@ -170,13 +174,66 @@ def run_age(res, fs, src):
     return model
 
 
-def write_config(base, hot, bandwidth):
-    path = os.path.join(base, "policy-%s.conf" % bandwidth)
+def write_config(base, hot, bandwidth, interval="1s"):
+    path = os.path.join(base, "policy-%s-%s.conf" % (bandwidth, interval))
     with open(path, "w") as f:
-        f.write("[fratier]\ndata_dir = %s\npolicy_interval = 1s\npolicy_bandwidth = %s\n"
+        f.write("[fratier]\ndata_dir = %s\npolicy_interval = %s\npolicy_bandwidth = %s\n"
                 "[tier hot]\npath = %s\n[tier capacity]\n"
-                "[class imagecopy]\nmigrate_after = 1d\ntarget = capacity\n" % (os.path.join(base, "data"), bandwidth, hot))
+                "[class imagecopy]\nmigrate_after = 1d\ntarget = capacity\n"
+                % (os.path.join(base, "data"), interval, bandwidth, hot))
     return path
+
+
+def ls_files(res, fs, model):
+    """{rel: ls entry} of every file, from tierctl ls --json of their directories."""
+    dirs = sorted({os.path.dirname(fs.path(r)) for r in model})
+    out = {}
+    for e in tc.tierctl_json(res, fs, "ls", *dirs).get("entries", []):
+        if e.get("type") == "file":
+            out[os.path.relpath(os.path.join(fs.mnt, e["dir"].lstrip("/"), e["name"]), fs.mnt)] = e
+    return out
+
+
+def run_outlook(res, base, hot, model):
+    """A policy dry run and the real run agree: tierctl report's outlook names, per class, what the worker moves.
+
+    Everything is recalled on a mount whose worker passes once at start and
+    then only hourly; the report then says what is due; a mount with a pass
+    a second moves it; the files that moved, per class, are what was due.
+    """
+    opts = ["seal_delay=0", "gc_interval=3600"]
+    with harness.Fratier(policy=True, base=base, options=opts, config=write_config(base, hot, "0", "1h")) as fs:
+        res.check(wait_for("the pass at start", lambda: int(status(res, fs).get("policy_last_run", 0)) > 0),
+                  "outlook: no pass at start")
+        rc, _, err = tc.tierctl(fs, "recall", fs.path("ORCL"))
+        res.check(rc == 0, "outlook: recall of everything: %d %s" % (rc, err))
+        rep = tc.tierctl_json(res, fs, "report", "--by", "tier")
+        due = {o["class"]: (o["due_files"] + o["space_files"], o["due_bytes"] + o["space_bytes"])
+               for o in rep.get("outlook", []) if o["due_files"] + o["space_files"]}
+        entries = ls_files(res, fs, model)
+        pinned = {r for r, e in entries.items() if e.get("pinned") == "yes"}
+        res.check(len(entries) == len(model) and len(pinned) == 1, "outlook: %d files listed, %d pinned"
+                  % (len(entries), len(pinned)))
+    with harness.Fratier(policy=True, base=base, options=opts, config=write_config(base, hot, "0")) as fs:
+        idle = wait_for("the due files to move", lambda: status(res, fs).get("policy_state") == "idle" and
+                        int(status(res, fs).get("policy_files_moved", 0)) >= sum(n for n, _ in due.values()))
+        res.check(idle, "outlook: the worker did not move what was due: %r" % status(res, fs))
+        wait_full_pass(res, fs)
+        tiers = tc.tiers_of(res, fs, model)
+        moved = {}
+        for r, t in tiers.items():
+            if t == 1:
+                cls = entries[r]["class"]
+                n, b = moved.get(cls, (0, 0))
+                moved[cls] = (n + 1, b + len(model[r]))
+        res.check(moved == due and sum(n for n, _ in due.values()) > 0,
+                  "outlook: the report's dry run said %r would move, the worker moved %r" % (due, moved))
+        s = status(res, fs)
+        res.check(int(s.get("policy_files_moved", -1)) == sum(n for n, _ in due.values())
+                  and int(s.get("policy_bytes_moved", -1)) == sum(b for _, b in due.values()),
+                  "outlook: status counts %r" % {k: v for k, v in s.items() if k.startswith("policy")})
+        res.check(all(tiers.get(r) == 0 for r in pinned), "outlook: pinned files stayed: %r" % pinned)
+        tc.compare_all(res, fs, model, "after the moves the outlook named")
 
 
 def run_unmount_while_moving(res, base, hot, model):
@@ -278,6 +335,8 @@ def main():
             run_unmount_while_moving(res, base, hot_a, model)
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
+        if not res.failed:
+            run_outlook(res, base, hot_a, model)
 
         fs, hot_b = space_instance(res, tmp, "b", FILL_TMPFS,
                                    "high_watermark = %d%%\nlow_watermark = %d%%\n" % (HIGH, LOW))

@@ -154,7 +154,7 @@ def main():
     files["private/secret.bkp"] = (text_bytes(rng, 50000), "backuppiece")
 
     try:
-        with Fratier(base=base, options=["seal_delay=0", "gc_interval=3600", "allow_other"]) as fs:
+        with Fratier(base=base, options=["seal_delay=0", "gc_interval=3600", "allow_other", "history_interval=1"]) as fs:
             ctl = Ctl(fs.mnt, res)
             sock = os.path.join(fs.data, "control.sock")
             res.check(os.path.exists(sock), "control socket %s exists" % sock)
@@ -235,7 +235,10 @@ def main():
                 chunk_stored = sum(g["chunk_stored"] for g in groups.values())
                 res.check(abs(chunk_stored - hot["live"]) <= len(groups), "report: chunk stored %d sums to the live frames %d" % (chunk_stored, hot["live"]))
                 table = ctl.table("report", "--by", "class")
-                rows = {r[0]: r for r in table[1:]}
+                # The groups' table ends where the policy outlook begins.
+                ends = [i for i, r in enumerate(table) if r[0].startswith("Policy:")]
+                res.check(len(ends) == 1, "report table: one policy outlook after the groups")
+                rows = {r[0]: r for r in table[1:ends[0] if ends else len(table)]}
                 for key, g in groups.items():
                     r = rows.get(key)
                     res.check(r is not None and r[1] == str(g["files"]) and r[2] == str(g["logical"]) and r[3] == str(g["stored"])
@@ -426,6 +429,11 @@ def main():
             res.check(rc == 0 and "fratier_tier_logical_bytes" in out, "metrics: %d %r" % (rc, err))
             check_metrics(res, ctl, fs, total_logical)
 
+            # ---- report: the samples over time; what the policy moves next; move filters ----
+            check_history(res, ctl, files, total_logical)
+            check_outlook(res, ctl, fs)
+            check_move_filters(res, ctl, fs, files)
+
             # ---- HTML report in headless Chromium ----
             check_html(res, ctl, base)
 
@@ -580,6 +588,81 @@ def check_metrics(res, ctl, fs, total_logical):
               "metrics families present: %r" % sorted(set(k[0] for k in samples)))
 
 
+def check_history(res, ctl, files, total_logical):
+    """The daemon samples usage every second here (history_interval=1): the latest sample counts as df does."""
+    deadline = time.monotonic() + 60
+    while True:
+        df = tiers_of(ctl.json("df") or {}).get(0, {})
+        rep = ctl.json("report", "--by", "class") or {}
+        tiers = rep.get("history_tiers", [])
+        times = sorted(set(h["t"] for h in tiers))
+        hot = [h for h in tiers if h["t"] == times[-1] and h["tier"] == "hot"] if times else []
+        want = (len(files), total_logical, df.get("stored", -1) + df.get("raw", 0))
+        if (len(times) >= 3 and hot and (hot[0]["files"], hot[0]["logical"], hot[0]["stored"]) == want) \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    res.check(len(times) >= 3, "report: %d samples over time (one a second)" % len(times))
+    res.check(bool(hot) and hot[0]["role"] == "hot" and (hot[0]["files"], hot[0]["logical"], hot[0]["stored"]) == want
+              and 0 < hot[0]["used"] <= hot[0]["capacity"],
+              "latest sample of the hot tier: %r; df: files, logical, stored + raw %r" % (hot[0] if hot else None, want))
+    latest = {h["class"]: h for h in rep.get("history_classes", []) if times and h["t"] == times[-1]}
+    for cls in set(c for _, c in files.values()):
+        want = [d for d, c in files.values() if c == cls]
+        h = latest.get(cls, {})
+        res.check(h.get("files") == len(want) and h.get("logical") == sum(map(len, want))
+                  and h.get("hot_logical") == h.get("logical"), "latest sample of class %s: %r" % (cls, h))
+
+
+def check_outlook(res, ctl, fs):
+    """Moves by age: one file due now, one within a day (its due time exact), one within a week."""
+    now = int(time.time())
+    dated = {"archivelog/2024_01_01/o1_mf_1_7_abc_.arc": now - 3 * 86400,
+             "private/secret.bkp": now,
+             "backupset/2024_01_01/o1_mf_annnn_TAG1_x_.bkp": now + 3 * 86400}
+    for rel, t in dated.items():
+        os.utime(fs.path(rel), (t, t))
+    rep = ctl.json("report", "--by", "class")
+    if not rep:
+        return
+    res.check(rep.get("policy") == "off" and "policy_next_run" not in rep, "report: the policy worker is off here")
+    out = {o["class"]: o for o in rep.get("outlook", [])}
+    res.check(set(out) == {"archivelog", "backuppiece", "archivelogbackup"},
+              "outlook: the classes with a target tier %r" % sorted(out))
+    log, piece, alb = out.get("archivelog", {}), out.get("backuppiece", {}), out.get("archivelogbackup", {})
+    res.check(log.get("due_files") == 1 and log.get("due_bytes") == 2 << 20 and log.get("target") == "capacity",
+              "outlook: the old log is due at the next pass: %r" % log)
+    space = rep.get("hot_space_needed", 0)
+    if space == 0:
+        res.check(piece.get("day_files") == 1 and piece.get("day_bytes") == 50000 and piece.get("next_due") == now + 86400,
+                  "outlook: the new piece moves within a day, at its mtime + 1d: %r" % piece)
+        res.check(alb.get("week_files") == 1 and alb.get("week_bytes") == 2 << 20 and alb.get("next_due") == now + 4 * 86400,
+                  "outlook: the future-dated piece within a week: %r" % alb)
+    else:
+        res.check(piece.get("day_files", 0) + piece.get("space_files", 0) == 1, "outlook under space pressure: %r" % piece)
+    rc, text, _ = ctl.run("report", "--by", "class")
+    res.check(rc == 0 and "Policy: off" in text and "NEXT PASS (AGE)" in text and "2.0 MiB in 1" in text,
+              "report table shows the outlook: %r" % text[-600:])
+
+
+def check_move_filters(res, ctl, fs, files):
+    """--class, --older-than and --larger-than narrow what a migrate would move (a dry run moves nothing)."""
+    def would_move(*args):
+        d = ctl.json("migrate", "--dry-run", *args, fs.mnt) or {}
+        return sorted(m["path"].lstrip("/") for m in d.get("moves", []) if m.get("result") == "would_move")
+    res.check(would_move("--class", "archivelog") == ["archivelog/2024_01_01/o1_mf_1_7_abc_.arc"],
+              "migrate --class archivelog: %r" % would_move("--class", "archivelog"))
+    res.check(would_move("--older-than", "2d") == ["archivelog/2024_01_01/o1_mf_1_7_abc_.arc"],
+              "migrate --older-than 2d: %r" % would_move("--older-than", "2d"))
+    big = sorted(rel for rel, (d, c) in files.items() if len(d) > 1 << 20 and c != "passthrough")
+    res.check(would_move("--larger-than", "1M") == big, "migrate --larger-than 1M: %r, want %r" % (would_move("--larger-than", "1M"), big))
+    res.check(would_move("--class", "archivelog", "--larger-than", "2M") == [], "filters combine: nothing is larger than 2 MiB")
+    rc, _, err = ctl.run("migrate", "--dry-run", "--class", "nosuch", fs.mnt)
+    res.check(rc != 0 and "unknown class 'nosuch'" in err and "backuppiece" in err, "an unknown class is refused: %r" % err)
+    rc, _, err = ctl.run("migrate", "--dry-run", "--older-than", "soon", fs.mnt)
+    res.check(rc == 2 and "--older-than takes an age" in err, "a bad age is a usage error: %d %r" % (rc, err))
+
+
 def check_html(res, ctl, base):
     out = os.path.join(base, "report.html")
     rc, _, err = ctl.run("report", "--by", "class", "--html", out)
@@ -598,9 +681,11 @@ def check_html(res, ctl, base):
     common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + profile]
     p = subprocess.run(common + ["--dump-dom", "file://" + out], capture_output=True, text=True, timeout=300)
     dom = p.stdout
-    res.check(p.returncode == 0 and dom.count('class="chart"') == 2 and dom.count("<rect") >= 8
+    res.check(p.returncode == 0 and dom.count('class="chart"') == 6 and dom.count("<rect") >= 8
+              and dom.count("<polyline") == 2 + 1 + 6 + 1 and 'id="outlook"' in dom
               and "archivelog" in dom and "backuppiece" in dom,
-              "chromium renders the page with both charts: rc %d, %d charts" % (p.returncode, dom.count('class="chart"')))
+              "chromium renders the page with its six charts (two over the groups, four over time) and the outlook: "
+              "rc %d, %d charts, %d lines" % (p.returncode, dom.count('class="chart"'), dom.count("<polyline")))
     p = subprocess.run(common + ["--window-size=900,1100", "--screenshot=" + shot, "file://" + out],
                        capture_output=True, text=True, timeout=300)
     ok = os.path.exists(shot) and open(shot, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(shot) > 5000
