@@ -1820,6 +1820,9 @@ static int do_move(Conn *c, const CtlRequest *req) {
 	}
 	atomic_fetch_sub(&fs->migrate_queue, queued);
 	c->move_plan = NULL;
+	/* The moved files join their tier's description (disaster recovery) before tierctl hears they moved. */
+	if (!req->dry_run && p.to > 0)
+		(void) fs_tiers_describe(fs);
 	if (r == -ECANCELED) {
 		free(p.items);
 		return conn_fail(c, r, "stopped: the files moved so far stay moved, the one being copied stays where it "

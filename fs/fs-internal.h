@@ -15,6 +15,7 @@
 /*
  * Lock order, outermost first:
  *   -. Fs.migrate_lock (one move between tiers at a time)
+ *   -. Fs.describe_lock (one description of a lower tier written at a time; never with migrate_lock)
  *   -. Fs.policy_lock (under migrate_lock only while a paced move waits on it)
  *   0. FsInode.data_lock (shared by every use of the data, exclusive to switch raw <-> sealed)
  *   1. the catalog lock (catalog_begin() .. commit/rollback, or any catalog call)
@@ -111,6 +112,12 @@ typedef struct FsTier {
 	DedupBackend *backend;    /* NULL: the storage could not be opened yet; read only after a non-NULL store */
 	_Atomic(DedupStore *) store; /* NULL likewise: its files read as EIO, unlink still works */
 	char *error;              /* why it could not be opened at start, for status while store is NULL */
+	/*
+	 * Fingerprint of what the tier's description (dedup/describe.h) lists,
+	 * 0 = unknown (not written since the mount, or a file was left out):
+	 * protected by Fs.describe_lock.
+	 */
+	uint64_t described;
 } FsTier;
 
 /* What the policy worker is doing, for status (policy.c). */
@@ -145,6 +152,7 @@ typedef struct Fs {
 	FsTier tiers[CONFIG_TIERS_MAX];
 	uint32_t n_tiers;
 	pthread_mutex_t migrate_lock; /* one migration at a time; taken with no other lock held */
+	pthread_mutex_t describe_lock; /* one tier description written at a time; taken with no other lock held */
 	atomic_uint_fast64_t migrating_ino; /* the file being moved between tiers, 0 if none (for reports) */
 	atomic_uint_fast64_t migrate_queue; /* files waiting in the moves tierctl asked for (for reports) */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
@@ -316,6 +324,31 @@ bool fs_tiers_retry(Fs *fs);
 #define FS_TIER_RETRY_S 10
 /* Collects garbage on every open tier (dedup_store_gc()); *ret sums them; returns the first error. */
 int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret);
+/*
+ * Rewrites the description of lower tier n (dedup/describe.h: every file
+ * sealed there, with its path, attributes and recipe) if what it would list
+ * changed since the last one written.  Called after moves and before every
+ * collection of the tier: the collector must never take chunks that the
+ * current description still needs (see tier.c).  Returns: 0, -ENXIO (the
+ * tier is not open), or the error that kept it from being written.
+ */
+int fs_tier_describe(Fs *fs, uint32_t n);
+/* The same for every open lower tier; returns the first error (and logs each). */
+int fs_tiers_describe(Fs *fs);
+/*
+ * Opens the storage of a lower tier named by spec, as a tier's `path` in the
+ * config: a directory (its objects in DIR/containers) or nfs://host/export/path.
+ * *ret_error (free it) may get a reason to show.
+ */
+int fs_tier_open_source(const char *spec, DedupBackend **ret, char **ret_error);
+/*
+ * Disaster recovery (recover.c): rebuilds every file the description of the
+ * lower tier at source lists into this mount's (empty) catalog and hot tier,
+ * reading chunks from that tier's containers alone.  Prints what it did on
+ * stdout.  Returns: 0 (every file restored), 1 (some could not be: listed),
+ * or a negative errno (logged).
+ */
+int fs_recover(Fs *fs, const char *source);
 
 typedef struct FsMigrateResult {
 	uint64_t bytes;           /* logical bytes moved */

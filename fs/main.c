@@ -42,6 +42,7 @@ typedef struct Args {
 	char *data;
 	char *config;
 	char *control;
+	char *recover_from;
 	unsigned seal_delay_s;
 	unsigned gc_interval_s;
 	unsigned policy_interval_s;
@@ -68,6 +69,7 @@ static const struct fuse_opt arg_table[] = {
 	{ "data=%s", offsetof(Args, data), 0 },
 	{ "config=%s", offsetof(Args, config), 0 },
 	{ "control=%s", offsetof(Args, control), 0 },
+	{ "--recover-from=%s", offsetof(Args, recover_from), 0 },
 	{ "seal_delay=%u", offsetof(Args, seal_delay_s), 0 },
 	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
 	{ "policy_interval=%u", offsetof(Args, policy_interval_s), 0 },
@@ -118,6 +120,7 @@ static void help(const char *argv0) {
 	printf("usage: %s [-f] [-d] -o data=DIR[,OPTIONS] MOUNTPOINT\n"
 	       "       %s [-f] [-d] -o config=FILE[,OPTIONS] MOUNTPOINT\n"
 	       "       %s DIR MOUNTPOINT -o OPTIONS   (as called by mount.fuse3, type fuse.fratierfs)\n"
+	       "       %s --recover-from=TIER -o data=NEWDIR|config=FILE   (disaster recovery, no mount)\n"
 	       "\n"
 	       "fratier: a tiering, deduplicating filesystem for Oracle archivelogs and RMAN backups.\n"
 	       "\n"
@@ -135,11 +138,13 @@ static void help(const char *argv0) {
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
+	       "  --recover-from=TIER  rebuild the files a lower tier holds (a tier's directory, or nfs://host/export/path)\n"
+	       "                   into the new, empty data directory, then exit; TIER is only read\n"
 	       "  -h, --help       this help\n"
 	       "  -V, --version    version\n"
 	       "\n"
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
-	       argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
+	       argv0, argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
 	       CONFIG_HISTORY_INTERVAL_DEFAULT, SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT);
 }
 
@@ -298,7 +303,8 @@ static int run(int argc, char **argv) {
 		ret = EXIT_SUCCESS;
 		goto out_args;
 	}
-	if (a.too_many_args || a.n_positional == 0) {
+	/* Recovery mounts nothing: no mount point. */
+	if (a.too_many_args || (a.n_positional == 0 && !a.recover_from)) {
 		log_error("%s", a.n_positional == 0 ? "no mount point given (see --help)"
 						     : "too many arguments (see --help)");
 		goto out_args;
@@ -309,7 +315,8 @@ static int run(int argc, char **argv) {
 			  SEAL_WORKERS_MAX, FS_STREAM_MAX_LIMIT);
 		goto out_args;
 	}
-	if (fuse_opt_add_arg(&args, a.positional[a.n_positional - 1]) < 0 || fuse_parse_cmdline(&args, &opts) != 0)
+	if (!a.recover_from &&
+	    (fuse_opt_add_arg(&args, a.positional[a.n_positional - 1]) < 0 || fuse_parse_cmdline(&args, &opts) != 0))
 		goto out_args;
 
 	if (a.config) {
@@ -371,6 +378,12 @@ static int run(int argc, char **argv) {
 	}
 	if (catalog_start(&fs, !a.config) < 0)
 		goto out_fs;
+	if (a.recover_from) {
+		/* 2: some files could not be restored (fs_recover() listed them), the others are there. */
+		r = fs_recover(&fs, a.recover_from);
+		ret = r == 0 ? EXIT_SUCCESS : r > 0 ? 2 : EXIT_FAILURE;
+		goto out_fs;
+	}
 
 	if (add_mount_option(&args, "default_permissions", NULL) < 0 ||
 	    add_mount_option(&args, "fsname", config.data_dir) < 0 ||
@@ -462,6 +475,7 @@ out_args:
 	free(a.data);
 	free(a.config);
 	free(a.control);
+	free(a.recover_from);
 	for (unsigned k = 0; k < a.n_positional; k++)
 		free(a.positional[k]);
 	return ret;

@@ -345,6 +345,9 @@ static int policy_pass(Fs *fs, Catalog *reader) {
 		fs->policy_status.bytes_moved += res.bytes;
 		pthread_mutex_unlock(&fs->policy_lock);
 	}
+	/* The moved files join their tier's description (disaster recovery). */
+	if (moved > 0)
+		(void) fs_tiers_describe(fs);
 	if (moved > 0 || failed > 0)
 		log_info("policy: moved %llu files%s, %llu failed", (unsigned long long) moved,
 			 short_of_space ? " (it was short of space)" : "", (unsigned long long) failed);

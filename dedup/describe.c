@@ -1,0 +1,636 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * describe.c — a store's description of the files placed on it, and the
+ * salvage reader that finds chunks from containers alone.  Format:
+ * docs/FORMAT.md, "Tier description".
+ *
+ * Why one object rewritten whole rather than a journal or one object per
+ * file: the description must never name a file whose chunks the collector
+ * may already have taken, and must follow renames of directories, which
+ * change the path of every file below them.  A full snapshot taken from
+ * the catalog just before each collection of the tier (fs/tier.c) gets
+ * both with one rule and one atomic rename, and needs no compaction and no
+ * recovery of its own: a crash leaves the previous description, complete.
+ * The price is a rewrite in O(chunks of the tier) when something changed,
+ * paid at most once per collection interval.
+ *
+ * Invariants:
+ *  1. The description object is only ever replaced by rename() of a
+ *     complete, synced temporary object (dedup_describe_commit()).
+ *  2. Nothing of a record is interpreted before the checksum of the whole
+ *     object passes, and every field is range-checked after it anyway (a
+ *     hostile writer can compute checksums).
+ *  3. A record's recipe names chunks by content id only, each of which the
+ *     store held with a reference when the record was written; the salvage
+ *     reader returns a chunk's bytes only after re-hashing them.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/macros.h"
+#include "dedup/describe.h"
+#include "dedup/le-internal.h"
+#include "dedup/store-internal.h"
+
+static const uint8_t header_magic[4] = { 0x89, 'F', 'T', 'D' };
+static const uint8_t trailer_magic[4] = { 0x89, 'F', 'T', 'E' };
+
+enum {
+	H_MAGIC = 0,
+	H_VERSION = 4,
+	H_TIER = 8,
+	H_GENERATION = 16,
+	H_CHECKSUM = 56,
+
+	T_MAGIC = 0,
+	T_COUNT = 8,
+	T_BODY_CHECKSUM = 16,
+	T_CHECKSUM = 24,
+
+	/* Offsets in a record's body, after its 4-byte length. */
+	R_ATTRS_LEN = 0,
+	R_FLAGS = 2,
+	R_MODE = 3,
+	R_MIN = 4,
+	R_AVG = 8,
+	R_MAX = 12,
+	R_SIZE = 16,
+	R_COUNT = 24,
+	R_RESERVED = 28,
+	R_ATTRS = 32,
+};
+_Static_assert(R_ATTRS == DEDUP_DESCRIPTION_RECORD_HEADER_SIZE, "record header layout");
+_Static_assert(DEDUP_DESCRIPTION_ATTRS_MAX <= UINT16_MAX, "attrs_len is a u16");
+
+#define RECORD_FLAG_RECIPE 0x01u
+#define ENTRY_CHUNK 0u
+#define ENTRY_ZERO 1u
+
+struct DedupDescribeWriter {
+	DedupStore *store;
+	DedupBackendFile *file;
+	uint64_t offset;
+	uint64_t count;
+	XXH3_state_t *hash;  /* of every byte written so far */
+	uint8_t *buf;        /* the record being built */
+	size_t cap;
+	DedupRecipeEntry *entries;  /* the recipe of the record being built */
+	size_t n_entries, cap_entries;
+	DedupChunkerParams params;  /* its first segment's */
+	uint64_t recipe_end;        /* where the segments collected so far end */
+	int error;           /* sticky: a failed write leaves the object unusable */
+	bool committed;
+};
+
+DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w) {
+	if (!w)
+		return NULL;
+	if (w->file)
+		dedup_backend_file_close(w->store->backend, w->file);
+	if (!w->committed)
+		(void) dedup_backend_unlink(w->store->backend, DEDUP_DESCRIPTION_TMP_NAME);
+	XXH3_freeState(w->hash);
+	free(w->buf);
+	free(w->entries);
+	free(w);
+	return NULL;
+}
+
+DEFINE_CLEANUP_FUNC(DedupDescribeWriter, dedup_describe_free);
+
+static int writer_append(DedupDescribeWriter *w, const void *p, size_t len) {
+	int r = dedup_backend_file_pwrite(w->store->backend, w->file, p, len, w->offset);
+	if (r < 0)
+		return w->error = r;
+	if (XXH3_64bits_update(w->hash, p, len) != XXH_OK)
+		return w->error = -ENOMEM;
+	w->offset += len;
+	return 0;
+}
+
+static int reserve(uint8_t **buf, size_t *cap, size_t need) {
+	if (need <= *cap)
+		return 0;
+	size_t n = MAX(need, *cap * 2);
+	uint8_t *p = realloc(*buf, n);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = n;
+	return 0;
+}
+
+int dedup_describe_begin(DedupStore *s, uint64_t generation, DedupDescribeWriter **ret) {
+	_cleanup_(dedup_describe_freep) DedupDescribeWriter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->store = s;
+	w->hash = XXH3_createState();
+	if (!w->hash || XXH3_64bits_reset(w->hash) != XXH_OK)
+		return -ENOMEM;
+	/* A temporary object left by a crash is cut to nothing and reused. */
+	int r = dedup_backend_open_write(s->backend, DEDUP_DESCRIPTION_TMP_NAME, true, 0, &w->file);
+	if (r == -EUCLEAN)
+		r = -EIO;
+	if (r < 0)
+		return r;
+
+	uint8_t h[DEDUP_DESCRIPTION_HEADER_SIZE] = {};
+	memcpy(h + H_MAGIC, header_magic, sizeof(header_magic));
+	h[H_VERSION] = DEDUP_DESCRIPTION_VERSION;
+	le32_put(h + H_TIER, s->tier);
+	le64_put(h + H_GENERATION, generation);
+	le64_put(h + H_CHECKSUM, XXH3_64bits(h, H_CHECKSUM));
+	r = writer_append(w, h, sizeof(h));
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(w);
+	return 0;
+}
+
+static int collect_segment(uint64_t start, const void *blob, size_t size, void *userdata) {
+	DedupDescribeWriter *w = userdata;
+	DedupRecipeSegment *seg;
+	int r = dedup_recipe_segment_decode(blob, size, &seg);
+	if (r < 0)
+		return r == -ENOMEM ? r : -EIO;
+	/* Segments come in start order; a gap or overlap is a recipe that changed under us, or damage. */
+	if (seg->start != start || start != w->recipe_end) {
+		free(seg);
+		return -ESTALE;
+	}
+	if (w->n_entries + seg->n_entries > DEDUP_DESCRIPTION_ENTRIES_MAX) {
+		free(seg);
+		return -EFBIG;
+	}
+	if (w->n_entries + seg->n_entries > w->cap_entries) {
+		size_t n = MAX(w->n_entries + seg->n_entries, w->cap_entries * 2);
+		DedupRecipeEntry *p = realloc(w->entries, n * sizeof(*p));
+		if (!p) {
+			free(seg);
+			return -ENOMEM;
+		}
+		w->entries = p;
+		w->cap_entries = n;
+	}
+	if (w->n_entries == 0)
+		w->params = seg->params;
+	memcpy(w->entries + w->n_entries, seg->entries, seg->n_entries * sizeof(DedupRecipeEntry));
+	w->n_entries += seg->n_entries;
+	w->recipe_end += seg->length;
+	free(seg);
+	return 0;
+}
+
+int dedup_describe_add(DedupDescribeWriter *w, const void *attrs, size_t attrs_len, bool with_recipe, uint64_t ino,
+		       uint64_t file_size) {
+	int r;
+
+	if (w->error)
+		return w->error;
+	if (attrs_len > DEDUP_DESCRIPTION_ATTRS_MAX || (attrs_len > 0 && !attrs))
+		return -EINVAL;
+	w->n_entries = 0;
+	w->recipe_end = 0;
+	/* An empty file has no segment: any valid parameters will do to describe it. */
+	w->params = DEDUP_CHUNKER_PARAMS_DEFAULT;
+	if (with_recipe) {
+		r = catalog_recipe_foreach(w->store->catalog, ino, collect_segment, w);
+		if (r == -ENOENT)
+			r = 0;
+		if (r < 0)
+			return r;
+	}
+	const DedupChunkerParams params = w->params;
+
+	size_t body = DEDUP_DESCRIPTION_RECORD_HEADER_SIZE + attrs_len + w->n_entries * DEDUP_DESCRIPTION_ENTRY_SIZE;
+	if (body > UINT32_MAX)
+		return -EFBIG;
+	r = reserve(&w->buf, &w->cap, 4 + body + 8);
+	if (r < 0)
+		return r;
+	uint8_t *rec = w->buf, *b = rec + 4;
+	memset(rec, 0, 4 + DEDUP_DESCRIPTION_RECORD_HEADER_SIZE);
+	le32_put(rec, (uint32_t) body);
+	le16_put(b + R_ATTRS_LEN, (uint16_t) attrs_len);
+	if (attrs_len > 0)
+		memcpy(b + R_ATTRS, attrs, attrs_len);
+
+	if (with_recipe) {
+		uint64_t total = 0;
+		uint8_t *e = b + R_ATTRS + attrs_len;
+		for (size_t i = 0; i < w->n_entries; i++, e += DEDUP_DESCRIPTION_ENTRY_SIZE) {
+			const DedupRecipeEntry *re = w->entries + i;
+			memset(e, 0, DEDUP_DESCRIPTION_ENTRY_SIZE);
+			le32_put(e, re->length);
+			total += re->length;
+			if (re->chunk == 0) {
+				le32_put(e + 4, ENTRY_ZERO);
+				continue;
+			}
+			CatalogChunk ch;
+			r = catalog_chunk_get(w->store->catalog, re->chunk, &ch);
+			if (r == -ENOENT)
+				return -ESTALE;
+			if (r < 0)
+				return r;
+			/* A chunk of another tier: the file moved between the segments we read. */
+			if (ch.tier != w->store->tier || ch.plain_size != re->length || ch.refs == 0)
+				return -ESTALE;
+			le32_put(e + 4, ENTRY_CHUNK);
+			memcpy(e + 8, ch.digest, CATALOG_DIGEST_SIZE);
+		}
+		if (total != file_size)
+			return -ESTALE;
+		b[R_FLAGS] = RECORD_FLAG_RECIPE;
+		b[R_MODE] = (uint8_t) params.mode;
+		le32_put(b + R_MIN, (uint32_t) params.min_size);
+		le32_put(b + R_AVG, (uint32_t) params.avg_size);
+		le32_put(b + R_MAX, (uint32_t) params.max_size);
+		le64_put(b + R_SIZE, file_size);
+		le32_put(b + R_COUNT, (uint32_t) w->n_entries);
+	}
+	le64_put(b + body, XXH3_64bits(rec, 4 + body));
+	r = writer_append(w, rec, 4 + body + 8);
+	if (r < 0)
+		return r;
+	w->count++;
+	return 0;
+}
+
+int dedup_describe_commit(DedupDescribeWriter *w) {
+	uint8_t t[DEDUP_DESCRIPTION_TRAILER_SIZE] = {};
+	int r;
+
+	if (w->error)
+		return w->error;
+	memcpy(t + T_MAGIC, trailer_magic, sizeof(trailer_magic));
+	le64_put(t + T_COUNT, w->count);
+	le64_put(t + T_BODY_CHECKSUM, XXH3_64bits_digest(w->hash));
+	le64_put(t + T_CHECKSUM, XXH3_64bits(t, T_CHECKSUM));
+	r = writer_append(w, t, sizeof(t));
+	if (r >= 0)
+		r = dedup_backend_file_sync(w->store->backend, w->file);
+	dedup_backend_file_close(w->store->backend, w->file);
+	w->file = NULL;
+	if (r >= 0)
+		r = dedup_backend_rename(w->store->backend, DEDUP_DESCRIPTION_TMP_NAME, DEDUP_DESCRIPTION_NAME);
+	if (r < 0)
+		return w->error = r;
+	w->committed = true;
+	return 0;
+}
+
+int dedup_describe_remove(DedupStore *s) {
+	int r = dedup_backend_unlink(s->backend, DEDUP_DESCRIPTION_NAME);
+	return r == -ENOENT ? 0 : r;
+}
+
+int dedup_description_load(DedupBackend *b, void **ret_buf, size_t *ret_len) {
+	uint64_t size;
+	int r = dedup_backend_size(b, DEDUP_DESCRIPTION_NAME, &size);
+	if (r < 0)
+		return r;
+	if (size > DEDUP_DESCRIPTION_SIZE_MAX || size > SIZE_MAX)
+		return -EBADMSG;
+	_cleanup_free_ void *buf = malloc(MAX(size, (uint64_t) 1));
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t off = 0; off < size;) {
+		size_t step = (size_t) MIN(size - off, (uint64_t) 64 << 20);
+		r = dedup_backend_pread_full(b, DEDUP_DESCRIPTION_NAME, (uint8_t *) buf + off, step, off);
+		if (r == -EUCLEAN)
+			r = -EBADMSG; /* shorter than its size a moment ago: replaced, or damaged */
+		if (r < 0)
+			return r;
+		off += step;
+	}
+	*ret_buf = TAKE_PTR(buf);
+	*ret_len = (size_t) size;
+	return 0;
+}
+
+/* Parses and checks one record's body b[0, len); entries go to *entries (grown as needed). */
+static int record_parse(const uint8_t *b, size_t len, DedupDescribedEntry **entries, size_t *cap,
+			DedupDescribedFile *ret) {
+	if (len < DEDUP_DESCRIPTION_RECORD_HEADER_SIZE)
+		return -EBADMSG;
+	size_t attrs_len = le16_get(b + R_ATTRS_LEN);
+	uint8_t flags = b[R_FLAGS];
+	uint32_t n = le32_get(b + R_COUNT);
+	if (attrs_len > DEDUP_DESCRIPTION_ATTRS_MAX || (flags & ~RECORD_FLAG_RECIPE) != 0 ||
+	    le32_get(b + R_RESERVED) != 0 || n > DEDUP_DESCRIPTION_ENTRIES_MAX)
+		return -EBADMSG;
+	if (len != DEDUP_DESCRIPTION_RECORD_HEADER_SIZE + attrs_len + (size_t) n * DEDUP_DESCRIPTION_ENTRY_SIZE)
+		return -EBADMSG;
+
+	*ret = (DedupDescribedFile) {
+		.attrs = b + R_ATTRS,
+		.attrs_len = attrs_len,
+		.has_recipe = flags & RECORD_FLAG_RECIPE,
+		.size = le64_get(b + R_SIZE),
+		.n_entries = n,
+	};
+	if (!ret->has_recipe) {
+		/* Attributes alone: every recipe field is zero. */
+		if (!le_is_zero(b + R_MODE, R_COUNT + 4 - R_MODE))
+			return -EBADMSG;
+		return 0;
+	}
+	if (b[R_MODE] >= _DEDUP_CHUNKER_MODE_MAX)
+		return -EBADMSG;
+	ret->params = (DedupChunkerParams) {
+		.mode = (DedupChunkerMode) b[R_MODE],
+		.min_size = le32_get(b + R_MIN),
+		.avg_size = le32_get(b + R_AVG),
+		.max_size = le32_get(b + R_MAX),
+	};
+	if (dedup_chunker_params_validate(&ret->params) < 0 || ret->size > DEDUP_RECIPE_FILE_SIZE_MAX)
+		return -EBADMSG;
+	if (n > *cap) {
+		DedupDescribedEntry *p = realloc(*entries, (size_t) n * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		*entries = p;
+		*cap = n;
+	}
+	uint64_t total = 0;
+	const uint8_t *e = b + R_ATTRS + attrs_len;
+	for (size_t i = 0; i < n; i++, e += DEDUP_DESCRIPTION_ENTRY_SIZE) {
+		DedupDescribedEntry *d = *entries + i;
+		uint32_t kind = le32_get(e + 4);
+		d->length = le32_get(e);
+		d->zero = kind == ENTRY_ZERO;
+		memcpy(d->id.bytes, e + 8, DEDUP_CHUNK_ID_SIZE);
+		if (kind > ENTRY_ZERO || d->length == 0)
+			return -EBADMSG;
+		if (d->zero ? d->length > DEDUP_RECIPE_ZERO_RUN_MAX || !le_is_zero(e + 8, DEDUP_CHUNK_ID_SIZE)
+			    : d->length > DEDUP_CHUNK_SIZE_LIMIT_MAX)
+			return -EBADMSG;
+		if (__builtin_add_overflow(total, d->length, &total))
+			return -EBADMSG;
+	}
+	if (total != ret->size)
+		return -EBADMSG;
+	ret->entries = *entries;
+	return 0;
+}
+
+int dedup_description_parse(const void *buf, size_t len,
+			    int (*cb)(const DedupDescribedFile *f, void *userdata), void *userdata,
+			    DedupDescriptionInfo *info) {
+	const uint8_t *p = buf;
+
+	if (!p || len < DEDUP_DESCRIPTION_HEADER_SIZE + DEDUP_DESCRIPTION_TRAILER_SIZE ||
+	    memcmp(p + H_MAGIC, header_magic, sizeof(header_magic)) != 0 || p[H_VERSION] == 0)
+		return -EBADMSG;
+	if (p[H_VERSION] > DEDUP_DESCRIPTION_VERSION)
+		return -EPROTONOSUPPORT;
+	if (XXH3_64bits(p, H_CHECKSUM) != le64_get(p + H_CHECKSUM) || !le_is_zero(p + 5, 3) ||
+	    !le_is_zero(p + 12, 4) || !le_is_zero(p + 24, H_CHECKSUM - 24))
+		return -EBADMSG;
+
+	size_t end = len - DEDUP_DESCRIPTION_TRAILER_SIZE;
+	const uint8_t *t = p + end;
+	if (memcmp(t + T_MAGIC, trailer_magic, sizeof(trailer_magic)) != 0 || !le_is_zero(t + 4, 4) ||
+	    XXH3_64bits(t, T_CHECKSUM) != le64_get(t + T_CHECKSUM) ||
+	    XXH3_64bits(p, end) != le64_get(t + T_BODY_CHECKSUM))
+		return -EBADMSG;
+	uint64_t count = le64_get(t + T_COUNT);
+
+	_cleanup_free_ DedupDescribedEntry *entries = NULL;
+	size_t cap = 0;
+	uint64_t seen = 0;
+	for (size_t off = DEDUP_DESCRIPTION_HEADER_SIZE; off < end; seen++) {
+		if (end - off < 4 + 8)
+			return -EBADMSG;
+		size_t body = le32_get(p + off);
+		if (body > end - off - 4 - 8)
+			return -EBADMSG;
+		if (XXH3_64bits(p + off, 4 + body) != le64_get(p + off + 4 + body))
+			return -EBADMSG;
+		DedupDescribedFile f;
+		int r = record_parse(p + off + 4, body, &entries, &cap, &f);
+		if (r < 0)
+			return r;
+		if (seen >= count)
+			return -EBADMSG;
+		if (cb) {
+			r = cb(&f, userdata);
+			if (r < 0)
+				return r;
+		}
+		off += 4 + body + 8;
+	}
+	if (seen != count)
+		return -EBADMSG;
+	if (info)
+		*info = (DedupDescriptionInfo) {
+			.tier = le32_get(p + H_TIER),
+			.generation = le64_get(p + H_GENERATION),
+			.records = count,
+		};
+	return 0;
+}
+
+/* Salvage: where each frame found is, by chunk id. */
+typedef struct SalvageFrame {
+	DedupChunkId id;
+	uint64_t offset;
+	uint32_t frame_size;
+	uint32_t object;     /* index into names */
+} SalvageFrame;
+
+struct DedupSalvage {
+	DedupBackend *backend;
+	char **names;
+	size_t n_names, cap_names;
+	SalvageFrame *frames;
+	size_t n_frames, cap_frames;
+	DedupSalvageStats stats;
+	DedupFrameDecoder *decoder;
+	DedupHasher *hasher;
+	uint8_t *frame;      /* DEDUP_FRAME_SIZE_MAX bytes */
+};
+
+DedupSalvage *dedup_salvage_free(DedupSalvage *s) {
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < s->n_names; i++)
+		free(s->names[i]);
+	free(s->names);
+	free(s->frames);
+	dedup_frame_decoder_free(s->decoder);
+	dedup_hasher_free(s->hasher);
+	free(s->frame);
+	free(s);
+	return NULL;
+}
+
+DEFINE_CLEANUP_FUNC(DedupSalvage, dedup_salvage_free);
+
+static int collect_name(const char *name, void *userdata) {
+	DedupSalvage *s = userdata;
+	uint64_t id;
+	/* Only containers: anything else in c/ (a temporary file of a backend) holds no frames of ours. */
+	if (dedup_container_name_parse(name, &id) < 0)
+		return 0;
+	if (s->n_names == s->cap_names) {
+		size_t n = MAX(s->cap_names * 2, (size_t) 64);
+		char **p = realloc(s->names, n * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		s->names = p;
+		s->cap_names = n;
+	}
+	s->names[s->n_names] = strdup(name);
+	if (!s->names[s->n_names])
+		return -ENOMEM;
+	s->n_names++;
+	return 0;
+}
+
+typedef struct SalvageWalk {
+	DedupSalvage *s;
+	uint32_t object;
+} SalvageWalk;
+
+static int salvage_add(DedupSalvage *s, uint32_t object, const DedupChunkId *id, uint64_t offset, uint32_t frame_size) {
+	if (s->n_frames == s->cap_frames) {
+		size_t n = MAX(s->cap_frames * 2, (size_t) 1024);
+		SalvageFrame *p = realloc(s->frames, n * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		s->frames = p;
+		s->cap_frames = n;
+	}
+	s->frames[s->n_frames++] = (SalvageFrame) { .id = *id, .offset = offset, .frame_size = frame_size, .object = object };
+	s->stats.chunks++;
+	return 0;
+}
+
+static int walk_entry(const DedupContainerEntry *e, void *userdata) {
+	SalvageWalk *sw = userdata;
+	return salvage_add(sw->s, sw->object, &e->id, e->offset, e->frame_size);
+}
+
+static int frame_cmp(const void *a, const void *b) {
+	return memcmp(((const SalvageFrame *) a)->id.bytes, ((const SalvageFrame *) b)->id.bytes, DEDUP_CHUNK_ID_SIZE);
+}
+
+static int salvage_container(DedupSalvage *s, uint32_t object) {
+	const char *name = s->names[object];
+	uint64_t size;
+	int r = dedup_backend_size(s->backend, name, &size);
+	if (r < 0)
+		return r;
+	s->stats.containers++;
+	if (size > DEDUP_CONTAINER_SIZE_MAX || size < DEDUP_CONTAINER_HEADER_SIZE) {
+		s->stats.damaged_containers++;
+		return 0;
+	}
+	_cleanup_free_ uint8_t *buf = malloc((size_t) size);
+	if (!buf)
+		return -ENOMEM;
+	r = dedup_backend_pread_full(s->backend, name, buf, (size_t) size, 0);
+	if (r < 0)
+		return r;
+
+	SalvageWalk sw = { .s = s, .object = object };
+	r = dedup_container_walk(buf, (size_t) size, DEDUP_CONTAINER_ANY, NULL, NULL, walk_entry, &sw, NULL);
+	if (r == -ENOMEM)
+		return r;
+	if (r >= 0)
+		return 0;
+
+	/*
+	 * The walk validates the whole container before handing over a frame,
+	 * so nothing of it was indexed.  An open container whose last append
+	 * was cut by a crash still holds good frames before the cut: keep them.
+	 */
+	DedupContainerHeader h;
+	if (dedup_container_header_parse(buf, (size_t) size, &h) < 0) {
+		s->stats.damaged_containers++;
+		return 0;
+	}
+	s->stats.torn_containers++;
+	for (uint64_t off = DEDUP_CONTAINER_HEADER_SIZE; off < size;) {
+		DedupFrameHeader fh;
+		if (dedup_frame_header_parse(buf + off, (size_t) (size - off), &fh) < 0)
+			break;
+		uint64_t fs = dedup_frame_header_frame_size(&fh);
+		if (fs > size - off)
+			break;
+		r = salvage_add(s, object, &fh.id, off, (uint32_t) fs);
+		if (r < 0)
+			return r;
+		off += fs;
+	}
+	return 0;
+}
+
+int dedup_salvage_open(DedupBackend *b, DedupSalvage **ret) {
+	_cleanup_(dedup_salvage_freep) DedupSalvage *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->backend = b;
+	int r = dedup_frame_decoder_new(&s->decoder);
+	if (r >= 0)
+		r = dedup_hasher_new(&s->hasher);
+	if (r < 0)
+		return r;
+	s->frame = malloc(DEDUP_FRAME_SIZE_MAX);
+	if (!s->frame)
+		return -ENOMEM;
+	r = dedup_backend_list(b, "c", collect_name, s);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < s->n_names; i++) {
+		r = salvage_container(s, (uint32_t) i);
+		/* A container removed since the listing (a live collector) simply holds nothing. */
+		if (r < 0 && r != -ENOENT)
+			return r;
+	}
+	if (s->n_frames > 1)
+		qsort(s->frames, s->n_frames, sizeof(*s->frames), frame_cmp);
+	*ret = TAKE_PTR(s);
+	return 0;
+}
+
+void dedup_salvage_stats(const DedupSalvage *s, DedupSalvageStats *ret) {
+	*ret = s->stats;
+}
+
+ssize_t dedup_salvage_read(DedupSalvage *s, const DedupChunkId *id, void *buf, size_t size) {
+	size_t lo = 0, hi = s->n_frames;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (memcmp(s->frames[mid].id.bytes, id->bytes, DEDUP_CHUNK_ID_SIZE) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int r = -ENOENT;
+	/* Several copies: compaction and interrupted writes leave them; any one that checks out will do. */
+	for (size_t i = lo; i < s->n_frames && dedup_chunk_id_equal(&s->frames[i].id, id); i++) {
+		const SalvageFrame *f = s->frames + i;
+		DedupFrameHeader h;
+		if (f->frame_size > DEDUP_FRAME_SIZE_MAX) {
+			r = -EIO;
+			continue;
+		}
+		int k = dedup_backend_pread_full(s->backend, s->names[f->object], s->frame, f->frame_size, f->offset);
+		if (k == -ENOMEM)
+			return k;
+		if (k >= 0)
+			k = dedup_frame_decode(s->decoder, s->frame, f->frame_size, s->hasher, buf, size, &h);
+		if (k == -ENOMEM || k == -ENOBUFS)
+			return k;
+		if (k >= 0)
+			return (ssize_t) h.plain_size;
+		r = -EIO;
+	}
+	return r;
+}

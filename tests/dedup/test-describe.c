@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * A store's description and the salvage reader (dedup/describe.h): files
+ * described with their recipes in chunk ids come back byte for byte from
+ * the description and the containers alone; a file that changed is
+ * refused (-ESTALE) and leaves the description usable; a new description
+ * replaces the old one only at commit; every bit flip and truncation of a
+ * description is refused; a damaged chunk is -EIO and a lost one -ENOENT,
+ * and a container cut short keeps the frames before the cut.
+ */
+#include "dedup/describe.h"
+#include "tests/dedup/store-test.h"
+
+typedef struct Described {
+	size_t n;
+	char attrs[8][32];
+	size_t attrs_len[8];
+	bool has_recipe[8];
+	uint64_t size[8];
+	DedupDescribedEntry *entries[8];
+	size_t n_entries[8];
+	size_t zero_runs;
+} Described;
+
+static int collect(const DedupDescribedFile *f, void *userdata) {
+	Described *d = userdata;
+	ASSERT(d->n < 8 && f->attrs_len < 32);
+	memcpy(d->attrs[d->n], f->attrs, f->attrs_len);
+	d->attrs_len[d->n] = f->attrs_len;
+	d->has_recipe[d->n] = f->has_recipe;
+	d->size[d->n] = f->size;
+	d->n_entries[d->n] = f->n_entries;
+	d->entries[d->n] = test_malloc(MAX(f->n_entries, (size_t) 1) * sizeof(DedupDescribedEntry));
+	if (f->n_entries > 0)
+		memcpy(d->entries[d->n], f->entries, f->n_entries * sizeof(DedupDescribedEntry));
+	for (size_t i = 0; i < f->n_entries; i++)
+		d->zero_runs += f->entries[i].zero;
+	d->n++;
+	return 0;
+}
+
+static void described_free(Described *d) {
+	for (size_t i = 0; i < d->n; i++)
+		free(d->entries[i]);
+	*d = (Described) {};
+}
+
+static void load(Env *e, Described *d, DedupDescriptionInfo *info) {
+	void *buf;
+	size_t len;
+	ASSERT_OK(dedup_description_load(e->backend, &buf, &len));
+	*d = (Described) {};
+	ASSERT_OK(dedup_description_parse(buf, len, collect, d, info));
+	free(buf);
+}
+
+/* The bytes of record k, rebuilt from the containers alone. */
+static void check_rebuilt(DedupSalvage *s, const Described *d, size_t k, const uint8_t *data, size_t len) {
+	uint8_t *chunk = test_malloc(DEDUP_CHUNK_SIZE_LIMIT_MAX);
+	uint8_t *out = test_malloc(MAX(len, (size_t) 1));
+	size_t off = 0;
+	ASSERT(d->has_recipe[k] && d->size[k] == len);
+	for (size_t i = 0; i < d->n_entries[k]; i++) {
+		const DedupDescribedEntry *e = &d->entries[k][i];
+		ASSERT(off + e->length <= len);
+		if (e->zero)
+			memset(out + off, 0, e->length);
+		else {
+			ssize_t n = dedup_salvage_read(s, &e->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX);
+			ASSERT(n == (ssize_t) e->length);
+			memcpy(out + off, chunk, e->length);
+		}
+		off += e->length;
+	}
+	ASSERT(off == len && (len == 0 || memcmp(out, data, len) == 0));
+	free(out);
+	free(chunk);
+}
+
+static int first_container(const char *name, void *userdata) {
+	snprintf(userdata, 64, "%s", name);
+	return 0;
+}
+
+int main(void) {
+	TestRng rng = { 42 };
+	Env e;
+	env_open(&e, NULL);
+
+	size_t len_a = 600 * KiB + 2 * MiB + 100 * KiB, len_b = 300 * KiB;
+	uint8_t *a = test_malloc(len_a), *b = test_malloc(len_b);
+	test_rng_fill(&rng, a, len_a);
+	memset(a + 600 * KiB, 0, 2 * MiB);
+	test_rng_fill(&rng, b, len_b);
+	uint64_t ino_a = env_seal(&e, a, len_a, &rng, NULL);
+	uint64_t ino_b = env_seal(&e, b, len_b, &rng, NULL);
+	uint64_t ino_empty = env_new_inode(&e);
+
+	DedupDescribeWriter *w;
+	ASSERT_OK(dedup_describe_begin(e.store, 7, &w));
+	ASSERT_OK(dedup_describe_add(w, "dir", 3, false, 0, 0));
+	ASSERT_OK(dedup_describe_add(w, "file a", 6, true, ino_a, len_a));
+	/* A size that no longer matches the recipe: the file changed, it is left out. */
+	ASSERT_RET(dedup_describe_add(w, "stale", 5, true, ino_b, len_b + 1), -ESTALE);
+	ASSERT_OK(dedup_describe_add(w, "file b", 6, true, ino_b, len_b));
+	ASSERT_OK(dedup_describe_add(w, "empty", 5, true, ino_empty, 0));
+	ASSERT_RET(dedup_describe_add(w, "x", DEDUP_DESCRIPTION_ATTRS_MAX + 1, false, 0, 0), -EINVAL);
+	ASSERT_OK(dedup_describe_commit(w));
+	dedup_describe_free(w);
+
+	Described d;
+	DedupDescriptionInfo info;
+	load(&e, &d, &info);
+	ASSERT(info.generation == 7 && info.tier == 0 && info.records == 4 && d.n == 4);
+	ASSERT(!d.has_recipe[0] && d.attrs_len[0] == 3 && memcmp(d.attrs[0], "dir", 3) == 0);
+	ASSERT(memcmp(d.attrs[1], "file a", 6) == 0 && memcmp(d.attrs[2], "file b", 6) == 0);
+	ASSERT(d.has_recipe[3] && d.size[3] == 0 && d.n_entries[3] == 0);
+	ASSERT(d.zero_runs >= 1);
+
+	DedupSalvage *s;
+	DedupSalvageStats st;
+	ASSERT_OK(dedup_salvage_open(e.backend, &s));
+	dedup_salvage_stats(s, &st);
+	ASSERT(st.containers >= 1 && st.damaged_containers == 0 && st.torn_containers == 0 && st.chunks > 0);
+	check_rebuilt(s, &d, 1, a, len_a);
+	check_rebuilt(s, &d, 2, b, len_b);
+	DedupChunkId unknown = {};
+	unknown.bytes[0] = 1;
+	uint8_t *chunk = test_malloc(DEDUP_CHUNK_SIZE_LIMIT_MAX);
+	ASSERT_RET(dedup_salvage_read(s, &unknown, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX), -ENOENT);
+	s = dedup_salvage_free(s);
+
+	/* Every bit flip and every truncation of the description is refused. */
+	void *img;
+	size_t img_len;
+	ASSERT_OK(dedup_description_load(e.backend, &img, &img_len));
+	uint8_t *bad = test_malloc(img_len);
+	for (size_t i = 0; i < img_len * 8; i += 7) {
+		memcpy(bad, img, img_len);
+		bad[i / 8] ^= (uint8_t) (1u << (i % 8));
+		int r = dedup_description_parse(bad, img_len, NULL, NULL, NULL);
+		ASSERT(r == -EBADMSG || r == -EPROTONOSUPPORT);
+	}
+	for (size_t n = 0; n < img_len; n++)
+		ASSERT_RET(dedup_description_parse(img, n, NULL, NULL, NULL), -EBADMSG);
+	free(bad);
+	free(img);
+
+	/* An abandoned rewrite leaves the description as it was; a committed one replaces it. */
+	ASSERT_OK(dedup_describe_begin(e.store, 8, &w));
+	ASSERT_OK(dedup_describe_add(w, "file b", 6, true, ino_b, len_b));
+	dedup_describe_free(w);
+	uint64_t size;
+	ASSERT_RET(dedup_backend_size(e.backend, DEDUP_DESCRIPTION_TMP_NAME, &size), -ENOENT);
+	Described again;
+	load(&e, &again, &info);
+	ASSERT(info.generation == 7 && again.n == 4);
+	described_free(&again);
+	ASSERT_OK(dedup_describe_begin(e.store, 9, &w));
+	ASSERT_OK(dedup_describe_add(w, "file b", 6, true, ino_b, len_b));
+	ASSERT_OK(dedup_describe_commit(w));
+	dedup_describe_free(w);
+	load(&e, &again, &info);
+	ASSERT(info.generation == 9 && again.n == 1);
+	described_free(&again);
+
+	/* Damage: one byte of a payload is -EIO; a container cut short keeps what is before the cut. */
+	char name[64] = "", path[256];
+	ASSERT_OK(dedup_backend_list(e.backend, "c", first_container, name));
+	snprintf(path, sizeof(path), "%s/%s", e.tier_dir, name);
+	const DedupDescribedEntry *first = &d.entries[1][0];
+	ASSERT(!first->zero);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	ASSERT(fd >= 0);
+	uint8_t byte;
+	/* The first frame of the first file starts right after the container's header. */
+	ASSERT(pread(fd, &byte, 1, DEDUP_CONTAINER_HEADER_SIZE + DEDUP_FRAME_HEADER_SIZE + 10) == 1);
+	byte ^= 0x40;
+	ASSERT(pwrite(fd, &byte, 1, DEDUP_CONTAINER_HEADER_SIZE + DEDUP_FRAME_HEADER_SIZE + 10) == 1);
+	ASSERT_OK(dedup_salvage_open(e.backend, &s));
+	ASSERT_RET(dedup_salvage_read(s, &first->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX), -EIO);
+	check_rebuilt(s, &d, 2, b, len_b);
+	s = dedup_salvage_free(s);
+
+	struct stat sb;
+	ASSERT(fstat(fd, &sb) == 0);
+	ASSERT(ftruncate(fd, sb.st_size - 100) == 0);
+	close(fd);
+	ASSERT_OK(dedup_salvage_open(e.backend, &s));
+	dedup_salvage_stats(s, &st);
+	ASSERT(st.torn_containers == 1);
+	/* The second chunk of a, well before the cut, is still there; b's last chunk, cut, is lost. */
+	ASSERT(d.n_entries[1] >= 2 && !d.entries[1][1].zero);
+	ASSERT(dedup_salvage_read(s, &d.entries[1][1].id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX) ==
+	       (ssize_t) d.entries[1][1].length);
+	const DedupDescribedEntry *last = &d.entries[2][d.n_entries[2] - 1];
+	ASSERT_RET(dedup_salvage_read(s, &last->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX), -ENOENT);
+	s = dedup_salvage_free(s);
+
+	described_free(&d);
+	free(chunk);
+	free(a);
+	free(b);
+	env_close(&e);
+	return 0;
+}
