@@ -206,10 +206,16 @@ static void put_kdo(RedoGen *g, uint8_t *p, uint8_t op, uint32_t dba, uint16_t s
 	ora_put16(p + 22, (uint16_t) (g->objn & 0xffff));
 }
 
+/*
+ * Column numbers of an update are drawn from the after image, and the before
+ * image may be shorter: rowgen does not store trailing NULL columns.  Such a
+ * column was NULL before the update, so it goes in as an empty field, like
+ * any NULL; its off/len slots are not set and must not be read.
+ */
 static void add_columns(RedoGen *g, const RowCols *c, const uint8_t *colnos, unsigned n) {
 	for (unsigned i = 0; i < n; i++) {
 		unsigned col = colnos ? colnos[i] : i;
-		if (c->len[col] == ROW_NULL)
+		if (col >= c->ncols || c->len[col] == ROW_NULL)
 			field_ref(g, c->data, 0);
 		else
 			field_ref(g, c->data + c->off[col], c->len[col]);
