@@ -1426,7 +1426,7 @@ static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 		p->cap = cap;
 	}
 	MoveItem *it = &p->items[p->n++];
-	*it = (MoveItem) { .ino = ci->ino, .size = ci->size, .from = ci->state == CATALOG_FILE_SEALED ? ci->tier : 0 };
+	*it = (MoveItem) { .ino = ci->ino, .size = ci->size, .from = ci->tier };
 	if (ci->state != CATALOG_FILE_SEALED)
 		raw_fill(c->fs, ci->tier, ci->ino, &it->size, &(uint64_t) { 0 }, NULL);
 	if (!fs_class_is_sealed((FsFileClass) ci->file_class) && ci->state != CATALOG_FILE_SEALED) {

@@ -243,6 +243,11 @@ def run_spill(res, t):
         res.check(all(where.get(r) == (1, "raw") for r in cold_logs + [model_rel]),
                   "the logs after it should start on the capacity tier: %r" % {r: where.get(r) for r in cold_logs})
         check_statfs(res, fs, t, "after the spill")
+        # A spilled log is not on the hot tier: a recall would bring it back, a migrate to capacity not.
+        j = tc.tierctl_json(res, fs, "recall", "--dry-run", fs.path(cold_logs[0]))
+        res.check(j.get("would_move") == 1, "recall --dry-run of a spilled log: %r" % j)
+        j = tc.tierctl_json(res, fs, "migrate", "--dry-run", "--to", "capacity", fs.path(cold_logs[0]))
+        res.check(j.get("would_move") == 0 and j.get("already") == 1, "migrate --dry-run of a spilled log: %r" % j)
         compare_all(res, fs, model, "after the spill")
 
     with t.mount(RAW_OPTIONS) as fs:
