@@ -280,6 +280,16 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  logical INTEGER NOT NULL,"
 	"  hot_logical INTEGER NOT NULL,"
 	"  PRIMARY KEY (t, class)) WITHOUT ROWID;",
+
+	/*
+	 * 5 -> 6: a raw file's tier names the tier its staging file is on (it
+	 * spilled there when the hot tier was full).  Versions before 6 kept every raw
+	 * file on the hot tier and never read their tier, so it becomes 0 for
+	 * all of them; and the version bump keeps an older fratierfs, which
+	 * would look for every raw file on the hot tier, away from a catalog
+	 * whose raw files may be elsewhere.
+	 */
+	"UPDATE inodes SET tier = 0 WHERE state = 0;",
 };
 
 struct Catalog {

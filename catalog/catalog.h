@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 5
+#define CATALOG_SCHEMA_VERSION 6
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -38,7 +38,7 @@ typedef struct Catalog Catalog;
 
 /* Where a file's bytes live. */
 typedef enum CatalogFileState {
-	CATALOG_FILE_RAW = 0,     /* in its staging file on the hot tier */
+	CATALOG_FILE_RAW = 0,     /* in its staging file, on the hot tier unless it spilled */
 	CATALOG_FILE_SEALED = 1,  /* in chunks, through its recipe; no staging file */
 	_CATALOG_FILE_STATE_MAX,
 } CatalogFileState;
@@ -60,7 +60,7 @@ typedef struct CatalogInode {
 	int64_t ctime_ns;
 	CatalogFileState state;
 	uint32_t file_class;   /* policy class the file was given at creation */
-	uint32_t tier;         /* sealed files: the tier holding their chunks */
+	uint32_t tier;         /* sealed files: the tier holding their chunks; raw files: their staging file's */
 	uint64_t stored;       /* sealed files: frame bytes of their distinct chunks */
 } CatalogInode;
 

@@ -13,9 +13,9 @@
 #include "fs/fs-internal.h"
 #include "tier/oracle-header.h"
 
-int fs_archivelog_header(Fs *fs, uint64_t ino, CatalogArchivelog *ret) {
+int fs_archivelog_header(Fs *fs, uint32_t tier, uint64_t ino, CatalogArchivelog *ret) {
 	uint8_t buf[ORA_ARCHIVELOG_HEADER_BYTES];
-	_cleanup_close_ int fd = fs_staging_open_ro(fs, ino);
+	_cleanup_close_ int fd = fs_staging_open_ro(fs, tier, ino);
 	OraArchivelogInfo info;
 
 	if (fd < 0)

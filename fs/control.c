@@ -400,16 +400,16 @@ static int collect_file(const CatalogInode *ci, void *userdata) {
 		.size = ci->size,
 		.mtime_ns = ci->mtime_ns,
 		.file_class = ci->file_class,
-		.tier = ci->state == CATALOG_FILE_SEALED ? ci->tier : 0,
+		.tier = ci->tier, /* a raw file's: its staging file's, on the hot tier unless it spilled */
 		.state = ci->state,
 	};
 	return 0;
 }
 
-static void raw_fill(Fs *fs, uint64_t ino, uint64_t *size, uint64_t *raw_bytes, int64_t *mtime_ns) {
+static void raw_fill(Fs *fs, uint32_t tier, uint64_t ino, uint64_t *size, uint64_t *raw_bytes, int64_t *mtime_ns) {
 	struct stat st;
 	/* A staging file that cannot be stat'ed reads as empty, as getattr would fail it. */
-	if (fs_staging_stat(fs, ino, &st) < 0)
+	if (fs_staging_stat(fs, tier, ino, &st) < 0)
 		memset(&st, 0, sizeof(st));
 	*size = (uint64_t) st.st_size;
 	*raw_bytes = (uint64_t) st.st_blocks * 512;
@@ -427,7 +427,8 @@ static int census(Conn *c, FileVec *ret) {
 	}
 	for (size_t i = 0; i < v.n; i++)
 		if (v.items[i].state == CATALOG_FILE_RAW)
-			raw_fill(c->fs, v.items[i].ino, &v.items[i].size, &v.items[i].raw_bytes, &v.items[i].mtime_ns);
+			raw_fill(c->fs, v.items[i].tier, v.items[i].ino, &v.items[i].size, &v.items[i].raw_bytes,
+				 &v.items[i].mtime_ns);
 	*ret = v;
 	return 0;
 }
@@ -742,7 +743,7 @@ static int file_usage(Conn *c, const CatalogInode *ci, Usage *u) {
 	u->files++;
 	if (ci->state != CATALOG_FILE_SEALED) {
 		uint64_t size, raw;
-		raw_fill(c->fs, ci->ino, &size, &raw, NULL);
+		raw_fill(c->fs, ci->tier, ci->ino, &size, &raw, NULL);
 		u->logical += size;
 		u->raw += raw;
 		return 0;
@@ -783,7 +784,7 @@ static int add_file_state(Conn *c, const CatalogInode *ci) {
 	if (!S_ISREG(ci->mode))
 		return 0;
 	bool moving = ci->state == CATALOG_FILE_SEALED && atomic_load(&c->fs->migrating_ino) == ci->ino;
-	int r = add_u64(c, "tier", ci->state == CATALOG_FILE_SEALED ? ci->tier : 0);
+	int r = add_u64(c, "tier", ci->tier);
 	if (r >= 0)
 		r = add(c, "state", moving ? "migrating" : ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
 	if (r >= 0)
@@ -958,7 +959,7 @@ static int ls_entry(Conn *c, const char *dir, const char *name, const CatalogIno
 		int64_t mtime = ci->mtime_ns;
 		if (S_ISREG(ci->mode) && ci->state != CATALOG_FILE_SEALED) {
 			uint64_t size, raw;
-			raw_fill(c->fs, ci->ino, &size, &raw, &mtime);
+			raw_fill(c->fs, ci->tier, ci->ino, &size, &raw, &mtime);
 		}
 		r = add_i64(c, "mtime", mtime / 1000000000);
 	}
@@ -1590,7 +1591,7 @@ static bool plan_wants(const MovePlan *p, const CatalogInode *ci, uint64_t size)
 static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 	uint64_t size = ci->size;
 	if (ci->state != CATALOG_FILE_SEALED)
-		raw_fill(c->fs, ci->ino, &size, &(uint64_t) { 0 }, NULL);
+		raw_fill(c->fs, ci->tier, ci->ino, &size, &(uint64_t) { 0 }, NULL);
 	if (!plan_wants(p, ci, size))
 		return 0;
 	if (p->n == p->cap) {
@@ -1602,7 +1603,7 @@ static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 		p->cap = cap;
 	}
 	MoveItem *it = &p->items[p->n++];
-	*it = (MoveItem) { .ino = ci->ino, .size = size, .from = ci->state == CATALOG_FILE_SEALED ? ci->tier : 0 };
+	*it = (MoveItem) { .ino = ci->ino, .size = size, .from = ci->tier };
 	if (!fs_class_is_sealed((FsFileClass) ci->file_class) && ci->state != CATALOG_FILE_SEALED) {
 		it->result = p->to == 0 ? MOVE_ALREADY : MOVE_SKIPPED;
 		it->why = "passthrough class (online redo, control file, flashback log, or rewritten in place): stays raw "

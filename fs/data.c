@@ -39,6 +39,8 @@ static int state_load(Fs *fs, FsInode *i) {
 	i->sealed = ci.state == CATALOG_FILE_SEALED;
 	i->sealed_size = ci.size;
 	i->sealed_tier = ci.tier;
+	/* The same column: a raw file's tier is where its staging file is (spill.c). */
+	atomic_store(&i->staging_tier, i->sealed ? 0 : ci.tier);
 	i->file_class = (uint8_t) ci.file_class;
 	i->state_known = true;
 	return 0;
@@ -80,6 +82,7 @@ int fs_data_drop(Fs *fs, const CatalogInode *ci) {
 int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	_cleanup_close_ int fd = -1;
 	CatalogInode ci;
+	uint32_t to = 0;
 	int r;
 
 	pthread_rwlock_wrlock(&i->data_lock);
@@ -96,30 +99,47 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	if (r < 0)
 		goto out;
 
-	fd = fs_staging_create(fs, i->ino);
-	if (fd < 0) {
-		r = fd;
-		goto out;
-	}
-	if (!truncate_to_zero) {
-		DedupStore *store = fs_tier_store(fs, ci.tier);
-		r = store ? dedup_file_write_to_fd(store, i->ino, ci.size, fd) : -EIO;
-		if (r >= 0 && ftruncate(fd, (off_t) ci.size) < 0)
-			r = -errno;
+	/*
+	 * The bytes come back where new bytes go: the hot tier if it has room
+	 * for them, else the first lower tier that has (spill.c); a tier that
+	 * fills under the copy hands over to the next.
+	 */
+	for (uint32_t first = 0;; first = to + 1) {
+		uint64_t need = truncate_to_zero ? 0 : ci.size;
+		r = fs_spill_pick(fs, first, UINT32_MAX, need, &to);
 		if (r < 0)
-			goto err_unlink;
+			goto out;
+		fd = fs_staging_create(fs, to, i->ino);
+		if (fd < 0) {
+			r = fd;
+			goto next_tier;
+		}
+		if (!truncate_to_zero) {
+			DedupStore *store = fs_tier_store(fs, ci.tier);
+			r = store ? dedup_file_write_to_fd(store, i->ino, ci.size, fd) : -EIO;
+			if (r >= 0 && ftruncate(fd, (off_t) ci.size) < 0)
+				r = -errno;
+			if (r < 0)
+				goto next_tier;
+		}
+		struct timespec times[2] = {
+			{ .tv_sec = ci.atime_ns / 1000000000, .tv_nsec = ci.atime_ns % 1000000000 },
+			{ .tv_sec = ci.mtime_ns / 1000000000, .tv_nsec = ci.mtime_ns % 1000000000 },
+		};
+		if (futimens(fd, times) < 0 || fsync(fd) < 0) {
+			r = -errno;
+			goto next_tier;
+		}
+		r = fs_staging_sync_dir(fs, to, i->ino);
+		if (r >= 0)
+			break;
+	next_tier:
+		(void) fs_staging_unlink(fs, to, i->ino);
+		if (fd >= 0)
+			close(TAKE_FD(fd));
+		if (r != -ENOSPC && r != -EDQUOT)
+			goto out;
 	}
-	struct timespec times[2] = {
-		{ .tv_sec = ci.atime_ns / 1000000000, .tv_nsec = ci.atime_ns % 1000000000 },
-		{ .tv_sec = ci.mtime_ns / 1000000000, .tv_nsec = ci.mtime_ns % 1000000000 },
-	};
-	if (futimens(fd, times) < 0 || fsync(fd) < 0) {
-		r = -errno;
-		goto err_unlink;
-	}
-	r = fs_staging_sync_dir(fs, i->ino);
-	if (r < 0)
-		goto err_unlink;
 
 	r = catalog_begin(fs->catalog);
 	if (r < 0)
@@ -128,8 +148,8 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	if (r >= 0) {
 		ci.state = CATALOG_FILE_RAW;
 		ci.stored = 0;
-		/* Raw data is on the hot tier, and so is its next seal. */
-		ci.tier = 0;
+		/* A raw file's tier is its staging file's. */
+		ci.tier = to;
 		r = catalog_inode_update(fs->catalog, &ci);
 	}
 	if (r < 0) {
@@ -148,6 +168,7 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	pthread_mutex_unlock(&i->lock);
 	i->sealed = false;
 	i->sealed_tier = 0;
+	atomic_store(&i->staging_tier, to);
 	/*
 	 * The bytes copied back count as not yet written: only a rewrite within
 	 * this raw session marks the file as rewritten in place, so an image
@@ -157,7 +178,7 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	goto out;
 
 err_unlink:
-	(void) fs_staging_unlink(fs, i->ino);
+	(void) fs_staging_unlink(fs, to, i->ino);
 out:
 	pthread_rwlock_unlock(&i->data_lock);
 	if (r < 0)
@@ -170,12 +191,15 @@ static int64_t ts_ns(const struct timespec *ts) {
 	return (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-int fs_data_writer_new(Fs *fs, FsFileClass c, DedupWriter **ret) {
+int fs_data_writer_new(Fs *fs, uint32_t tier, FsFileClass c, DedupWriter **ret) {
 	const ConfigClassPolicy *policy = fs_class_policy(fs, c);
 	if (!policy)
 		return -EINVAL; /* passthrough: never sealed */
+	DedupStore *store = fs_tier_store(fs, tier);
+	if (!store)
+		return -ENXIO;
 	DedupChunkerParams params = fs_class_chunker(policy);
-	return dedup_writer_new(fs->store, &params, policy->zstd_level, ret);
+	return dedup_writer_new(store, &params, policy->zstd_level, ret);
 }
 
 int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed) {
@@ -203,11 +227,12 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
 }
 
 /*
- * Chunks, fingerprints, compresses and stores the staging file, or what
- * the stream s has not chunked yet; nothing is committed.
+ * Chunks, fingerprints, compresses and stores the staging file (on tier
+ * staging_tier), or what the stream s has not chunked yet; nothing is
+ * committed.  *ret_tier gets the tier the chunks went to.
  */
-static int seal_ingest(Fs *fs, uint64_t ino, FsFileClass class, FsStream *s, DedupWriter **ret_writer,
-		       struct stat *ret_st, uint64_t *ret_streamed) {
+static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, FsFileClass class, FsStream *s,
+		       DedupWriter **ret_writer, uint32_t *ret_tier, struct stat *ret_st, uint64_t *ret_streamed) {
 	_cleanup_free_ void *buf = NULL;
 	_cleanup_close_ int fd = -1;
 	DedupWriter *w = NULL;
@@ -215,8 +240,8 @@ static int seal_ingest(Fs *fs, uint64_t ino, FsFileClass class, FsStream *s, Ded
 	int r;
 
 	*ret_streamed = 0;
-	if (!s || !fs_stream_take_writer(s, &w, &fd, &from)) {
-		fd = fs_staging_open_ro(fs, ino);
+	if (!s || !fs_stream_take_writer(s, &w, ret_tier, &fd, &from)) {
+		fd = fs_staging_open_ro(fs, staging_tier, ino);
 		if (fd < 0)
 			return fd;
 	}
@@ -245,7 +270,17 @@ static int seal_ingest(Fs *fs, uint64_t ino, FsFileClass class, FsStream *s, Ded
 	(void) posix_fadvise(fd, (off_t) from, 0, POSIX_FADV_SEQUENTIAL);
 
 	if (!w) {
-		r = fs_data_writer_new(fs, class, &w);
+		/*
+		 * Its chunks go where its bytes are, on the tier it spilled to
+		 * if it did: the tier that was full is not filled again, and the
+		 * staging file the seal frees is on the tier the containers take
+		 * room on.  Until the seal commits, both take room there: if
+		 * that tier is short of it, a lower one with room takes the
+		 * chunks (it would take them by policy later anyway).
+		 */
+		r = fs_spill_pick(fs, staging_tier, UINT32_MAX, (uint64_t) ret_st->st_blocks * 512, ret_tier);
+		if (r >= 0)
+			r = fs_data_writer_new(fs, *ret_tier, class, &w);
 		if (r < 0)
 			return r;
 	}
@@ -295,8 +330,9 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 		goto out;
 	/* Read before the stream is checked, so an unchanged data_gen at the commit covers what it chunked. */
 	uint64_t gen = atomic_load(&i->data_gen), streamed;
+	uint32_t from = ci.tier, to = 0;
 
-	r = seal_ingest(fs, ino, (FsFileClass) ci.file_class, stream, &w, &st, &streamed);
+	r = seal_ingest(fs, ino, from, (FsFileClass) ci.file_class, stream, &w, &to, &st, &streamed);
 	stream = fs_stream_free(fs, stream);
 	if (r == -EFBIG || r == -ECANCELED || r == -ESTALE) {
 		r = 0;
@@ -310,7 +346,7 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	 * bytes change meanwhile, data_gen refuses the switch and this with it.
 	 */
 	CatalogArchivelog log;
-	bool have_log = ci.file_class == FS_CLASS_ARCHIVELOG && fs_archivelog_header(fs, ino, &log) >= 0;
+	bool have_log = ci.file_class == FS_CLASS_ARCHIVELOG && fs_archivelog_header(fs, from, ino, &log) >= 0;
 
 	pthread_rwlock_wrlock(&i->data_lock);
 	if (atomic_load(&i->data_gen) != gen || (i->state_known && i->sealed)) {
@@ -321,7 +357,7 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	if (r < 0)
 		goto out_unlock;
 	r = catalog_inode_get(fs->catalog, ino, &ci);
-	if (r >= 0 && (ci.state != CATALOG_FILE_RAW || ci.nlink == 0))
+	if (r >= 0 && (ci.state != CATALOG_FILE_RAW || ci.nlink == 0 || ci.tier != from))
 		r = -ESTALE;
 	if (r >= 0)
 		r = dedup_writer_commit(w, ino);
@@ -329,6 +365,7 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 		r = catalog_archivelog_set(fs->catalog, ino, &log);
 	if (r >= 0) {
 		ci.state = CATALOG_FILE_SEALED;
+		ci.tier = to;
 		ci.size = (uint64_t) st.st_size;
 		DedupWriterStats ws;
 		dedup_writer_stats(w, &ws);
@@ -358,8 +395,9 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	pthread_mutex_unlock(&i->lock);
 	if (fd >= 0)
 		close(fd);
-	(void) fs_staging_unlink(fs, ino);
+	(void) fs_staging_unlink(fs, from, ino);
 	i->sealed = true;
+	i->sealed_tier = to;
 	i->sealed_size = ci.size;
 	i->state_known = true;
 	if (streamed > 0) {

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "catalog/catalog.h"
 #include "common/config.h"
@@ -72,6 +73,12 @@ typedef struct FsInode {
 	uint8_t file_class;       /* protected by data_lock, known with state_known (FsFileClass) */
 	uint64_t sealed_size;     /* protected by data_lock */
 	uint32_t sealed_tier;     /* protected by data_lock: the tier holding a sealed file's chunks */
+	/*
+	 * The tier holding a raw file's staging file (spill.c), known with
+	 * state_known.  Changed only under data_lock held exclusively; atomic
+	 * because a stream reads it without the lock (a spill ends its run).
+	 */
+	atomic_uint staging_tier;
 	atomic_uint_fast64_t data_gen;   /* bumped by every change of the bytes, so a seal can tell it raced one */
 	atomic_bool written;             /* changed since it was last queued for sealing */
 	atomic_bool overwritten;         /* rewritten in place: never sealed (online redo, control files) */
@@ -131,21 +138,34 @@ typedef struct FsPolicyStatus {
 	uint64_t failed;          /* moves that failed (refusals of changed files not counted) */
 } FsPolicyStatus;
 
+/*
+ * Where raw bytes can live: TIER/staging on the hot tier and on each
+ * directory-backed lower tier that opened (staging.c, spill.c).
+ */
+typedef struct FsStagingArea {
+	int fd;                   /* the staging directory, or -1: nothing raw can live on this tier */
+	dev_t dev;                /* its filesystem: tiers on one filesystem share its space */
+	uint64_t size;            /* of its filesystem, in bytes */
+	uint64_t floor;           /* bytes of its filesystem raw data never takes (spill.c) */
+	atomic_uint_fast64_t start_need; /* room above the floor a new file needs to start here (spill.c) */
+	atomic_int_fast64_t budget; /* bytes raw data may take before its free space is measured again */
+	/*
+	 * A staging directory whose entries changed since it was last synced;
+	 * the fsync of a file in it syncs it first.  Lock order: after all others.
+	 */
+	pthread_mutex_t dir_lock[FS_STAGING_FANOUT];
+	bool dir_dirty[FS_STAGING_FANOUT]; /* protected by dir_lock[] */
+} FsStagingArea;
+
 typedef struct Fs {
 	Config *config;
 	struct fuse_session *se;  /* set once mounted: for notifications to the kernel */
 	const char *hot_path;
 	int hot_fd;
-	int staging_fd;
 	int lock_fd;
 	Catalog *catalog;
 
-	/*
-	 * A staging directory whose entries changed since it was last synced;
-	 * the fsync of a file in it syncs it first.  Lock order: after all others.
-	 */
-	pthread_mutex_t staging_dir_lock[FS_STAGING_FANOUT];
-	bool staging_dir_dirty[FS_STAGING_FANOUT]; /* protected by staging_dir_lock[] */
+	FsStagingArea staging[CONFIG_TIERS_MAX]; /* by tier number */
 
 	DedupBackend *hot_backend;
 	DedupStore *store;        /* the hot tier's chunk store (tiers[0].store) */
@@ -240,23 +260,65 @@ bool fs_inode_is_open(Fs *fs, FsInode *i);
 /* Deletes an inode with no links unless the kernel still references it. */
 int fs_inode_purge_if_unused(Fs *fs, uint64_t ino);
 
-/* staging.c: raw data of regular files, one file per inode on the hot tier. */
+/*
+ * staging.c: raw data of regular files, one file per inode in the staging
+ * area of one tier (the hot one unless it spilled).  Calls naming a tier
+ * without an area return -EIO.
+ */
+/* The hot tier's area (before the catalog is used); then the lower tiers' (after fs_tiers_open()). */
 int fs_staging_init(Fs *fs);
-/* Creates (or empties a leftover of) the staging file of a new inode; returns an fd. */
-int fs_staging_create(Fs *fs, uint64_t ino);
-/* Returns the inode's staging fd, opening it (and re-creating it empty if lost) when needed. */
+int fs_staging_open_tiers(Fs *fs);
+void fs_staging_done(Fs *fs);
+bool fs_staging_has_area(const Fs *fs, uint32_t tier);
+/* Creates (or empties a leftover of) the staging file of ino on tier; returns an fd. */
+int fs_staging_create(Fs *fs, uint32_t tier, uint64_t ino);
+/*
+ * Returns the inode's staging fd, opening it on its staging_tier (and
+ * re-creating it empty if lost) when needed; data_lock held.
+ */
 int fs_staging_fd(Fs *fs, FsInode *i);
-int fs_staging_stat(Fs *fs, uint64_t ino, struct stat *ret);
+/* -ENOENT when there is no staging file (lost before its first fsync, or sealed or spilled meanwhile). */
+int fs_staging_stat(Fs *fs, uint32_t tier, uint64_t ino, struct stat *ret);
 /* A private read-only descriptor (sealing reads with it). */
-int fs_staging_open_ro(Fs *fs, uint64_t ino);
-int fs_staging_unlink(Fs *fs, uint64_t ino);
+int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino);
+int fs_staging_unlink(Fs *fs, uint32_t tier, uint64_t ino);
 /* Size and time changes by name, so they need no open descriptor. */
-int fs_staging_truncate(Fs *fs, uint64_t ino, off_t size);
-int fs_staging_set_times(Fs *fs, uint64_t ino, const struct timespec times[2]);
+int fs_staging_truncate(Fs *fs, uint32_t tier, uint64_t ino, off_t size);
+int fs_staging_set_times(Fs *fs, uint32_t tier, uint64_t ino, const struct timespec times[2]);
 /* Makes the staging file's directory entry durable, if it may not be yet. */
-int fs_staging_sync_dir(Fs *fs, uint64_t ino);
-/* Mount-time recovery: drops staging files without an inode and inodes without links. */
+int fs_staging_sync_dir(Fs *fs, uint32_t tier, uint64_t ino);
+/* Mount-time recovery: drops staging files without an inode (or of another tier) and inodes without links. */
 int fs_staging_recover(Fs *fs, uint64_t *ret_orphans, uint64_t *ret_strays);
+
+/*
+ * spill.c: which tier new raw bytes land on when the hot one is full, and
+ * what the mount can still take (statfs).
+ */
+/* Measures tier's area for the first time (its floor); after it opened. */
+void fs_spill_area_init(Fs *fs, uint32_t tier);
+/*
+ * Whether len more bytes fit in tier's area above its floor, and counts
+ * them against it.  Cheap: measures the filesystem only when the bytes
+ * counted since the last look reach half of what it had free.
+ */
+bool fs_spill_has_room(Fs *fs, uint32_t tier, uint64_t len);
+/* The tier a new file starts on: the first with room for it (0, the hot tier, if none has). */
+uint32_t fs_spill_pick_new(Fs *fs);
+/*
+ * The first tier from `first` on (in tier order), but `skip`, with a
+ * staging area and room for len bytes; -ENOSPC when none has.
+ */
+int fs_spill_pick(Fs *fs, uint32_t first, uint32_t skip, uint64_t len, uint32_t *ret);
+/*
+ * Moves raw file i's staging file to the first other tier with room for
+ * its bytes plus need (fs_spill_pick()), crash-safely; takes data_lock
+ * exclusively, so call without it.  Returns 0 (moved, or the file is no
+ * longer raw: the caller looks again), -ENOSPC when no tier has room, or
+ * the error of the copy.
+ */
+int fs_spill_move(Fs *fs, FsInode *i, uint64_t need);
+/* What can still be written through the mount: every staging area's free space above its floor, once per filesystem. */
+int fs_spill_statfs(Fs *fs, struct statvfs *ret);
 
 /* classify.c */
 FsFileClass fs_classify(const char *dir_name, const char *name);
@@ -292,8 +354,8 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
  * not chunked yet are read then).
  */
 int fs_data_seal(Fs *fs, uint64_t ino);
-/* A writer for a file of class c, with the class's chunker and compression level. */
-int fs_data_writer_new(Fs *fs, FsFileClass c, DedupWriter **ret);
+/* A writer into tier's store for a file of class c, with the class's chunker and compression level. */
+int fs_data_writer_new(Fs *fs, uint32_t tier, FsFileClass c, DedupWriter **ret);
 /*
  * Feeds staging bytes [from, to) of fd to w through buf (FS_SEAL_READ_SIZE
  * bytes), stopping early at the end of the file.  *ret_fed gets the offset
@@ -307,7 +369,7 @@ int fs_data_drop(Fs *fs, const CatalogInode *ci);
  * archived redo log's.  Returns 0, or -ENODATA/-EMEDIUMTYPE/-EBADMSG when it
  * is not one (see ora_archivelog_parse()), or the error of reading it.
  */
-int fs_archivelog_header(Fs *fs, uint64_t ino, CatalogArchivelog *ret);
+int fs_archivelog_header(Fs *fs, uint32_t tier, uint64_t ino, CatalogArchivelog *ret);
 /* After a seal or a move changed st_blocks: drops the kernel's cached attributes, so du sees it now. */
 void fs_data_attrs_changed(Fs *fs, uint64_t ino);
 
@@ -466,9 +528,10 @@ FsStream *fs_stream_take(Fs *fs, FsInode *i);
  * Whether s still covers exactly what its run wrote: call after reading
  * data_gen, so that a commit finding data_gen unchanged knows the chunked
  * bytes are the file's.  On true, *ret_w and *ret_fd get s's writer and
- * staging descriptor (owned by the caller now), *ret_fed the bytes fed.
+ * staging descriptor (owned by the caller now), *ret_tier the writer's
+ * tier, *ret_fed the bytes fed.
  */
-bool fs_stream_take_writer(FsStream *s, DedupWriter **ret_w, int *ret_fd, uint64_t *ret_fed);
+bool fs_stream_take_writer(FsStream *s, DedupWriter **ret_w, uint32_t *ret_tier, int *ret_fd, uint64_t *ret_fed);
 /* Frees a detached stream (its writer's frames become garbage); accepts NULL, returns NULL. */
 FsStream *fs_stream_free(Fs *fs, FsStream *s);
 /*

@@ -41,7 +41,7 @@ static int add_file(const CatalogInode *ci, void *userdata) {
 	if (ci->state != CATALOG_FILE_SEALED) {
 		struct stat st;
 		/* One that cannot be stat'ed counts as empty, as getattr would fail it. */
-		if (fs_staging_stat(t->fs, ci->ino, &st) < 0)
+		if (fs_staging_stat(t->fs, ci->tier, ci->ino, &st) < 0)
 			memset(&st, 0, sizeof(st));
 		size = (uint64_t) st.st_size;
 		if (ci->tier < CONFIG_TIERS_MAX)

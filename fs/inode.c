@@ -171,7 +171,7 @@ static void inode_delete_if_unlinked(Fs *fs, uint64_t ino) {
 	if (r < 0)
 		goto fail;
 	if (S_ISREG(ci.mode))
-		(void) fs_staging_unlink(fs, ino);
+		(void) fs_staging_unlink(fs, ci.tier, ino);
 	return;
 
 fail:

@@ -235,6 +235,10 @@ static int catalog_start(Fs *fs, bool create) {
 	r = fs_tiers_open(fs, create);
 	if (r < 0)
 		return r;
+	/* Before recovery too: it looks for strays in every staging area. */
+	r = fs_staging_open_tiers(fs);
+	if (r < 0)
+		return r;
 
 	r = fs_staging_recover(fs, &orphans, &strays);
 	if (r < 0)
@@ -252,8 +256,7 @@ static void fs_done(Fs *fs) {
 	fs->store = dedup_store_free(fs->store);
 	fs->hot_backend = dedup_backend_free(fs->hot_backend);
 	fs->catalog = catalog_close(fs->catalog);
-	if (fs->staging_fd >= 0)
-		close(fs->staging_fd);
+	fs_staging_done(fs);
 	if (fs->lock_fd >= 0)
 		close(fs->lock_fd);
 	if (fs->hot_fd >= 0)
@@ -288,8 +291,12 @@ static int run(int argc, char **argv) {
 		.policy = 1,
 		.history_interval_s = UINT_MAX,
 	};
-	Fs fs = { .hot_fd = -1, .staging_fd = -1, .lock_fd = -1 };
+	Fs fs = { .hot_fd = -1, .lock_fd = -1 };
 	int r, ret = EXIT_FAILURE;
+
+	/* No staging area is open yet: fs_done() must not close descriptor 0. */
+	for (uint32_t n = 0; n < CONFIG_TIERS_MAX; n++)
+		fs.staging[n].fd = -1;
 
 	if (fuse_opt_parse(&args, &a, arg_table, arg_process) < 0)
 		goto out_args;

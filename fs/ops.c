@@ -60,7 +60,34 @@ static int check_name(const char *name) {
 	return strlen(name) > CATALOG_NAME_MAX ? -ENAMETOOLONG : 0;
 }
 
+/* How often getattr looks again for a raw file's staging file that a seal or a spill switched under it. */
+#define FS_STAT_RETRIES 3
+
 static int inode_stat(Fs *fs, const CatalogInode *ci, struct stat *st) {
+	CatalogInode now = *ci;
+	struct stat raw;
+
+	for (unsigned k = 0; S_ISREG(now.mode) && now.state == CATALOG_FILE_RAW; k++) {
+		int r = fs_staging_stat(fs, now.tier, now.ino, &raw);
+		if (r >= 0)
+			break;
+		/*
+		 * Gone under us: a seal or a spill switched the file meanwhile
+		 * (the catalog says so now: look again), or it was lost before
+		 * its first fsync and reads as empty (fs_staging_fd()).
+		 */
+		CatalogInode again;
+		if (r == -ENOENT && k < FS_STAT_RETRIES && catalog_inode_get(fs->catalog, now.ino, &again) >= 0 &&
+		    (again.state != now.state || again.tier != now.tier)) {
+			now = again;
+			continue;
+		}
+		if (r != -ENOENT)
+			return r;
+		memset(&raw, 0, sizeof(raw));
+		break;
+	}
+	ci = &now;
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ci->ino;
 	st->st_mode = ci->mode;
@@ -78,10 +105,6 @@ static int inode_stat(Fs *fs, const CatalogInode *ci, struct stat *st) {
 		st->st_size = (off_t) ci->size;
 		st->st_blocks = (blkcnt_t) ((ci->stored + 511) / 512);
 	} else if (S_ISREG(ci->mode)) {
-		struct stat raw;
-		int r = fs_staging_stat(fs, ci->ino, &raw);
-		if (r < 0)
-			return r;
 		st->st_size = raw.st_size;
 		st->st_blocks = raw.st_blocks;
 		st->st_blksize = raw.st_blksize ? raw.st_blksize : 4096;
@@ -234,7 +257,7 @@ static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct 
 			r = -EINVAL;
 			goto fail;
 		}
-		r = fs_staging_truncate(fs, i->ino, attr->st_size);
+		r = fs_staging_truncate(fs, ci.tier, i->ino, attr->st_size);
 		if (r < 0)
 			goto fail;
 		atomic_fetch_add(&i->data_gen, 1);
@@ -252,7 +275,7 @@ static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct 
 			times[1] = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? (struct timespec) { .tv_nsec = UTIME_NOW }
 								      : attr->st_mtim;
 		if (S_ISREG(ci.mode) && ci.state == CATALOG_FILE_RAW) {
-			r = fs_staging_set_times(fs, i->ino, times);
+			r = fs_staging_set_times(fs, ci.tier, i->ino, times);
 			if (r < 0)
 				goto fail;
 		} else {
@@ -362,18 +385,24 @@ static int create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		bool named = parent != CATALOG_ROOT_INO &&
 			     catalog_dirent_find(fs->catalog, parent, &grandparent, dir_name, sizeof(dir_name)) >= 0;
 		ci.file_class = fs_classify(named ? dir_name : NULL, name);
+		/*
+		 * A new file starts on the hot tier if it has room, else on the
+		 * first lower tier that has (spill.c); with no room anywhere it
+		 * is created on the hot tier all the same, and its first write
+		 * fails with ENOSPC.
+		 */
+		ci.tier = fs_spill_pick_new(fs);
 	}
 
 	r = catalog_inode_create(fs->catalog, &ci, link_target, &ino);
 	if (r < 0)
 		goto fail;
 	if (S_ISREG(mode)) {
-		fd = fs_staging_create(fs, ino);
+		fd = fs_staging_create(fs, ci.tier, ino);
 		if (fd < 0) {
 			r = fd;
 			goto fail;
 		}
-
 	}
 	r = catalog_dirent_add(fs->catalog, parent, name, ino);
 	if (r < 0)
@@ -397,7 +426,7 @@ fail_unlink:
 	catalog_rollback(fs->catalog);
 fail_unlink_committed:
 	if (S_ISREG(mode))
-		(void) fs_staging_unlink(fs, ino);
+		(void) fs_staging_unlink(fs, ci.tier, ino);
 	return r;
 fail:
 	catalog_rollback(fs->catalog);
@@ -959,33 +988,86 @@ static FsRunChange data_written(FsInode *i, uint64_t off, uint64_t end) {
 	return change;
 }
 
+/*
+ * Copies the rest of in (left bytes) to fd at pos.  *ret_exact: a short
+ * count or an error consumed no more of in than the count says, so the
+ * rest can still be written elsewhere.  That holds for a buffer in memory
+ * and for a pipe spliced from; not when libfuse falls back to reading the
+ * pipe and writing what it read (a filesystem without splice), where a
+ * failed write loses what was read: so splice is forced first, and the
+ * fallback is only taken when splice is not supported at all.
+ */
+static ssize_t write_in(struct fuse_bufvec *in, size_t left, int fd, off_t pos, bool *ret_exact) {
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(left);
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+	out.buf[0].fd = fd;
+	out.buf[0].pos = pos;
+	*ret_exact = true;
+	if (!(in->buf[in->idx].flags & FUSE_BUF_IS_FD))
+		return fuse_buf_copy(&out, in, 0);
+	ssize_t n = fuse_buf_copy(&out, in, FUSE_BUF_FORCE_SPLICE);
+	if (n != -EINVAL)
+		return n;
+	*ret_exact = false;
+	return fuse_buf_copy(&out, in, FUSE_BUF_NO_SPLICE);
+}
+
+/*
+ * A write lands on the file's staging tier.  When that tier is full (below
+ * its floor by the count of fs_spill_has_room(), or a real ENOSPC), the
+ * file's staging file moves to the next tier with room (fs_spill_move())
+ * and the rest of the write goes there: the writer sees no error unless
+ * every tier is full.  Bytes acknowledged are never lost: the move copies
+ * them all, and a write is only acknowledged for what landed.
+ */
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
-	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
-	FsRunChange change = FS_RUN_NONE;
+	size_t size = fuse_buf_size(in), done = 0;
+	unsigned moves = 0;
+	ssize_t n = 0;
 
-	int r = lock_raw(fs, i);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-	out.buf[0].fd = i->fd;
-	out.buf[0].pos = off;
-	ssize_t n = fuse_buf_copy(&out, in, 0);
-	if (n > 0)
-		change = data_written(i, (uint64_t) off, (uint64_t) off + (uint64_t) n);
-	FsFileClass class = (FsFileClass) i->file_class;
-	/* A file rewritten in place is never sealed: no stream for it. */
-	if (change == FS_RUN_STARTED && atomic_load(&i->overwritten))
-		change = FS_RUN_NONE;
-	fs_data_unlock(i);
-	/* The worker does the chunking; this thread only tells it there is more. */
-	if (fs->seal_stream && fs_class_is_sealed(class))
-		fs_stream_written(fs, i, class, change);
-	if (n < 0)
-		return (void) fuse_reply_err(req, (int) -n);
-	fuse_reply_write(req, (size_t) n);
+	while (done < size) {
+		FsRunChange change = FS_RUN_NONE;
+		bool exact = true;
+		int r = lock_raw(fs, i);
+		if (r < 0) {
+			n = r;
+			break;
+		}
+		uint64_t at = (uint64_t) off + done, end = (uint64_t) off + size;
+		uint64_t known = MAX(atomic_load(&i->written_end), at);
+		/* Only what grows the file takes room: a rewrite in place (online redo) never moves it by itself. */
+		if (end > known && !fs_spill_has_room(fs, atomic_load(&i->staging_tier), end - known))
+			n = -ENOSPC;
+		else
+			n = write_in(in, size - done, i->fd, (off_t) at, &exact);
+		if (n > 0) {
+			change = data_written(i, at, at + (uint64_t) n);
+			done += (size_t) n;
+		}
+		FsFileClass class = (FsFileClass) i->file_class;
+		/* A file rewritten in place is never sealed: no stream for it. */
+		if (change == FS_RUN_STARTED && atomic_load(&i->overwritten))
+			change = FS_RUN_NONE;
+		fs_data_unlock(i);
+		/* The worker does the chunking; this thread only tells it there is more. */
+		if (fs->seal_stream && fs_class_is_sealed(class))
+			fs_stream_written(fs, i, class, change);
+		if (n > 0 && exact)
+			continue; /* short: the next copy says why */
+		if (!exact || (n != -ENOSPC && n != -EDQUOT) || moves++ >= CONFIG_TIERS_MAX)
+			break;
+		r = fs_spill_move(fs, i, size - done);
+		if (r < 0) {
+			n = r;
+			break;
+		}
+	}
+	if (done > 0)
+		return (void) fuse_reply_write(req, done);
+	fuse_reply_err(req, n < 0 ? (int) -n : EIO);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
@@ -997,10 +1079,16 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	/* A sealed file's bytes are durable already; its catalog state is synced below. */
 	if (!i->sealed && (datasync ? fdatasync(i->fd) : fsync(i->fd)) < 0)
 		r = -errno;
+	bool raw = !i->sealed;
+	uint32_t tier = atomic_load(&i->staging_tier);
 	fs_data_unlock(i);
-	/* The data is only findable after a power loss if its names are durable too. */
-	if (r >= 0)
-		r = fs_staging_sync_dir(fs, ino);
+	/*
+	 * The data is only findable after a power loss if its names are
+	 * durable too.  Its staging file may have spilled meanwhile: the spill
+	 * synced the new one and its directory before its commit.
+	 */
+	if (r >= 0 && raw)
+		r = fs_staging_sync_dir(fs, tier, ino);
 	if (r >= 0)
 		r = catalog_sync(fs->catalog);
 	if (r < 0)
@@ -1079,8 +1167,10 @@ reply:
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 	struct statvfs sv;
-	if (fstatvfs(fs_of(req)->hot_fd, &sv) < 0)
-		return (void) fuse_reply_err(req, errno);
+	/* What new writes can still take, on the hot tier and the tiers they spill to. */
+	int r = fs_spill_statfs(fs_of(req), &sv);
+	if (r < 0)
+		return (void) fuse_reply_err(req, -r);
 	sv.f_namemax = CATALOG_NAME_MAX;
 	fuse_reply_statfs(req, &sv);
 }
@@ -1089,20 +1179,30 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 			 struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
-	int r = lock_raw(fs, i);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	if (fallocate(i->fd, mode, offset, length) < 0)
-		r = -errno;
-	else {
-		(void) data_written(i, (uint64_t) offset, (uint64_t) offset + (uint64_t) length);
-		/* Allocating, punching or zeroing: never part of a run, whatever the offset. */
-		run_stop(i);
+	int r;
+
+	/* Like a write: a full staging tier hands the file over to the next with room (op_write_buf()). */
+	for (unsigned moves = 0;; moves++) {
+		r = lock_raw(fs, i);
+		if (r < 0)
+			return (void) fuse_reply_err(req, -r);
+		if (fallocate(i->fd, mode, offset, length) < 0)
+			r = -errno;
+		else {
+			(void) data_written(i, (uint64_t) offset, (uint64_t) offset + (uint64_t) length);
+			/* Allocating, punching or zeroing: never part of a run, whatever the offset. */
+			run_stop(i);
+		}
+		FsFileClass class = (FsFileClass) i->file_class;
+		fs_data_unlock(i);
+		if (r >= 0 && fs->seal_stream)
+			fs_stream_written(fs, i, class, FS_RUN_ENDED);
+		if ((r != -ENOSPC && r != -EDQUOT) || moves >= CONFIG_TIERS_MAX)
+			break;
+		r = fs_spill_move(fs, i, (uint64_t) length);
+		if (r < 0)
+			break;
 	}
-	FsFileClass class = (FsFileClass) i->file_class;
-	fs_data_unlock(i);
-	if (r >= 0 && fs->seal_stream)
-		fs_stream_written(fs, i, class, FS_RUN_ENDED);
 	fuse_reply_err(req, -r);
 }
 

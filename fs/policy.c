@@ -424,7 +424,7 @@ static int outlook_one(const CatalogInode *ci, void *userdata) {
 	/* A raw file's size is its staging file's (the catalog's is advisory): it moves once sealed. */
 	uint64_t size = ci->size;
 	struct stat st;
-	if (ci->state != CATALOG_FILE_SEALED && fs_staging_stat(o->fs, ci->ino, &st) >= 0)
+	if (ci->state != CATALOG_FILE_SEALED && fs_staging_stat(o->fs, 0, ci->ino, &st) >= 0)
 		size = (uint64_t) st.st_size;
 	/* Oldest first, whatever their age, for the space walk after the scan (as a pass does). */
 	if (o->n_space == o->size_space) {

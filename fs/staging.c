@@ -1,17 +1,26 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * staging.c — raw bytes of regular files on the hot tier.
+ * staging.c — raw bytes of regular files, on the hot tier or spilled to a
+ * lower one.
  *
- * Each regular file has one staging file, staging/XX/NNNNNNNNNNNNNNNN (XX
- * the low byte of the inode number, N the number in hex), written with
+ * Each regular file has one staging file, TIER/staging/XX/NNNNNNNNNNNNNNNN
+ * (XX the low byte of the inode number, N the number in hex), written with
  * pwrite so that overwrites, holes, O_DIRECT and fsync keep plain POSIX
- * semantics at the hot disk's speed.  For raw files the staging file is the
- * authority on size, blocks, atime and mtime.
+ * semantics at the disk's speed.  For raw files the staging file is the
+ * authority on size, blocks, atime and mtime.  It lives on the hot tier
+ * unless the hot tier was full when the file was created or written (see
+ * spill.c): every directory-backed lower tier that opened has a staging
+ * area of its own, and the catalog's tier column of a raw file names the
+ * one holding its staging file.  NFS tiers have none: libnfs files cannot
+ * be spliced from, fsynced per write or held open by the kernel's page
+ * cache, so nothing raw ever lives there.
  *
  * Invariants:
- *  1. A staging file exists only for an inode in the catalog, except
- *     between its creation and the commit that records the inode; recovery
- *     deletes such strays at mount.
+ *  1. A staging file exists only for an inode in the catalog that is raw
+ *     and whose tier is this area's, except between its creation and the
+ *     commit that records it (a create, an unseal, a spill) or between a
+ *     commit that stops recording it and its deletion (a seal, a spill);
+ *     recovery deletes such strays at mount, in every area.
  *  2. A staging directory that gained an entry is synced before the fsync of
  *     any file in it returns (fs_staging_sync_dir), so a synced file
  *     survives power loss together with its name in the catalog.
@@ -26,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/macros.h"
 #include "fs/fs-internal.h"
@@ -36,67 +46,132 @@ static void staging_name(uint64_t ino, char buf[static STAGING_NAME_MAX]) {
 	snprintf(buf, STAGING_NAME_MAX, "%02x/%016" PRIx64, (unsigned) (ino & 0xff), ino);
 }
 
-static void staging_dir_mark_dirty(Fs *fs, uint64_t ino) {
-	unsigned b = ino & 0xff;
-	pthread_mutex_lock(&fs->staging_dir_lock[b]);
-	fs->staging_dir_dirty[b] = true;
-	pthread_mutex_unlock(&fs->staging_dir_lock[b]);
+/*
+ * The staging directory of tier, or -EIO: a raw file whose staging tier
+ * did not open at start (a capacity disk missing) cannot be read or
+ * written, as its sealed files cannot; it is never re-created empty.
+ */
+static int area_fd(Fs *fs, uint32_t tier) {
+	return tier < CONFIG_TIERS_MAX && fs->staging[tier].fd >= 0 ? fs->staging[tier].fd : -EIO;
 }
 
-int fs_staging_init(Fs *fs) {
-	if (mkdirat(fs->hot_fd, FS_STAGING_DIR, 0700) < 0 && errno != EEXIST)
+static void staging_dir_mark_dirty(Fs *fs, uint32_t tier, uint64_t ino) {
+	FsStagingArea *a = &fs->staging[tier];
+	unsigned b = ino & 0xff;
+	pthread_mutex_lock(&a->dir_lock[b]);
+	a->dir_dirty[b] = true;
+	pthread_mutex_unlock(&a->dir_lock[b]);
+}
+
+/* Makes (or finds) TIER/staging and its fan-out below dir_fd and opens it as tier's area. */
+static int area_open(Fs *fs, uint32_t tier, int dir_fd) {
+	FsStagingArea *a = &fs->staging[tier];
+	struct stat st;
+
+	if (mkdirat(dir_fd, FS_STAGING_DIR, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	fs->staging_fd = openat(fs->hot_fd, FS_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs->staging_fd < 0)
+	_cleanup_close_ int fd = openat(dir_fd, FS_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0)
 		return -errno;
 	for (unsigned b = 0; b < FS_STAGING_FANOUT; b++) {
 		char sub[3];
 		snprintf(sub, sizeof(sub), "%02x", b);
-		if (mkdirat(fs->staging_fd, sub, 0700) < 0 && errno != EEXIST)
+		if (mkdirat(fd, sub, 0700) < 0 && errno != EEXIST)
 			return -errno;
 	}
 	/* The fan-out directories must survive power loss before any file relies on them. */
-	if (fsync(fs->staging_fd) < 0 || fsync(fs->hot_fd) < 0)
+	if (fsync(fd) < 0 || fsync(dir_fd) < 0)
 		return -errno;
 	for (unsigned b = 0; b < FS_STAGING_FANOUT; b++)
-		pthread_mutex_init(&fs->staging_dir_lock[b], NULL);
+		pthread_mutex_init(&a->dir_lock[b], NULL);
+	a->dev = st.st_dev;
+	a->fd = TAKE_FD(fd);
 	return 0;
 }
 
-int fs_staging_create(Fs *fs, uint64_t ino) {
-	char name[STAGING_NAME_MAX];
+int fs_staging_init(Fs *fs) {
+	int r = area_open(fs, 0, fs->hot_fd);
+	if (r >= 0)
+		fs_spill_area_init(fs, 0);
+	return r;
+}
 
+int fs_staging_open_tiers(Fs *fs) {
+	for (uint32_t n = 1; n < fs->n_tiers; n++) {
+		const FsTier *t = &fs->tiers[n];
+		/* Only a directory tier whose store opened: the same disk holds both. */
+		if (!t->config || t->config->backend != TIER_BACKEND_DIR || !t->store)
+			continue;
+		_cleanup_close_ int dir_fd = open(t->config->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int r = dir_fd < 0 ? -errno : area_open(fs, n, dir_fd);
+		if (r < 0) {
+			/* Like a tier that did not open: no spill there, its raw files read as EIO. */
+			log_warning_errno(r, "tier %u (%s): cannot prepare %s/%s, nothing spills there: %m",
+					  (unsigned) n, t->config->name, t->config->path, FS_STAGING_DIR);
+			continue;
+		}
+		fs_spill_area_init(fs, n);
+	}
+	return 0;
+}
+
+void fs_staging_done(Fs *fs) {
+	for (uint32_t n = 0; n < CONFIG_TIERS_MAX; n++) {
+		FsStagingArea *a = &fs->staging[n];
+		if (a->fd < 0)
+			continue;
+		close(a->fd);
+		a->fd = -1;
+		for (unsigned b = 0; b < FS_STAGING_FANOUT; b++)
+			pthread_mutex_destroy(&a->dir_lock[b]);
+	}
+}
+
+bool fs_staging_has_area(const Fs *fs, uint32_t tier) {
+	return tier < CONFIG_TIERS_MAX && fs->staging[tier].fd >= 0;
+}
+
+int fs_staging_create(Fs *fs, uint32_t tier, uint64_t ino) {
+	char name[STAGING_NAME_MAX];
+	int dfd = area_fd(fs, tier);
+
+	if (dfd < 0)
+		return dfd;
 	staging_name(ino, name);
 	/*
 	 * O_TRUNC, not O_EXCL: a file of this name can only be the leftover of
-	 * a create whose catalog commit never happened (invariant 1).
+	 * a create, unseal or spill whose catalog commit never happened
+	 * (invariant 1).
 	 */
-	int fd = openat(fs->staging_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = openat(dfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	staging_dir_mark_dirty(fs, ino);
+	staging_dir_mark_dirty(fs, tier, ino);
 	return fd;
 }
 
 int fs_staging_fd(Fs *fs, FsInode *i) {
 	char name[STAGING_NAME_MAX];
-	int fd;
+	uint32_t tier = atomic_load(&i->staging_tier);
+	int fd, dfd = area_fd(fs, tier);
 
+	if (dfd < 0)
+		return dfd;
 	pthread_mutex_lock(&i->lock);
 	if (i->fd >= 0) {
 		fd = i->fd;
 		goto out;
 	}
 	staging_name(i->ino, name);
-	fd = openat(fs->staging_fd, name, O_RDWR | O_CLOEXEC);
+	fd = openat(dfd, name, O_RDWR | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT) {
 		/*
 		 * Lost with a power failure before its first fsync: the file
 		 * was never promised to be durable, so it comes back empty.
 		 */
-		fd = openat(fs->staging_fd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		if (fd >= 0)
-			staging_dir_mark_dirty(fs, i->ino);
+			staging_dir_mark_dirty(fs, tier, i->ino);
 	}
 	if (fd < 0) {
 		fd = -errno;
@@ -108,74 +183,90 @@ out:
 	return fd;
 }
 
-int fs_staging_open_ro(Fs *fs, uint64_t ino) {
+int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino) {
 	char name[STAGING_NAME_MAX];
+	int dfd = area_fd(fs, tier);
 
+	if (dfd < 0)
+		return dfd;
 	staging_name(ino, name);
-	int fd = openat(fs->staging_fd, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOATIME);
 	if (fd < 0 && errno == EPERM)
-		fd = openat(fs->staging_fd, name, O_RDONLY | O_CLOEXEC);
+		fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
 
-int fs_staging_stat(Fs *fs, uint64_t ino, struct stat *ret) {
+int fs_staging_stat(Fs *fs, uint32_t tier, uint64_t ino, struct stat *ret) {
 	char name[STAGING_NAME_MAX];
+	int dfd = area_fd(fs, tier);
 
+	if (dfd < 0)
+		return dfd;
 	staging_name(ino, name);
-	if (fstatat(fs->staging_fd, name, ret, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno != ENOENT)
-			return -errno;
-		/* See fs_staging_fd(): a lost, never-synced file reads as empty. */
-		memset(ret, 0, sizeof(*ret));
-	}
-	return 0;
-}
-
-int fs_staging_unlink(Fs *fs, uint64_t ino) {
-	char name[STAGING_NAME_MAX];
-
-	staging_name(ino, name);
-	if (unlinkat(fs->staging_fd, name, 0) < 0 && errno != ENOENT)
+	if (fstatat(dfd, name, ret, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	return 0;
 }
 
-int fs_staging_truncate(Fs *fs, uint64_t ino, off_t size) {
+int fs_staging_unlink(Fs *fs, uint32_t tier, uint64_t ino) {
 	char name[STAGING_NAME_MAX];
+	int dfd = area_fd(fs, tier);
 
+	/* A tier that did not open keeps the file: recovery deletes it once the tier is back. */
+	if (dfd < 0)
+		return dfd;
 	staging_name(ino, name);
-	_cleanup_close_ int fd = openat(fs->staging_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int fs_staging_truncate(Fs *fs, uint32_t tier, uint64_t ino, off_t size) {
+	char name[STAGING_NAME_MAX];
+	int dfd = area_fd(fs, tier);
+
+	if (dfd < 0)
+		return dfd;
+	staging_name(ino, name);
+	_cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0 || ftruncate(fd, size) < 0)
 		return -errno;
-	staging_dir_mark_dirty(fs, ino);
+	staging_dir_mark_dirty(fs, tier, ino);
 	return 0;
 }
 
-int fs_staging_set_times(Fs *fs, uint64_t ino, const struct timespec times[2]) {
+int fs_staging_set_times(Fs *fs, uint32_t tier, uint64_t ino, const struct timespec times[2]) {
 	char name[STAGING_NAME_MAX];
+	int dfd = area_fd(fs, tier);
 
+	if (dfd < 0)
+		return dfd;
 	staging_name(ino, name);
-	if (utimensat(fs->staging_fd, name, times, AT_SYMLINK_NOFOLLOW) < 0)
+	if (utimensat(dfd, name, times, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	return 0;
 }
 
-int fs_staging_sync_dir(Fs *fs, uint64_t ino) {
+int fs_staging_sync_dir(Fs *fs, uint32_t tier, uint64_t ino) {
+	int dfd = area_fd(fs, tier);
 	unsigned b = ino & 0xff;
 	char sub[3];
 	int r = 0;
 
+	if (dfd < 0)
+		return dfd;
+	FsStagingArea *a = &fs->staging[tier];
 	/* Held across the fsync, so a caller never returns while another's sync of this directory is in flight. */
-	pthread_mutex_lock(&fs->staging_dir_lock[b]);
-	if (fs->staging_dir_dirty[b]) {
+	pthread_mutex_lock(&a->dir_lock[b]);
+	if (a->dir_dirty[b]) {
 		snprintf(sub, sizeof(sub), "%02x", b);
-		_cleanup_close_ int dfd = openat(fs->staging_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0 || fsync(dfd) < 0)
+		_cleanup_close_ int sfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sfd < 0 || fsync(sfd) < 0)
 			r = -errno;
 		else
-			fs->staging_dir_dirty[b] = false;
+			a->dir_dirty[b] = false;
 	}
-	pthread_mutex_unlock(&fs->staging_dir_lock[b]);
+	pthread_mutex_unlock(&a->dir_lock[b]);
 	return r;
 }
 
@@ -220,8 +311,9 @@ static int recover_orphans(Fs *fs, uint64_t *ret_count) {
 			break;
 		}
 		r = catalog_commit(fs->catalog);
-		if (r >= 0)
-			r = fs_staging_unlink(fs, list.items[k]);
+		/* Wherever it is; on a tier that did not open, a later recovery finds it a stray. */
+		if (r >= 0 && S_ISREG(ci.mode))
+			(void) fs_staging_unlink(fs, ci.tier, list.items[k]);
 	}
 	if (r >= 0)
 		*ret_count = list.n;
@@ -230,17 +322,19 @@ static int recover_orphans(Fs *fs, uint64_t *ret_count) {
 }
 
 /*
- * Staging files whose inode never reached the catalog (a crash mid-create),
- * or whose inode was sealed (a crash between the seal's commit and the
- * deletion of its staging file).
+ * Staging files of one area whose inode never reached the catalog (a crash
+ * mid-create), was sealed (a crash between the seal's commit and the
+ * deletion of its staging file), or has its staging file on another tier
+ * (a crash in the middle of a spill or an unseal: the catalog names the
+ * copy that is whole, see spill.c).
  */
-static int recover_strays(Fs *fs, uint64_t *ret_count) {
+static int recover_strays(Fs *fs, uint32_t tier, uint64_t *ret_count) {
 	uint64_t count = 0;
 
 	for (unsigned b = 0; b < FS_STAGING_FANOUT; b++) {
 		char sub[3];
 		snprintf(sub, sizeof(sub), "%02x", b);
-		int dfd = openat(fs->staging_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int dfd = openat(fs->staging[tier].fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd < 0)
 			return -errno;
 		DIR *d = fdopendir(dfd);
@@ -262,7 +356,7 @@ static int recover_strays(Fs *fs, uint64_t *ret_count) {
 				closedir(d);
 				return exists;
 			}
-			if (exists == -ENOENT || ci.state != CATALOG_FILE_RAW) {
+			if (exists == -ENOENT || ci.state != CATALOG_FILE_RAW || ci.tier != tier) {
 				if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
 					int r = -errno;
 					closedir(d);
@@ -276,13 +370,15 @@ static int recover_strays(Fs *fs, uint64_t *ret_count) {
 		if (r < 0)
 			return r;
 	}
-	*ret_count = count;
+	*ret_count += count;
 	return 0;
 }
 
 int fs_staging_recover(Fs *fs, uint64_t *ret_orphans, uint64_t *ret_strays) {
 	int r = recover_orphans(fs, ret_orphans);
-	if (r < 0)
-		return r;
-	return recover_strays(fs, ret_strays);
+	*ret_strays = 0;
+	for (uint32_t n = 0; r >= 0 && n < CONFIG_TIERS_MAX; n++)
+		if (fs_staging_has_area(fs, n))
+			r = recover_strays(fs, n, ret_strays);
+	return r;
 }

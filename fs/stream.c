@@ -53,6 +53,7 @@ struct FsStream {
 	FsFileClass file_class;
 	/* Used by the one worker that has it busy, or by its taker. */
 	DedupWriter *w;        /* made by the first worker to feed it */
+	uint32_t tier;         /* of w's store */
 	int fd;                /* a read-only staging descriptor of its own */
 	uint64_t fed;          /* bytes [0, fed) fed to w */
 	atomic_uint_fast64_t chunked; /* fed, for readers that hold seal_lock */
@@ -181,8 +182,15 @@ static void feed_turn(Fs *fs, FsStream *s, void *buf) {
 	int r;
 
 	if (!s->w) {
-		s->fd = fs_staging_open_ro(fs, s->inode->ino);
-		r = s->fd < 0 ? s->fd : fs_data_writer_new(fs, s->file_class, &s->w);
+		/*
+		 * Read without the data lock: a spill that moves the staging
+		 * file meanwhile ends the run, so what this descriptor reads is
+		 * never taken for the file's bytes.  The chunks go to the tier
+		 * of the bytes, as a seal's do (seal_ingest()).
+		 */
+		s->tier = atomic_load(&s->inode->staging_tier);
+		s->fd = fs_staging_open_ro(fs, s->tier, s->inode->ino);
+		r = s->fd < 0 ? s->fd : fs_data_writer_new(fs, s->tier, s->file_class, &s->w);
 		if (r < 0) {
 			log_debug_errno(r, "Cannot stream inode %llu (it is sealed after close): %m",
 					(unsigned long long) s->inode->ino);
@@ -192,6 +200,15 @@ static void feed_turn(Fs *fs, FsStream *s, void *buf) {
 	}
 	while (budget > 0 && run_get(s, &end) && s->fed < end) {
 		uint64_t to = MIN(end, s->fed + budget), from = s->fed;
+		/*
+		 * Its chunks take room as the file's raw bytes do, and stop where
+		 * they do (above the tier's floor, spill.c); the file is then
+		 * sealed after close, on a tier with room for it.
+		 */
+		if (!fs_spill_has_room(fs, s->tier, to - from)) {
+			s->failed = true;
+			return;
+		}
 		r = fs_data_feed(fs, s->fd, s->w, buf, from, to, &s->fed);
 		budget -= s->fed - from;
 		atomic_store(&s->chunked, s->fed);
@@ -265,12 +282,13 @@ FsStream *fs_stream_take(Fs *fs, FsInode *i) {
 	return s;
 }
 
-bool fs_stream_take_writer(FsStream *s, DedupWriter **ret_w, int *ret_fd, uint64_t *ret_fed) {
+bool fs_stream_take_writer(FsStream *s, DedupWriter **ret_w, uint32_t *ret_tier, int *ret_fd, uint64_t *ret_fed) {
 	uint64_t end;
 
 	if (!s->w || s->failed || !run_get(s, &end) || s->fed > end)
 		return false;
 	*ret_w = TAKE_PTR(s->w);
+	*ret_tier = s->tier;
 	*ret_fd = TAKE_FD(s->fd);
 	*ret_fed = s->fed;
 	return true;

@@ -553,6 +553,44 @@ static void test_history(void) {
 	catalog_close(c);
 }
 
+/*
+ * A raw file's tier is where its staging file is (spill): kept as given,
+ * and 0 for every raw file of a version 5 catalog.
+ */
+static void test_staging_tier(void) {
+	char p5[300], cmd[700];
+	CatalogInode ci;
+	Catalog *c;
+
+	snprintf(p5, sizeof(p5), "%s/spill.db", dir);
+	CHECK(catalog_open(p5, 0, 0, &c) == 0);
+	uint64_t spilled = make(c, CATALOG_ROOT_INO, "spilled", S_IFREG | 0640);
+	uint64_t sealed = make(c, CATALOG_ROOT_INO, "sealed", S_IFREG | 0640);
+	CHECK(catalog_begin(c) == 0);
+	CHECK(catalog_inode_get(c, spilled, &ci) == 0);
+	ci.tier = 1;
+	CHECK(catalog_inode_update(c, &ci) == 0);
+	CHECK(catalog_inode_get(c, sealed, &ci) == 0);
+	ci.state = CATALOG_FILE_SEALED;
+	ci.tier = 2;
+	CHECK(catalog_inode_update(c, &ci) == 0);
+	CHECK(catalog_commit(c) == 0);
+	CHECK(catalog_inode_get(c, spilled, &ci) == 0 && ci.state == CATALOG_FILE_RAW && ci.tier == 1);
+	catalog_close(c);
+
+	/* Version 5 never read a raw file's tier: whatever it held, the upgrade puts the file on the hot tier. */
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; PRAGMA user_version = 5'",
+		 p5, (unsigned long long) spilled);
+	CHECK(system(cmd) == 0);
+	CHECK(catalog_open(p5, 0, 0, &c) == 0);
+	CHECK(catalog_inode_get(c, spilled, &ci) == 0 && ci.state == CATALOG_FILE_RAW && ci.tier == 0);
+	CHECK(catalog_inode_get(c, sealed, &ci) == 0 && ci.state == CATALOG_FILE_SEALED && ci.tier == 2);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = %d", p5, CATALOG_SCHEMA_VERSION);
+	CHECK(system(cmd) == 0);
+}
+
 int main(void) {
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
@@ -569,6 +607,7 @@ int main(void) {
 	test_archivelogs();
 	test_pins();
 	test_history();
+	test_staging_tier();
 	test_bad_files();
 
 	char cmd[300];

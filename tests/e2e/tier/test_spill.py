@@ -1,0 +1,424 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Spill through the mount: when the hot tier is full, writes go on on the
+capacity tier with no error; ENOSPC only when both are full.
+
+Both tiers are tmpfs of fixed size mounted by the test (hot 64 MiB,
+capacity 128 MiB), so their statfs is real and small.  Content is
+incompressible and distinct (an archiver's logs), generated from a seed per
+file, so every check compares SHA-256 of what was written with what reads
+back.  Waits poll observable state; no check depends on how long anything
+took.
+
+- spill: archivelogs written with fsync (Python, 1 MiB writes) fill part of
+  the hot tier; one large log written by dd (bs=1M conv=fsync) crosses the
+  hot tier's floor and moves to the capacity tier in the middle of its
+  writes; the logs after it start there.  No write fails.  tierctl ls shows
+  each file's tier; the hot tier keeps its floor free for the catalog; a
+  file on the capacity tier is overwritten, truncated and extended with a
+  hole, POSIX-exact.  Every file reads back exactly, then again after a
+  remount (still raw), after sealing (the spilled files' chunks on the
+  capacity tier), and after one more remount.
+- full: more logs are written until a write fails with ENOSPC.  statfs of
+  the mount matched the two tiers' own statfs (less their floors) before,
+  and reports nothing left after; the file cut short holds exactly what was
+  acknowledged; every earlier file is intact; the daemon answers; after an
+  unlink on the mount a new file is written in full.
+- crash: on fresh tiers, a writer fsyncs each 1 MiB of its logs while they
+  fill the hot tier and spill; the daemon is SIGKILLed once the writer is
+  well into the capacity tier.  After a remount every fsynced byte is
+  there, no file holds a byte it was not given, and every staging file is
+  on the tier the catalog names, with no strays.
+
+env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_TIERCTL), FRATIER_KEEP.
+"""
+
+import errno
+import hashlib
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import harness
+import tiercommon as tc
+from tiercommon import dc
+
+MiB = 1 << 20
+HOT_SIZE = 64 * MiB
+CAP_SIZE = 128 * MiB
+LOG = 4 * MiB
+BIG = 40 * MiB
+WAIT = 60.0
+# fs/spill.c: raw data leaves this much of each filesystem free.
+SPILL_FLOOR = 2 * MiB
+# statfs of the mount and of the tiers are read one after the other while the
+# catalog may checkpoint: they agree to within this.
+TOLERANCE = 4 * MiB
+RAW_OPTIONS = ["seal_delay=3600", "gc_interval=1"]
+
+
+def hot_floor(size):
+    return min(64 * MiB, size // 8)
+
+
+def content(name, size):
+    return random.Random("fratier-spill:" + name).randbytes(size)
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def mount_tmpfs(path, size):
+    os.makedirs(path, exist_ok=True)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0755" % size, "tmpfs", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        print("SKIP: cannot mount a tmpfs for a tier: %s" % p.stdout.strip())
+        sys.exit(harness.SKIP)
+
+
+def umount(path):
+    subprocess.run(["umount", path], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def avail(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def size_of(path):
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize
+
+
+class Tiers:
+    """Two tmpfs tiers and the config naming them."""
+
+    def __init__(self, base):
+        self.base = base
+        self.data = os.path.join(base, "data")
+        self.hot = os.path.join(self.data, "hot")
+        self.cap = os.path.join(self.data, "capacity")
+        mount_tmpfs(self.hot, HOT_SIZE)
+        mount_tmpfs(self.cap, CAP_SIZE)
+        self.config = os.path.join(base, "spill.conf")
+        with open(self.config, "w") as f:
+            f.write("[fratier]\ndata_dir = %s\n[tier hot]\nrole = hot\npath = %s\n"
+                    "[tier capacity]\nrole = capacity\npath = %s\n" % (self.data, self.hot, self.cap))
+
+    def mount(self, options):
+        return harness.Fratier(base=self.base, data=self.data, config=self.config, options=options)
+
+    def expected_free(self):
+        """What the tiers can still take for raw data, by their own statfs."""
+        return (max(0, avail(self.hot) - hot_floor(size_of(self.hot))) +
+                max(0, avail(self.cap) - SPILL_FLOOR))
+
+    def close(self):
+        umount(self.hot)
+        umount(self.cap)
+
+
+def wait_for(cond, timeout=WAIT):
+    """Polls cond() until it is true; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(0.05)
+
+
+def mount_free(fs):
+    st = os.statvfs(fs.mnt)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def check_statfs(res, fs, t, what):
+    free, total = mount_free(fs)
+    want = t.expected_free()
+    print("%s: statfs of the mount: %.1f MiB free of %.1f MiB; the tiers: %.1f MiB above their floors"
+          % (what, free / MiB, total / MiB, want / MiB), flush=True)
+    res.check(abs(free - want) <= TOLERANCE, "%s: statfs says %d bytes free, the tiers %d" % (what, free, want))
+    res.check(abs(total - (size_of(t.hot) + size_of(t.cap))) <= MiB,
+              "%s: statfs says %d bytes in all, the tiers hold %d" % (what, total, size_of(t.hot) + size_of(t.cap)))
+    return free
+
+
+def write_log(fs, rel, size):
+    """An archived log: 1 MiB writes, fsync, close.  Returns its content."""
+    data = content(rel, size)
+    os.makedirs(os.path.dirname(fs.path(rel)), exist_ok=True)
+    dc.write_file(fs.path(rel), data, fsync=True)
+    return data
+
+
+def tiers_and_states(res, fs, rels):
+    dirs = sorted({os.path.dirname(fs.path(r)) for r in rels})
+    j = tc.tierctl_json(res, fs, "ls", *dirs)
+    out = {}
+    for e in j.get("entries", []):
+        if e.get("type") == "file":
+            rel = os.path.relpath(os.path.join(fs.mnt, e["dir"].lstrip("/"), e["name"]), fs.mnt)
+            out[rel] = (int(e.get("tier", -1)), e.get("state"))
+    return out
+
+
+def compare_all(res, fs, model, what):
+    bad = 0
+    for rel in sorted(model):
+        size, digest = model[rel]
+        try:
+            got = dc.read_all(fs.path(rel))
+        except OSError as e:
+            res.check(False, "%s: reading %s failed: %s" % (what, rel, e))
+            bad += 1
+            continue
+        if not res.check(len(got) == size and sha(got) == digest,
+                         "%s: %s reads back %d bytes, not the %d written (or other bytes)" % (what, rel, len(got), size)):
+            bad += 1
+    print("%s: %d files compared, %d differ" % (what, len(model), bad), flush=True)
+
+
+def posix_on_spilled(res, fs, model):
+    """Overwrite, truncate and a hole in a file whose staging is on the capacity tier."""
+    rel = "fra/other/rewritten.dat"
+    os.makedirs(fs.path("fra", "other"), exist_ok=True)
+    data = bytearray(content(rel, 6 * MiB))
+    dc.write_file(fs.path(rel), bytes(data), fsync=True)
+    patch = content(rel + ":patch", MiB)
+    with open(fs.path(rel), "r+b", buffering=0) as f:
+        f.seek(2 * MiB + 12345)
+        f.write(patch)
+        f.truncate(5 * MiB)
+        f.truncate(7 * MiB)
+        os.fsync(f.fileno())
+    data[2 * MiB + 12345:3 * MiB + 12345] = patch
+    data = bytes(data[:5 * MiB]) + bytes(2 * MiB)
+    model[rel] = (len(data), sha(data))
+    dc.compare(res, fs.path(rel), data, "overwrite and truncate of a spilled file")
+    return rel
+
+
+def run_spill(res, t):
+    model = {}
+    hot_logs = ["fra/archivelog/thread_1_seq_%d.arc" % (100 + k) for k in range(8)]
+    big = "fra/archivelog/thread_1_seq_108.arc"
+    cold_logs = ["fra/archivelog/thread_1_seq_%d.arc" % (109 + k) for k in range(4)]
+    src = os.path.join(t.base, "big.src")
+    # No chunking while written here: a stream's chunks take room on the hot
+    # tier too (until the collector drops them), which would move the point
+    # where it fills from run to run.  The other mounts stream.
+    with t.mount(RAW_OPTIONS + ["seal_stream=0"]) as fs:
+        check_statfs(res, fs, t, "empty")
+        for rel in hot_logs:
+            model[rel] = (LOG, sha(write_log(fs, rel, LOG)))
+        # The big log by dd, as an archiver copying a log would: it starts on the hot tier and cannot fit.
+        res.check(avail(t.hot) - hot_floor(HOT_SIZE) > 8 * MiB,
+                  "the hot tier has only %d bytes above its floor before the big log" % (avail(t.hot) - hot_floor(HOT_SIZE)))
+        data = content(big, BIG)
+        with open(src, "wb") as f:
+            f.write(data)
+        p = subprocess.run(["dd", "if=" + src, "of=" + fs.path(big), "bs=1M", "conv=fsync", "status=none"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        res.check(p.returncode == 0, "dd of %d MiB across the full hot tier failed: %s" % (BIG // MiB, p.stdout.strip()))
+        model[big] = (BIG, sha(data))
+        os.unlink(src)
+        for rel in cold_logs:
+            model[rel] = (LOG, sha(write_log(fs, rel, LOG)))
+        model_rel = posix_on_spilled(res, fs, model)
+
+        res.check(avail(t.hot) >= hot_floor(HOT_SIZE) // 2,
+                  "the hot tier was filled beyond its floor: %d bytes left" % avail(t.hot))
+        where = tiers_and_states(res, fs, model)
+        print("after the spill: %r" % {r: where.get(r) for r in sorted(model)}, flush=True)
+        res.check(all(where.get(r) == (0, "raw") for r in hot_logs),
+                  "the first logs should be raw on the hot tier: %r" % {r: where.get(r) for r in hot_logs})
+        res.check(where.get(big) == (1, "raw"), "the big log should have moved to the capacity tier: %r" % (where.get(big),))
+        res.check(all(where.get(r) == (1, "raw") for r in cold_logs + [model_rel]),
+                  "the logs after it should start on the capacity tier: %r" % {r: where.get(r) for r in cold_logs})
+        check_statfs(res, fs, t, "after the spill")
+        # A spilled log is not on the hot tier: a recall would bring it back, a migrate to capacity not.
+        j = tc.tierctl_json(res, fs, "recall", "--dry-run", fs.path(cold_logs[0]))
+        res.check(j.get("would_move") == 1, "recall --dry-run of a spilled log: %r" % j)
+        j = tc.tierctl_json(res, fs, "migrate", "--dry-run", "--to", "capacity", fs.path(cold_logs[0]))
+        res.check(j.get("would_move") == 0 and j.get("already") == 1, "migrate --dry-run of a spilled log: %r" % j)
+        compare_all(res, fs, model, "after the spill")
+
+    with t.mount(RAW_OPTIONS) as fs:
+        compare_all(res, fs, model, "after a remount, raw")
+    with t.mount(dc.OPTIONS) as fs:
+        sealed = [r for r in model if r != model_rel]
+        dc.check_sealed(res, [fs.path(r) for r in sealed], "seal after the spill")
+        where = tiers_and_states(res, fs, model)
+        # Sealed where their bytes are: the capacity tier had room for them.
+        res.check(all(where.get(r) == (1, "sealed") for r in cold_logs + [big]),
+                  "the spilled logs should be sealed on the capacity tier: %r" % {r: where.get(r) for r in cold_logs + [big]})
+        res.check(where.get(model_rel) == (1, "raw"), "the rewritten file stays raw where it is: %r" % (where.get(model_rel),))
+        compare_all(res, fs, model, "after sealing")
+    with t.mount(RAW_OPTIONS) as fs:
+        compare_all(res, fs, model, "after sealing and a remount")
+    return model
+
+
+def run_full(res, t, model):
+    with t.mount(RAW_OPTIONS) as fs:
+        check_statfs(res, fs, t, "before filling")
+        written = []
+        cut = None
+        for k in range(200):
+            rel = "fra/archivelog/thread_2_seq_%d.arc" % (500 + k)
+            data = content(rel, LOG)
+            fd = os.open(fs.path(rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            off = 0
+            try:
+                while off < LOG:
+                    off += os.write(fd, data[off:off + dc.BLOCK])
+                os.fsync(fd)
+            except OSError as e:
+                cut = (rel, off, e.errno)
+            finally:
+                os.close(fd)
+            if cut:
+                break
+            model[rel] = (LOG, sha(data))
+            written.append(rel)
+        print("full: %d more logs written, then %r" % (len(written), cut), flush=True)
+        if not res.check(cut and cut[2] == errno.ENOSPC, "no ENOSPC after %d logs: %r" % (len(written), cut)):
+            return
+        rel, off, _ = cut
+        free = check_statfs(res, fs, t, "full")
+        res.check(free <= TOLERANCE, "statfs says %d bytes free on full tiers" % free)
+        # Exactly what was acknowledged, and nothing else.
+        dc.compare(res, fs.path(rel), content(rel, LOG)[:off], "the log cut short by ENOSPC")
+        compare_all(res, fs, model, "when full")
+        rc, out, err = tc.tierctl(fs, "status")
+        res.check(rc == 0 and "hot" in out, "tierctl status when full: %d %s" % (rc, err))
+
+        # Space back on the mount: the next log is written in full.
+        os.unlink(fs.path(rel))
+        for victim in written[-2:]:
+            os.unlink(fs.path(victim))
+            del model[victim]
+        # The space comes back once the kernel forgets the unlinked inodes, which it does by itself.
+        res.check(wait_for(lambda: mount_free(fs)[0] >= 4 * MiB),
+                  "statfs still says %d bytes free %ds after unlinking %d MiB" % (mount_free(fs)[0], WAIT, (off + 2 * LOG) // MiB))
+        check_statfs(res, fs, t, "after an unlink")
+        again = "fra/archivelog/thread_2_seq_999.arc"
+        try:
+            model[again] = (2 * MiB, sha(write_log(fs, again, 2 * MiB)))
+            res.check(True, "")
+        except OSError as e:
+            res.check(False, "writing after an unlink freed space failed: %s" % e)
+        compare_all(res, fs, model, "after the unlink")
+    with t.mount(RAW_OPTIONS) as fs:
+        compare_all(res, fs, model, "full, after a remount")
+
+
+WRITER = r"""
+import os, random, sys
+mnt, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(os.path.join(mnt, "fra", "archivelog"), exist_ok=True)
+for k in range(n):
+    rel = "fra/archivelog/thread_3_seq_%d.arc" % (700 + k)
+    data = random.Random("fratier-spill:" + rel).randbytes(size)
+    try:
+        fd = os.open(os.path.join(mnt, rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        off = 0
+        while off < size:
+            off += os.write(fd, data[off:off + (1 << 20)])
+            if off % (1 << 20) == 0 or off == size:
+                os.fsync(fd)
+                print(rel, off, flush=True)
+        os.close(fd)
+    except OSError as e:
+        print("error", rel, e.errno, flush=True)
+        sys.exit(0)
+"""
+
+
+def staging_files(t):
+    """{ino: [tier, ...]} of every staging file on both tiers."""
+    out = {}
+    for tier, root in ((0, t.hot), (1, t.cap)):
+        for d, _, names in os.walk(os.path.join(root, "staging")):
+            for n in names:
+                out.setdefault(int(n, 16), []).append(tier)
+    return out
+
+
+def run_crash(res, t):
+    size = 6 * MiB
+    fs = t.mount(RAW_OPTIONS).start()
+    synced = {}
+    try:
+        w = subprocess.Popen([sys.executable, "-c", WRITER, fs.mnt, "40", str(size)], stdout=subprocess.PIPE,
+                             text=True)
+        goal = HOT_SIZE + 16 * MiB
+        for line in w.stdout:
+            words = line.split()
+            if words[0] == "error":
+                res.check(False, "the writer failed before the kill: %s" % line.strip())
+                break
+            synced[words[0]] = int(words[1])
+            if sum(synced.values()) >= goal:
+                break
+        fs.kill()
+        w.stdout.read()
+        w.wait()
+    except BaseException:
+        fs.kill()
+        raise
+    print("crash: killed the daemon with %d MiB fsynced in %d logs" % (sum(synced.values()) // MiB, len(synced)),
+          flush=True)
+    res.check(sum(synced.values()) >= HOT_SIZE, "the writer never got past the hot tier's size")
+    with t.mount(RAW_OPTIONS) as fs:
+        for rel, n in sorted(synced.items()):
+            try:
+                got = dc.read_all(fs.path(rel))
+            except OSError as e:
+                res.check(False, "after the crash: reading %s failed: %s" % (rel, e))
+                continue
+            want = content(rel, size)
+            res.check(len(got) >= n and got == want[:len(got)],
+                      "after the crash: %s has %d bytes, %d fsynced, or bytes it was not given" % (rel, len(got), n))
+        # Every file of the directory, also one created and not yet written when the daemon died.
+        where = tiers_and_states(res, fs, synced)
+        res.check(any(where.get(r, (0,))[0] == 1 for r in synced),
+                  "after the crash: no log is on the capacity tier: %r" % where)
+        inos = {os.stat(fs.path(r)).st_ino: tier for r, (tier, _) in where.items()}
+    staged = staging_files(t)
+    res.check(all(staged.get(ino) == [tier] for ino, tier in inos.items()),
+              "after the crash: staging files not where the catalog says: %r vs %r" % (staged, inos))
+    res.check(set(staged) <= set(inos), "after the crash: stray staging files: %r" % sorted(set(staged) - set(inos)))
+
+
+def main():
+    harness.require_fuse()
+    res = harness.Results("e2e-spill")
+    tmp = tempfile.mkdtemp(prefix="fratier-spill-", dir=os.environ.get("FRATIER_TMP"))
+    tiers = []
+    try:
+        t = Tiers(os.path.join(tmp, "a"))
+        tiers.append(t)
+        model = run_spill(res, t)
+        if not res.failed:
+            run_full(res, t, model)
+        t = Tiers(os.path.join(tmp, "b"))
+        tiers.append(t)
+        run_crash(res, t)
+    finally:
+        for t in tiers:
+            t.close()
+        if not os.environ.get("FRATIER_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+    res.finish()
+
+
+if __name__ == "__main__":
+    main()
