@@ -209,14 +209,21 @@ class Bench:
         return Timed(total, time.monotonic() - t0)
 
     def nfs_cp_all(self, rels):
-        """nfs-cp of the baseline copies from the same export to /dev/null; returns Timed, or None without nfs-cp."""
+        """nfs-cp of the baseline copies from the same export; returns Timed, or None without nfs-cp.
+
+        nfs-cp refuses /dev/null as its target: it copies into a file on the
+        namespace's private tmpfs /run instead (memory, as fratier's reads
+        land in the reader's buffer), removed after each file."""
         if not self.nfs_cp:
             return None
+        out = os.path.join('/run', 'fratier-bench-nfs-cp.out')
         self.cache.drop()
         t0 = time.monotonic()
         for rel in rels:
             url = self.srv.url.replace(self.srv.export, os.path.join(self.srv.export, 'baseline', rel), 1)
-            p = subprocess.run([self.nfs_cp, url, '/dev/null'], capture_output=True, text=True)
+            p = subprocess.run([self.nfs_cp, url, out], capture_output=True, text=True)
+            if os.path.exists(out):
+                os.unlink(out)
             if p.returncode != 0:
                 raise bl.BenchError(f'nfs-cp {url}: {p.stderr.strip() or p.stdout.strip()}')
         return Timed(self.size(rels), time.monotonic() - t0)
@@ -291,30 +298,34 @@ class Bench:
             self.row('restore', f'{names[k]} from nfs', t, 'nfs-cp' if nfs[k] else 'no nfs-cp', nfs[k])
         self.row('migrate', 'recall nfs -> hot', self.migrate(0, everything, 'recall nfs -> hot'))
 
-        # The archiver alone, then with a migration hot -> capacity running, at the share
-        # asked for and at 100 (never held back); the files go back to hot in between.
+        # The archiver alone, and with a migration hot -> capacity running at the share asked
+        # for and at 100 (never held back); the order rotates per round, so drift favours none,
+        # and the files go back to hot after each migration.
+        variants = ['alone', a.share] + ([100] if a.share != 100 else [])
         fg = {}
+        share = a.share
         for rnd in range(a.rounds):
-            alone, _ = self.fg_write(f'{rnd}a', None, 0)
-            with_mig, overlap = self.fg_write(f'{rnd}m', everything, 1)
-            self.migrate(0, everything, 'recall capacity -> hot')
-            fg.setdefault('alone', []).append(alone)
-            fg.setdefault(a.share, []).append((with_mig, overlap))
-            if a.share != 100:
-                self.unmount()
-                self.mount(100)
-                with_full, overlap_full = self.fg_write(f'{rnd}f', everything, 1)
+            for v in variants[rnd % len(variants):] + variants[:rnd % len(variants)]:
+                if v != 'alone' and v != share:
+                    self.unmount()
+                    self.mount(v)
+                    share = v
+                if v == 'alone':
+                    t, _ = self.fg_write(f'{rnd}-alone', None, 0)
+                    fg.setdefault('alone', []).append(t)
+                    continue
+                before = bl_status(self)
+                t, overlap = self.fg_write(f'{rnd}-{v}', everything, 1)
+                after = bl_status(self)
                 self.migrate(0, everything, 'recall capacity -> hot')
-                fg.setdefault(100, []).append((with_full, overlap_full))
-                self.unmount()
-                self.mount(a.share)
-            for key in ([a.share] if a.share == 100 else [a.share, 100]):
-                t, ov = fg[key][-1]
-                self.row('archiver', f'while migrating, share {key}%' + ('' if ov else ' (migration ended first)'),
-                         t, 'alone', alone)
-        st = bl_status(self)
-        waits = {k: int(st.get(f'throttle_{k}_waits', 0)) for k in ('seal', 'migrate', 'gc')}
-        print(f'\n  throttle counters of the last mount (share {a.share}%): waits {waits}')
+                waits = int(after['throttle_migrate_waits']) - int(before['throttle_migrate_waits'])
+                waited = (int(after['throttle_migrate_wait_us']) - int(before['throttle_migrate_wait_us'])) / 1e6
+                fg.setdefault(v, []).append(t)
+                print(f'  {"":<10} round {rnd + 1}, share {v}%: the migration waited {waits} times, {waited:.1f} s'
+                      + ('' if overlap else '; it ended before the writer did'), flush=True)
+            alone = fg['alone'][-1]
+            for v in variants[1:]:
+                self.row('archiver', f'while migrating, share {v}%', fg[v][-1], 'alone', alone)
         self.unmount()
         print_summary(self, fg)
         la = os.getloadavg()
@@ -344,7 +355,7 @@ def print_summary(bench, fg):
             print(f'  {what:<40} {bl.fmt(ratio, 3):>6} of {base_name}')
     alone = bl.med([t.mbps() for t in fg['alone']])
     for key in sorted(k for k in fg if k != 'alone'):
-        with_m = bl.med([t.mbps() for t, _ in fg[key]])
+        with_m = bl.med([t.mbps() for t in fg[key]])
         print(f'  {"archiver while migrating, share " + str(key) + "%":<40} '
               f'{bl.fmt(with_m / alone if alone and with_m else None, 3):>6} of alone '
               f'({bl.fmt(with_m)} vs {bl.fmt(alone)} MB/s, median of {len(fg[key])})')
