@@ -31,6 +31,9 @@ import ganesha  # noqa: E402
 
 STATE_XATTR = 'trusted.fratier.state'
 SEAL_WAIT = 900.0
+# The archiver writes the day's logs this many times over (new names each time), so that it
+# writes for seconds, not a fraction of one, beside the migration.
+ARCHIVER_PASSES = 4
 # --scale: oragen datafile size (4 datafiles, one backup piece each), archived logs and their size.
 SCALES = {
     'small': ('32M', 4, '32M'),
@@ -67,8 +70,8 @@ def read_file(path, buf):
 
 
 class Timed:
-    def __init__(self, nbytes, seconds):
-        self.bytes, self.seconds = nbytes, seconds
+    def __init__(self, nbytes, seconds, cpu=None):
+        self.bytes, self.seconds, self.cpu = nbytes, seconds, cpu
 
     def mbps(self):
         return self.bytes / bl.MB / self.seconds if self.seconds > 0 else None
@@ -200,13 +203,15 @@ class Bench:
                 time.sleep(0.02)
 
     def read_all(self, paths):
-        """Cold-cache read of paths, 1 MiB reads; returns Timed."""
+        """Cold-cache read of paths, 1 MiB reads; returns Timed (with the daemon's CPU seconds if mounted)."""
         self.cache.drop()
         total = 0
+        cpu0 = self.daemon.cpu_seconds() if self.daemon else None
         t0 = time.monotonic()
         for p in paths:
             total += read_file(p, self.buf)
-        return Timed(total, time.monotonic() - t0)
+        t = time.monotonic() - t0
+        return Timed(total, t, self.daemon.cpu_seconds() - cpu0 if self.daemon else None)
 
     def nfs_cp_all(self, rels):
         """nfs-cp of the baseline copies from the same export; returns Timed, or None without nfs-cp.
@@ -232,9 +237,10 @@ class Bench:
         """tierctl migrate/recall of rels; returns Timed over their logical bytes."""
         paths = [os.path.join(self.mnt, r) for r in rels]
         self.cache.drop()
+        cpu0 = self.daemon.cpu_seconds()
         t0 = time.monotonic()
         j = self.tierctl_call('recall', *paths) if to == 0 else self.tierctl_call('migrate', '--to', str(to), *paths)
-        t = Timed(self.size(rels), time.monotonic() - t0)
+        t = Timed(self.size(rels), time.monotonic() - t0, self.daemon.cpu_seconds() - cpu0)
         if j.get('moved') != len(rels):
             raise bl.BenchError(f'{what}: moved {j.get("moved")} of {len(rels)} files')
         return t
@@ -243,11 +249,13 @@ class Bench:
         self.rows.append((section, what, fratier, base_name, base))
         ratio = fratier.mbps() / base.mbps() if base and base.mbps() and fratier.mbps() else None
         print(f'  {section:<10} {what:<34} {fmt_mb(fratier.bytes):>8} {bl.fmt(fratier.mbps()):>8} '
-              f'{base_name or "":>14} {bl.fmt(base.mbps() if base else None):>8} {bl.fmt(ratio, 3):>6}', flush=True)
+              f'{base_name or "":>14} {bl.fmt(base.mbps() if base else None):>8} {bl.fmt(ratio, 3):>6} '
+              f'{bl.fmt(fratier.cpu):>6}', flush=True)
 
     def fg_write(self, rnd, migrate_rels, to):
         """The archiver: every log written to a new name, alone or while a migration of migrate_rels runs."""
-        names = [os.path.join('fg', f'{rnd}', os.path.basename(r)) for r in self.logs]
+        logs = self.logs * ARCHIVER_PASSES
+        names = [os.path.join('fg', f'{rnd}', f'{k}-' + os.path.basename(r)) for k, r in enumerate(logs)]
         self.cache.drop()
         mig = None
         if migrate_rels:
@@ -257,7 +265,7 @@ class Bench:
             # Start writing once the copy runs: the daemon reports a file in the migrations' queue.
             while mig.poll() is None and not int(bl_status(self)['migrate_queue']):
                 time.sleep(0.01)
-        t = self.copy_in(self.logs, self.mnt, names)
+        t = self.copy_in(logs, self.mnt, names)
         overlap = None
         if mig is not None:
             overlap = mig.poll() is None  # still copying when the writer finished: it ran throughout
@@ -274,7 +282,7 @@ class Bench:
     def run(self):
         a = self.args
         print_machine(self)
-        print(f'\n  {"section":<10} {"what":<34} {"MB":>8} {"MB/s":>8} {"baseline":>14} {"MB/s":>8} {"ratio":>6}')
+        print(f'\n  {"section":<10} {"what":<34} {"MB":>8} {"MB/s":>8} {"baseline":>14} {"MB/s":>8} {"ratio":>6} {"CPU s":>6}')
 
         self.mount(a.share)
         ingest = self.copy_in(self.pieces + self.logs, self.mnt)
@@ -287,6 +295,10 @@ class Bench:
         sets = {'pieces': self.pieces, 'logs': self.logs}
         names = {'pieces': 'backup pieces', 'logs': 'archived logs'}
 
+        # Sealed on the hot tier: what the read path costs before any tier is involved.
+        for k in ('pieces', 'logs'):
+            t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
+            self.row('restore', f'{names[k]} sealed on hot', t, 'native read', native[k])
         everything = self.pieces + self.logs
         self.row('migrate', 'hot -> capacity', self.migrate(1, everything, 'hot -> capacity'))
         for k in ('pieces', 'logs'):
