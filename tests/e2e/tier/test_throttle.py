@@ -88,6 +88,24 @@ def grew(before, after, kind, what):
     return counter(after, kind, what) > counter(before, kind, what)
 
 
+def check_metrics(res, fs, migrate_waits):
+    """tierctl metrics, parsed by Prometheus' own parser: the share and the migrations' waits so far."""
+    from prometheus_client.parser import text_string_to_metric_families
+    rc, out, err = tc.tierctl(fs, "metrics")
+    samples = {}
+    try:
+        for fam in text_string_to_metric_families(out):
+            for smp in fam.samples:
+                samples[(smp.name, smp.labels.get("work"))] = smp.value
+    except ValueError as e:
+        res.check(False, "tierctl metrics does not parse: %s" % e)
+    res.check(rc == 0 and samples.get(("fratier_background_share_ratio", None)) == 0.2,
+              "metrics: background share %r %s" % (samples.get(("fratier_background_share_ratio", None)), err.strip()))
+    res.check(samples.get(("fratier_throttle_waits_total", "migrate"), -1) >= migrate_waits > 0
+              and samples.get(("fratier_throttle_wait_seconds_total", "migrate"), 0) > 0,
+              "metrics: the migrations' waits: %r" % {k: v for k, v in samples.items() if k[0].startswith("fratier_throttle")})
+
+
 def main():
     harness.require_fuse()
     res = harness.Results("e2e-throttle")
@@ -144,6 +162,7 @@ def main():
         res.check(w.error is None, "the writer failed: %s" % w.error)
         rc, out, _ = tc.tierctl(fs, "status")
         res.check(rc == 0 and "background:  20% of the time" in out, "tierctl status shows no throttle line:\n" + out)
+        check_metrics(res, fs, counter(s3, "migrate", "waits"))
 
         # background_share=100: busy steps, never a wait.
         fs.stop()
