@@ -327,6 +327,7 @@ int config_default(const char *data_dir, Config *ret) {
 		.policy_interval = CONFIG_POLICY_INTERVAL_DEFAULT,
 		.policy_bandwidth = CONFIG_POLICY_BANDWIDTH_DEFAULT,
 		.history_interval = CONFIG_HISTORY_INTERVAL_DEFAULT,
+		.background_share = CONFIG_BACKGROUND_SHARE_DEFAULT,
 	};
 	_cleanup_free_ char *cwd = NULL;
 	int r;
@@ -620,6 +621,16 @@ static int parse_percent(Parser *p, const char *key, const char *value, unsigned
 	return 0;
 }
 
+static int parse_background_share(Parser *p, const char *key, const char *value) {
+	int r = parse_percent(p, key, value, &p->config.background_share);
+	if (r < 0)
+		return r;
+	if (p->config.background_share == 0)
+		return parser_fail(p, p->line, "'%s' must be from 1%% to 100%%, got '%s' (0 would never seal while files are written)",
+				   key, ESC(value));
+	return 0;
+}
+
 static int parse_high_watermark(Parser *p, const char *key, const char *value) {
 	p->tiers[p->tier].high_line = p->line;
 	return parse_percent(p, key, value, &p->config.tiers[p->tier].high_watermark);
@@ -750,6 +761,7 @@ static const KeyDef main_keys[] = {
 	{ "policy_interval", parse_policy_interval },
 	{ "policy_bandwidth", parse_policy_bandwidth },
 	{ "history_interval", parse_history_interval },
+	{ "background_share", parse_background_share },
 };
 
 static const KeyDef tier_keys[] = {
@@ -1192,6 +1204,7 @@ int config_parse(const char *buf, size_t len, const char *filename, Config *ret,
 		.config.policy_interval = CONFIG_POLICY_INTERVAL_DEFAULT,
 		.config.policy_bandwidth = CONFIG_POLICY_BANDWIDTH_DEFAULT,
 		.config.history_interval = CONFIG_HISTORY_INTERVAL_DEFAULT,
+		.config.background_share = CONFIG_BACKGROUND_SHARE_DEFAULT,
 	};
 	int r;
 

@@ -17,6 +17,8 @@
  *   policy_interval = 60s         ; how often the policy worker looks for files to move (1s .. 1d)
  *   policy_bandwidth = 100M       ; bytes of file data the policy worker moves per second at most; 0 = no cap
  *   history_interval = 1h         ; a sample of usage per tier and class for the reports' charts; 0 = none (at most 1d)
+ *   background_share = 20%        ; while reads, writes or fsyncs come in, sealing, moves and the collector
+ *                                 ; run at most this share of the time (1% .. 100%, 100 = never held back)
  *
  *   [tier hot]                    ; "tier NAME", NAME = [A-Za-z0-9_-]{1,32}
  *   role = hot                    ; hot | capacity | nfs (default: NAME, if NAME is one of these)
@@ -66,7 +68,8 @@
  *    with ';' or '#', or follow a value after " ;".
  *  - Files: at most CONFIG_FILE_SIZE_MAX bytes, no NUL bytes.
  *  - Durations: see parse_duration().  Percentages: an integer 0..100 with
- *    an optional '%'; low_watermark must be below high_watermark.
+ *    an optional '%'; low_watermark must be below high_watermark, and
+ *    background_share is at least 1 (0 would starve sealing for good).
  *  - Tiers are numbered as fs/ numbers them: 0 is the hot tier, the others
  *    follow from 1 in file order.  A class's target must be a tier other
  *    than the hot one; it is checked once all tiers are known.
@@ -135,6 +138,7 @@ typedef enum ConfigChunking {
 #define CONFIG_NFS_TIMEOUT_MAX 600
 #define CONFIG_NFS_RETRIES_MAX 10
 #define CONFIG_POLICY_BANDWIDTH_DEFAULT (100ull << 20)
+#define CONFIG_BACKGROUND_SHARE_DEFAULT 20u
 /* A file sealed this long ago migrates by age in the default policy of archivelogs and backup pieces. */
 #define CONFIG_MIGRATE_AFTER_DEFAULT 86400
 /* Ten years: beyond that a duration is a typo, and seconds stay far from int64 nanoseconds' limit. */
@@ -176,6 +180,7 @@ typedef struct Config {
 	uint64_t policy_interval;  /* seconds between the policy worker's passes */
 	uint64_t policy_bandwidth; /* bytes per second it moves at most; 0 = no cap */
 	uint64_t history_interval; /* seconds between samples of usage for the reports; 0 = none */
+	unsigned background_share; /* percent of the time background work gets under foreground load, 1..100 */
 	ConfigTier tiers[CONFIG_TIERS_MAX];
 	size_t n_tiers;
 	ConfigClassPolicy classes[_CONFIG_CLASS_MAX];

@@ -541,6 +541,31 @@ static int add_policy_status(Conn *c) {
 	return r;
 }
 
+/* What the throttle did since the mount (fs/throttle.h): per kind of work, units busy and idle, waits and their time. */
+static int add_throttle_status(Conn *c) {
+	FsThrottle *t = &c->fs->throttle;
+	int r = add_u64(c, "background_share", t->share);
+	if (r >= 0)
+		r = add(c, "foreground_busy", fs_throttle_foreground_is_busy(t) ? "yes" : "no");
+	for (int k = 0; r >= 0 && k < _FS_THROTTLE_KIND_MAX; k++) {
+		const FsThrottleCounters *n = &t->counters[k];
+		const char *kind = fs_throttle_kind_to_string((FsThrottleKind) k);
+		char key[64];
+		snprintf(key, sizeof(key), "throttle_%s_busy", kind);
+		r = add_u64(c, key, atomic_load(&n->busy_units));
+		snprintf(key, sizeof(key), "throttle_%s_idle", kind);
+		if (r >= 0)
+			r = add_u64(c, key, atomic_load(&n->idle_units));
+		snprintf(key, sizeof(key), "throttle_%s_waits", kind);
+		if (r >= 0)
+			r = add_u64(c, key, atomic_load(&n->waits));
+		snprintf(key, sizeof(key), "throttle_%s_wait_us", kind);
+		if (r >= 0)
+			r = add_u64(c, key, atomic_load(&n->wait_ns) / 1000);
+	}
+	return r;
+}
+
 static int do_status(Conn *c) {
 	Fs *fs = c->fs;
 	FsControl *ctl = c->ctl;
@@ -618,6 +643,8 @@ static int do_status(Conn *c) {
 		r = add_u64(c, "gc_queue", dead);
 	if (r >= 0)
 		r = add_policy_status(c);
+	if (r >= 0)
+		r = add_throttle_status(c);
 	if (r >= 0 && tp_known)
 		r = add_u64(c, "seal_rate", tp_sealed);
 	if (r >= 0 && tp_known)

@@ -203,8 +203,10 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, FsFileClass c, DedupWriter **ret) 
 }
 
 int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed) {
+	FsThrottleUnit unit;
 	int r = 0;
 
+	fs_throttle_begin(&unit);
 	while (from < to) {
 		if (atomic_load(&fs->seal_stopping)) {
 			r = -ECANCELED; /* unmounting: the file stays raw, the next mount queues it again */
@@ -221,6 +223,8 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
 		if (r < 0)
 			break;
 		from += (uint64_t) n;
+		/* No lock held here (throttle.c, invariant 2): the writers go first while they write. */
+		fs_throttle_pace(&fs->throttle, FS_THROTTLE_SEAL, &unit);
 	}
 	*ret_fed = from;
 	return r;

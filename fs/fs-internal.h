@@ -12,6 +12,7 @@
 #include "catalog/catalog.h"
 #include "common/config.h"
 #include "dedup/store.h"
+#include "fs/throttle.h"
 
 /*
  * Lock order, outermost first:
@@ -23,6 +24,8 @@
  *   2. Fs.table_lock
  *   3. Fs.seal_lock
  *   4. FsInode.lock
+ *   -. Fs.throttle.lock: a leaf, and no thread waits on it holding any of the above
+ *      (throttle.c, invariant 2)
  * A thread holding a later lock never waits for an earlier one.  No close()
  * or unlink() of staging files happens under table_lock.
  */
@@ -215,6 +218,8 @@ typedef struct Fs {
 	bool policy_thread_started;
 	pthread_t policy_thread;
 
+	FsThrottle throttle;      /* background work yields to reads, writes and fsyncs (throttle.c) */
+
 	const char *mountpoint;
 	struct FsControl *control; /* tierctl's socket, see control.c */
 
@@ -360,6 +365,7 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, FsFileClass c, DedupWriter **ret);
  * Feeds staging bytes [from, to) of fd to w through buf (FS_SEAL_READ_SIZE
  * bytes), stopping early at the end of the file.  *ret_fed gets the offset
  * reached, also on error.  -ECANCELED when the daemon is stopping.
+ * Background work: paced by Fs.throttle while the foreground is busy.
  */
 int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed);
 /* Releases a sealed file's chunks; called inside the caller's catalog transaction. */
@@ -419,7 +425,8 @@ typedef struct FsMigrateResult {
 } FsMigrateResult;
 
 /*
- * Moves sealed file ino to tier `to` (see tier.c).  Returns 1 if moved, 0 if
+ * Moves sealed file ino to tier `to` (see tier.c), paced by Fs.throttle
+ * while the foreground is busy.  Returns 1 if moved, 0 if
  * there was nothing to do (already there), or -ENOENT, -EMEDIUMTYPE (not
  * sealed: raw or passthrough), -ESTALE (changed or moved meanwhile: try
  * again), -ENXIO (a tier not reachable), -EIO, -ENOSPC...

@@ -51,6 +51,7 @@ typedef struct Args {
 	unsigned seal_workers;
 	unsigned seal_stream;
 	unsigned stream_max;
+	unsigned background_share; /* UINT_MAX: not given, the config's */
 	char *positional[2];
 	unsigned n_positional;
 	bool allow_other;
@@ -78,6 +79,7 @@ static const struct fuse_opt arg_table[] = {
 	{ "seal_workers=%u", offsetof(Args, seal_workers), 0 },
 	{ "seal_stream=%u", offsetof(Args, seal_stream), 0 },
 	{ "stream_max=%u", offsetof(Args, stream_max), 0 },
+	{ "background_share=%u", offsetof(Args, background_share), 0 },
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -135,6 +137,8 @@ static void help(const char *argv0) {
 	       "  -o seal_workers=N threads that seal and stream, at nice 10 (default %d, at most %d)\n"
 	       "  -o seal_stream=0|1 chunk files written front to back while they are written (default 1)\n"
 	       "  -o stream_max=N  files chunked while written at once; more are sealed after close (default %u)\n"
+	       "  -o background_share=PCT  share of the time sealing, moves and the collector get while\n"
+	       "                   reads and writes come in, 1..100 (default: the config's, %u; 100 = never held back)\n"
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
@@ -145,7 +149,8 @@ static void help(const char *argv0) {
 	       "\n"
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
 	       argv0, argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
-	       CONFIG_HISTORY_INTERVAL_DEFAULT, SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT);
+	       CONFIG_HISTORY_INTERVAL_DEFAULT, SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT,
+	       CONFIG_BACKGROUND_SHARE_DEFAULT);
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -251,6 +256,7 @@ static int catalog_start(Fs *fs, bool create) {
 
 static void fs_done(Fs *fs) {
 	fs_control_stop(fs);
+	fs_throttle_done(&fs->throttle);
 	fs_inode_table_done(fs);
 	fs_tiers_close(fs);
 	fs->store = dedup_store_free(fs->store);
@@ -288,6 +294,7 @@ static int run(int argc, char **argv) {
 		.seal_workers = SEAL_WORKERS_DEFAULT,
 		.seal_stream = 1,
 		.stream_max = FS_STREAM_MAX_DEFAULT,
+		.background_share = UINT_MAX,
 		.policy = 1,
 		.history_interval_s = UINT_MAX,
 	};
@@ -317,8 +324,8 @@ static int run(int argc, char **argv) {
 		goto out_args;
 	}
 	if (a.seal_workers < 1 || a.seal_workers > SEAL_WORKERS_MAX || a.seal_stream > 1 ||
-	    a.stream_max > FS_STREAM_MAX_LIMIT) {
-		log_error("seal_workers must be 1..%d, seal_stream 0 or 1, stream_max 0..%u (see --help)",
+	    a.stream_max > FS_STREAM_MAX_LIMIT || (a.background_share != UINT_MAX && (a.background_share < 1 || a.background_share > 100))) {
+		log_error("seal_workers must be 1..%d, seal_stream 0 or 1, stream_max 0..%u, background_share 1..100 (see --help)",
 			  SEAL_WORKERS_MAX, FS_STREAM_MAX_LIMIT);
 		goto out_args;
 	}
@@ -376,6 +383,10 @@ static int run(int argc, char **argv) {
 	fs.seal_workers = a.seal_workers;
 	fs.seal_stream = a.seal_stream && a.stream_max > 0;
 	fs.stream_max = a.stream_max;
+	if (a.background_share != UINT_MAX)
+		config.background_share = a.background_share;
+	/* Before anything can fail into fs_done(), which destroys it. */
+	fs_throttle_init(&fs.throttle, config.background_share);
 	/* Tiers named in a config must exist: creating one could fill the wrong disk. */
 	if (hot_tier_open(&fs, !a.config) < 0)
 		goto out_fs;
@@ -463,6 +474,8 @@ static int run(int argc, char **argv) {
 	fuse_loop_cfg_destroy(loop);
 
 out_unmount:
+	/* First: a worker or a tierctl move waiting on it gives up its wait, and the stops below do not wait for it. */
+	fs_throttle_stop(&fs.throttle);
 	fs_control_stop(&fs);
 	fs_policy_stop(&fs);
 	fs_sealer_stop(&fs);

@@ -912,6 +912,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
+	fs_throttle_foreground(&fs->throttle);
 	/*
 	 * The reply goes out under data_lock (a raw reply splices from the
 	 * staging file, which a seal must not close meanwhile).  Once it is
@@ -1028,6 +1029,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	unsigned moves = 0;
 	ssize_t n = 0;
 
+	fs_throttle_foreground(&fs->throttle);
 	while (done < size) {
 		FsRunChange change = FS_RUN_NONE;
 		bool exact = true;
@@ -1073,6 +1075,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	fs_throttle_foreground(&fs->throttle);
 	int r = fs_data_lock_read(fs, i);
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);

@@ -46,7 +46,8 @@
  *  4. Bytes moved are paced to policy_bandwidth per second, measured from
  *     the copy's progress, so a backlog never takes the disks from the
  *     archiver; the pacing sleeps on the worker's condition variable and
- *     stopping wakes it at once.
+ *     stopping wakes it at once.  On top of that cap, fs_data_migrate()
+ *     yields to foreground I/O (throttle.c, background_share).
  */
 #include <errno.h>
 #include <stdlib.h>

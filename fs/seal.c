@@ -5,7 +5,10 @@
  * files being written (stream.c); one more thread runs the chunk collector
  * every gc_interval_s.  All of them run at nice 10, so that under load the
  * writers, whose fsync an archiver waits for, get the CPU first; the FUSE
- * threads only queue work and never wait for it.
+ * threads only queue work and never wait for it.  Beyond the CPU, seals,
+ * streams and the collector's compaction are paced by the throttle
+ * (throttle.c) while reads and writes come in, between reads of a staging
+ * file and between containers, with no lock held a FUSE request needs.
  *
  * A worker takes, in this order: a file due for sealing that no other
  * worker is sealing (two seals of one file would only race to the same
@@ -79,9 +82,31 @@ int fs_seal_schedule_pending(Fs *fs) {
 	return catalog_files_foreach_state(fs->catalog, CATALOG_FILE_RAW, schedule_one, fs);
 }
 
+typedef struct GcPace {
+	Fs *fs;
+	FsThrottleUnit unit;
+} GcPace;
+
+/*
+ * Called after each tier's deleting phase and after each container it
+ * compacts, with no lock held but the store's gc_lock (throttle.c,
+ * invariant 2): the collector's share of the disks while writers write.
+ */
+static int gc_progress(uint64_t done, uint64_t total, void *userdata) {
+	GcPace *p = userdata;
+	(void) done;
+	(void) total;
+	fs_throttle_pace(&p->fs->throttle, FS_THROTTLE_GC, &p->unit);
+	return 0;
+}
+
 static void run_gc(Fs *fs) {
+	GcPace pace = { .fs = fs };
 	DedupGcOptions o = DEDUP_GC_OPTIONS_DEFAULT;
 	DedupGcStats st = {};
+	o.progress = gc_progress;
+	o.userdata = &pace;
+	fs_throttle_begin(&pace.unit);
 	int r = fs_tiers_gc(fs, &o, &st);
 	if (r < 0)
 		log_warning_errno(r, "Chunk collection failed: %m");

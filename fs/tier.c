@@ -241,8 +241,26 @@ int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret) {
 	return first;
 }
 
+/* A move's copy is background work: each step is paced by the throttle, then the caller sees it. */
+typedef struct MigratePace {
+	Fs *fs;
+	FsThrottleUnit unit;
+	int (*progress)(uint64_t done, uint64_t total, void *userdata);
+	void *userdata;
+} MigratePace;
+
+static int migrate_progress(uint64_t done, uint64_t total, void *userdata) {
+	MigratePace *p = userdata;
+	fs_throttle_pace(&p->fs->throttle, FS_THROTTLE_MIGRATE, &p->unit);
+	int r = p->progress ? p->progress(done, total, p->userdata) : 0;
+	/* The caller's own waits (the policy's bandwidth cap) are not work of the next step. */
+	fs_throttle_begin(&p->unit);
+	return r;
+}
+
 int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t done, uint64_t total, void *userdata),
 		    void *userdata, FsMigrateResult *ret) {
+	MigratePace pace = { .fs = fs, .progress = progress, .userdata = userdata };
 	DedupMigration *m = NULL;
 	CatalogInode ci, now;
 	FsInode *i;
@@ -284,7 +302,8 @@ int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t 
 	uint64_t gen = atomic_load(&i->data_gen);
 	atomic_store(&fs->migrating_ino, ino);
 
-	r = dedup_file_migrate(from, dst, ino, ci.size, level, progress, userdata, &m);
+	fs_throttle_begin(&pace.unit);
+	r = dedup_file_migrate(from, dst, ino, ci.size, level, migrate_progress, &pace, &m);
 	if (r < 0 && r != -ECANCELED) {
 		/*
 		 * A file rewritten, unsealed or deleted under the copy fails it

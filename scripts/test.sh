@@ -76,7 +76,7 @@ if [ -z "${FRATIER_NO_TSAN:-}" ]; then
 	TEST_ENV=(FRATIER_TEST_BUILD=tsan FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_TSAN:-8}"
 		TSAN_OPTIONS="second_deadlock_stack=1")
 	build_and_test tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
-		-- --timeout-multiplier 3 e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill
+		-- --timeout-multiplier 3 e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill e2e-throttle
 fi
 
 python3 - "${#BUILD_FAILED[@]}" "${logs[@]}" <<'PY'

@@ -637,6 +637,7 @@ static void test_policy(void) {
 	parse_ok(MAIN "[tier hot]\n[tier capacity]\n", &c);
 	assert(c.policy_interval == CONFIG_POLICY_INTERVAL_DEFAULT);
 	assert(c.policy_bandwidth == CONFIG_POLICY_BANDWIDTH_DEFAULT);
+	assert(c.background_share == CONFIG_BACKGROUND_SHARE_DEFAULT);
 	assert(c.tiers[0].high_watermark == 85 && c.tiers[0].low_watermark == 70 && !c.tiers[0].has_reserve);
 	assert(c.tiers[1].high_watermark == 0 && c.tiers[1].low_watermark == 0);
 	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].migrate_after == 86400 && c.classes[CONFIG_CLASS_ARCHIVELOG].target_tier == 1);
@@ -648,14 +649,16 @@ static void test_policy(void) {
 	assert(c.tiers[0].high_watermark == 85 && c.tiers[0].low_watermark == 70);
 	assert(c.policy_interval == CONFIG_POLICY_INTERVAL_DEFAULT && c.policy_bandwidth == CONFIG_POLICY_BANDWIDTH_DEFAULT);
 	assert(c.history_interval == CONFIG_HISTORY_INTERVAL_DEFAULT);
+	assert(c.background_share == CONFIG_BACKGROUND_SHARE_DEFAULT);
 	config_done(&c);
 
 	parse_ok("[fratier]\ndata_dir = /srv/fratier\npolicy_interval = 5m\npolicy_bandwidth = 0\nhistory_interval = 0\n"
+		 "background_share = 35%\n"
 		 "[tier hot]\nhigh_watermark = 90%\nlow_watermark = 50\nreserve = 0\n"
 		 "[tier capacity]\n[tier nfs]\npath = nfs://filer/export\n"
 		 "[class archivelog]\nmigrate_after = 12h\ntarget = nfs\n"
 		 "[class imagecopy]\ntarget = 1\n[class other]\nmigrate_after = 0\ntarget = capacity\n", &c);
-	assert(c.policy_interval == 300 && c.policy_bandwidth == 0 && c.history_interval == 0);
+	assert(c.policy_interval == 300 && c.policy_bandwidth == 0 && c.history_interval == 0 && c.background_share == 35);
 	assert(c.tiers[0].high_watermark == 90 && c.tiers[0].low_watermark == 50);
 	assert(c.tiers[0].has_reserve && c.tiers[0].reserve == 0);
 	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].migrate_after == 12 * 3600);
@@ -744,6 +747,13 @@ static void test_policy(void) {
 		    FILE_NAME ":3: 'policy_interval' must be from 1s to 1d, got '2d'");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\npolicy_bandwidth = 20%\n[tier hot]\n",
 		    FILE_NAME ":3: invalid size '20%' for 'policy_bandwidth'");
+	parse_ok("[fratier]\ndata_dir = /srv/fratier\nbackground_share = 100\n[tier hot]\n", &c);
+	assert(c.background_share == 100);
+	config_done(&c);
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\nbackground_share = 0%\n[tier hot]\n",
+		    FILE_NAME ":3: 'background_share' must be from 1% to 100%, got '0%' (0 would never seal while files are written)");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\nbackground_share = 120%\n[tier hot]\n",
+		    FILE_NAME ":3: invalid percentage '120%' for 'background_share' (expected 0% to 100%)");
 }
 
 int main(void) {

@@ -289,6 +289,27 @@ static void print_policy_worker(const CtlMessage *m) {
 	       tierctl_get(m, 0, "policy_failed"));
 }
 
+static const char *const throttle_kinds[] = { "seal", "migrate", "gc" };
+
+static uint64_t throttle_get(const CtlMessage *m, const char *kind, const char *what) {
+	char key[64];
+	snprintf(key, sizeof(key), "throttle_%s_%s", kind, what);
+	return tierctl_get_u64(m, 0, key);
+}
+
+/* A daemon from before the throttle reports none of it: say nothing then. */
+static void print_throttle(const CtlMessage *m) {
+	if (!ctl_message_get(m, 0, "background_share"))
+		return;
+	printf("background:  %s%% of the time under foreground load (foreground busy now: %s); waited",
+	       tierctl_get(m, 0, "background_share"), tierctl_get(m, 0, "foreground_busy"));
+	for (size_t k = 0; k < ELEMENTSOF(throttle_kinds); k++)
+		printf("%s %s %.1fs (%llu times)", k ? "," : "", throttle_kinds[k],
+		       (double) throttle_get(m, throttle_kinds[k], "wait_us") / 1e6,
+		       (unsigned long long) throttle_get(m, throttle_kinds[k], "waits"));
+	printf("\n");
+}
+
 static int run_status(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
 	int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
@@ -322,6 +343,7 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 	printf("policy:      seal after %ss quiet, collect every %ss, move by age and watermark every %ss (tierctl policy show)\n",
 	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"), tierctl_get(m, 0, "policy_interval"));
 	print_policy_worker(m);
+	print_throttle(m);
 	printf("\n");
 	r = print_tiers(m, false);
 	size_t nt;
@@ -1258,6 +1280,21 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 	fprintf(f, "fratier_policy_moved_bytes_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "policy_bytes_moved"));
 	metric_head(f, "fratier_policy_failed_total", "counter", "Moves of the policy worker that failed since start.");
 	fprintf(f, "fratier_policy_failed_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "policy_failed"));
+	if (ctl_message_get(m, 0, "background_share")) {
+		metric_head(f, "fratier_background_share_ratio", "gauge",
+			    "Share of the time background work gets while the foreground is busy.");
+		fprintf(f, "fratier_background_share_ratio %.2f\n", (double) tierctl_get_u64(m, 0, "background_share") / 100);
+		metric_head(f, "fratier_throttle_waits_total", "counter",
+			    "Times background work waited for the foreground, per kind of work.");
+		for (size_t k = 0; k < ELEMENTSOF(throttle_kinds); k++)
+			fprintf(f, "fratier_throttle_waits_total{work=\"%s\"} %llu\n", throttle_kinds[k],
+				(unsigned long long) throttle_get(m, throttle_kinds[k], "waits"));
+		metric_head(f, "fratier_throttle_wait_seconds_total", "counter",
+			    "Seconds background work waited for the foreground, per kind of work.");
+		for (size_t k = 0; k < ELEMENTSOF(throttle_kinds); k++)
+			fprintf(f, "fratier_throttle_wait_seconds_total{work=\"%s\"} %.6f\n", throttle_kinds[k],
+				(double) throttle_get(m, throttle_kinds[k], "wait_us") / 1e6);
+	}
 	metric_head(f, "fratier_errors_total", "counter", "Warnings and errors the daemon logged since it started.");
 	fprintf(f, "fratier_errors_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "errors_total"));
 	(void) mount;

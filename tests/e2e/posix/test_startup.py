@@ -151,10 +151,15 @@ def config_cases(top):
         ("size overflow", 8, "reserve = 99999999999999999999T", False),
         ("bad role", 6, "role = lukewarm", True),
         ("unknown section", 4, "[tears]", False),
+        ("background share 0", 2, "background_share = 0", False),
     ]
     for tag, line, text, replace in cases:
         cfg = variant(tag.replace(" ", "-"), line, text, replace)
         both_ways("config %s" % tag, ["-o", "config=" + cfg, mnt], base, mnt, [["%s:%d" % (cfg, line)]])
+
+    for share in ("0", "101"):
+        both_ways("option background_share=%s" % share, ["-o", "data=%s,background_share=%s" % (data, share), mnt],
+                  base, mnt, [["background_share", "1..100"]])
 
     missing = os.path.join(base, "no-such.conf")
     both_ways("config file missing", ["-o", "config=" + missing, mnt], base, mnt, [[missing]])

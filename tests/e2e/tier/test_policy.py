@@ -327,6 +327,11 @@ def run_space(res, fs, hot, what, fill_to, done, goal):
     dc.write_file(fs.path("fra", "poke"), b"x")
     res.check(wait_for(goal, lambda: done(hot)), "%s: not %s: %.1f%% used, %d MiB free"
               % (what, goal, hot_use(hot), hot_free(hot) // MiB))
+    # The pass that got it there may be moving one file more: the worker judges
+    # by its own measure (dead bytes the collector is yet to free), which can
+    # lag the filesystem's.  Count once it is done, or ls and status disagree.
+    res.check(wait_for("the worker idle", lambda: status(res, fs).get("policy_state") == "idle"),
+              "%s: the policy worker is still moving files %ds later" % (what, WAIT))
     tiers = tc.tiers_of(res, fs, model)
     cold = [r for r in order if tiers.get(r) == 1]
     warm = [r for r in order if tiers.get(r) == 0]

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * throttle.c — background work yields to foreground I/O.
+ *
+ * The governor is a duty cycle on time, not a bandwidth cap: after a unit
+ * of background work that took t while the foreground was busy, the
+ * background waits t * (1 - s) / s, so it runs at most a share s of the
+ * wall time.  Why time and not bytes per second:
+ *  - it needs no estimate of what the hardware can do.  Background work
+ *    competes for different things (the hot disk for seals, a capacity
+ *    disk or an NFS filer for moves, CPU for chunking and compression),
+ *    whose capacity nobody configured and which change with the load; a
+ *    byte rate would be wrong for all but one of them.  The time a unit
+ *    takes already says how contended its resource is: a slow disk makes
+ *    the unit longer and the wait longer with it.
+ *  - it is the rule the issue's reference store states (resync capped at
+ *    20% under contention, everything when idle), and what an operator can
+ *    reason about: at share 20 the foreground has the resources to itself
+ *    at least 80% of the time.
+ * The price: a unit's time includes the CPU and disk waits caused by the
+ * foreground itself, so under heavy load the background gets less than s
+ * of its unloaded throughput.  That errs on the foreground's side.
+ *
+ * Invariants:
+ *  1. FUSE requests never wait here: they only store a timestamp
+ *     (fs_throttle_foreground(), lock-free).
+ *  2. The workers wait only in fs_throttle_pace(), and its callers hold
+ *     no lock a FUSE request takes (no data_lock, seal_lock, inode or
+ *     table lock, no catalog transaction, no writer exclusion of a
+ *     store): seals wait between reads of the staging file, streams with
+ *     their stream busy (only a seal, never a FUSE thread, waits for
+ *     that), moves between steps of the copy (under the migrate lock,
+ *     which only other moves take), the collector between compacted
+ *     containers (under its store's gc_lock, which only a scrub takes).
+ *     Work a FUSE request waits for (copy-on-write of a sealed file back
+ *     to raw, reads from any tier) never goes through here.
+ *  3. All workers share one timeline (resume_ns): the delays of parallel
+ *     units add up, so two seal workers and a move get s together, not s
+ *     each.  No wait is longer than FS_THROTTLE_DELAY_MAX_NS, nor is the
+ *     timeline ever further ahead than that.
+ *  4. A wait ends as soon as the foreground has been idle for
+ *     FS_THROTTLE_IDLE_NS (the debt is then forgiven: idle time is the
+ *     background's) or the throttle is stopped; after fs_throttle_stop()
+ *     nothing waits, so unmount is never held up.
+ */
+#include "common/macros.h"
+#include "fs/throttle.h"
+
+/* How often a wait looks whether the foreground went idle. */
+#define THROTTLE_POLL_NS (FS_THROTTLE_IDLE_NS / 4)
+
+static int64_t clock_ns(clockid_t clock) {
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t fs_throttle_delay_ns(int64_t work_ns, unsigned share) {
+	if (work_ns <= 0 || share == 0 || share >= 100)
+		return 0;
+	/* In double: work_ns * 99 would overflow int64 only for centuries, but the cap makes it moot anyway. */
+	double delay = (double) work_ns * (double) (100 - share) / (double) share;
+	return delay >= (double) FS_THROTTLE_DELAY_MAX_NS ? FS_THROTTLE_DELAY_MAX_NS : (int64_t) delay;
+}
+
+void fs_throttle_init(FsThrottle *t, unsigned share) {
+	pthread_condattr_t attr;
+
+	t->share = share;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	t->initialized = true;
+}
+
+void fs_throttle_stop(FsThrottle *t) {
+	if (!t->initialized)
+		return;
+	pthread_mutex_lock(&t->lock);
+	t->stopping = true;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void fs_throttle_done(FsThrottle *t) {
+	if (!t->initialized)
+		return;
+	pthread_cond_destroy(&t->cond);
+	pthread_mutex_destroy(&t->lock);
+	t->initialized = false;
+}
+
+/*
+ * Whether a foreground request came at or after since_ns.  The stamps are
+ * CLOCK_MONOTONIC_COARSE, compared with CLOCK_MONOTONIC times: the two
+ * differ by at most a clock tick, nothing against FS_THROTTLE_IDLE_NS.
+ */
+static bool foreground_since(FsThrottle *t, int64_t since_ns) {
+	int64_t last = atomic_load_explicit(&t->foreground_ns, memory_order_relaxed);
+	return last > 0 && last >= since_ns;
+}
+
+bool fs_throttle_foreground_is_busy(FsThrottle *t) {
+	return foreground_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_IDLE_NS);
+}
+
+void fs_throttle_begin(FsThrottleUnit *u) {
+	u->start_ns = clock_ns(CLOCK_MONOTONIC);
+}
+
+static struct timespec ns_to_timespec(int64_t ns) {
+	return (struct timespec) { .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+}
+
+void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
+	FsThrottleCounters *c = &t->counters[k];
+	int64_t now = clock_ns(CLOCK_MONOTONIC), work = now - u->start_ns;
+
+	/* Busy during the unit, or in the idle window before it: the unit competed with it. */
+	if (!foreground_since(t, u->start_ns - FS_THROTTLE_IDLE_NS)) {
+		atomic_fetch_add_explicit(&c->idle_units, 1, memory_order_relaxed);
+		u->start_ns = now;
+		return;
+	}
+	atomic_fetch_add_explicit(&c->busy_units, 1, memory_order_relaxed);
+	int64_t delay = fs_throttle_delay_ns(work, t->share);
+	if (delay == 0) {
+		u->start_ns = now;
+		return;
+	}
+
+	bool waited = false;
+	pthread_mutex_lock(&t->lock);
+	/* Invariant 3: the delay is owed by the background as a whole. */
+	t->resume_ns = MIN(MAX(t->resume_ns, now) + delay, now + FS_THROTTLE_DELAY_MAX_NS);
+	for (;;) {
+		int64_t at = clock_ns(CLOCK_MONOTONIC);
+		if (t->stopping || at >= t->resume_ns)
+			break;
+		if (!fs_throttle_foreground_is_busy(t)) {
+			t->resume_ns = at; /* invariant 4 */
+			break;
+		}
+		struct timespec until = ns_to_timespec(MIN(t->resume_ns, at + THROTTLE_POLL_NS));
+		waited = true;
+		(void) pthread_cond_timedwait(&t->cond, &t->lock, &until);
+	}
+	pthread_mutex_unlock(&t->lock);
+
+	int64_t end = clock_ns(CLOCK_MONOTONIC);
+	if (waited) {
+		atomic_fetch_add_explicit(&c->waits, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&c->wait_ns, (uint64_t) (end - now), memory_order_relaxed);
+	}
+	u->start_ns = end;
+}
+
+const char *fs_throttle_kind_to_string(FsThrottleKind k) {
+	static const char *const names[_FS_THROTTLE_KIND_MAX] = {
+		[FS_THROTTLE_SEAL] = "seal",
+		[FS_THROTTLE_MIGRATE] = "migrate",
+		[FS_THROTTLE_GC] = "gc",
+	};
+	return (unsigned) k < _FS_THROTTLE_KIND_MAX ? names[k] : NULL;
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+/* private to fs/: do not include outside fs/ (and its unit test) */
+
+/*
+ * throttle.c — background work (sealing and streams, migrations, the
+ * collector's compaction) yields to foreground I/O: while FUSE reads,
+ * writes or fsyncs came in recently, the background as a whole gets at
+ * most `background_share` percent of the time; when the foreground is
+ * idle it runs unthrottled.  See throttle.c for the governor and why it
+ * needs no bandwidth estimate.
+ */
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+/* The foreground counts as busy this long after its last read, write or fsync. */
+#define FS_THROTTLE_IDLE_NS (INT64_C(200) * 1000000)
+/*
+ * The most one unit of background work is made to wait, and the most
+ * delay the background as a whole may owe: bounds how stale a wait gets
+ * and how long a stop or a caller waiting for that work can be held.
+ */
+#define FS_THROTTLE_DELAY_MAX_NS (INT64_C(2) * 1000000000)
+
+typedef enum FsThrottleKind {
+	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()) */
+	FS_THROTTLE_MIGRATE, /* moves between tiers, the policy's and tierctl's */
+	FS_THROTTLE_GC,      /* the collector thread's runs */
+	_FS_THROTTLE_KIND_MAX,
+} FsThrottleKind;
+
+/* Per kind, since the mount. */
+typedef struct FsThrottleCounters {
+	atomic_uint_fast64_t busy_units; /* units of work done while the foreground was busy */
+	atomic_uint_fast64_t idle_units; /* units done while it was idle: never made to wait */
+	atomic_uint_fast64_t waits;      /* units after which the worker waited */
+	atomic_uint_fast64_t wait_ns;    /* time spent in those waits */
+} FsThrottleCounters;
+
+typedef struct FsThrottle {
+	/*
+	 * CLOCK_MONOTONIC_COARSE of the last foreground request, 0 = none yet.
+	 * Written by every FUSE thread: a line of its own, so the stores do not
+	 * bounce the lock's line.
+	 */
+	alignas(64) atomic_int_fast64_t foreground_ns;
+	alignas(64) unsigned share;  /* percent, 1..100; set before any worker starts */
+	bool initialized;
+	pthread_mutex_t lock;        /* a leaf: nothing else is taken while it is held */
+	pthread_cond_t cond;         /* stop */
+	int64_t resume_ns;           /* protected by lock: the background waits until then (CLOCK_MONOTONIC) */
+	bool stopping;               /* protected by lock */
+	FsThrottleCounters counters[_FS_THROTTLE_KIND_MAX];
+} FsThrottle;
+
+/* A worker's current unit of work: from the last pace (or begin) to the next. */
+typedef struct FsThrottleUnit {
+	int64_t start_ns;            /* CLOCK_MONOTONIC */
+} FsThrottleUnit;
+
+/*
+ * The hot path: a read, write or fsync notes that the foreground is busy.
+ * One vDSO clock read and, at most once per clock tick (a few ms), one
+ * relaxed store; no lock.
+ */
+static inline void fs_throttle_foreground(FsThrottle *t) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	int64_t now = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (atomic_load_explicit(&t->foreground_ns, memory_order_relaxed) != now)
+		atomic_store_explicit(&t->foreground_ns, now, memory_order_relaxed);
+}
+
+/*
+ * The governor, a pure function: how long to wait after background work
+ * that took work_ns while the foreground was busy, so that the background
+ * is busy share percent of the time: work_ns * (100 - share) / share,
+ * capped at FS_THROTTLE_DELAY_MAX_NS; 0 for share >= 100 or no work.
+ */
+int64_t fs_throttle_delay_ns(int64_t work_ns, unsigned share);
+
+/* share: percent, 1..100 (100 = never wait). */
+void fs_throttle_init(FsThrottle *t, unsigned share);
+/* Ends every wait now and makes later ones return at once (unmount). */
+void fs_throttle_stop(FsThrottle *t);
+/* After the workers are gone; safe on a throttle never initialized. */
+void fs_throttle_done(FsThrottle *t);
+/* Whether a foreground request came in the last FS_THROTTLE_IDLE_NS. */
+bool fs_throttle_foreground_is_busy(FsThrottle *t);
+
+/* Starts a unit of work (also after a wait the worker did for other reasons). */
+void fs_throttle_begin(FsThrottleUnit *u);
+/*
+ * Ends the unit u of kind k and starts the next: if the foreground was
+ * busy during it (or just before), waits as fs_throttle_delay_ns() says,
+ * on one timeline shared by all workers, and stops waiting early if the
+ * foreground goes idle or the throttle is stopped.  Call with no lock
+ * held that a FUSE request may need (see throttle.c).
+ */
+void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u);
+
+const char *fs_throttle_kind_to_string(FsThrottleKind k);

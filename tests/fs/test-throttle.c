@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The throttle's governor (fs/throttle.c): its arithmetic, and the cases where it must never wait. */
+#undef NDEBUG
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fs/throttle.h"
+
+static void test_delay(void) {
+	/* 20%: 1 s of work earns 4 s of waiting, which the cap makes 2 s. */
+	assert(fs_throttle_delay_ns(INT64_C(100) * 1000000, 20) == INT64_C(400) * 1000000);
+	assert(fs_throttle_delay_ns(INT64_C(1000) * 1000000, 20) == FS_THROTTLE_DELAY_MAX_NS);
+	assert(fs_throttle_delay_ns(INT64_C(10) * 1000000, 50) == INT64_C(10) * 1000000);
+	assert(fs_throttle_delay_ns(1000, 1) == 99000);
+	assert(fs_throttle_delay_ns(INT64_C(10) * 1000000, 80) == INT64_C(2500000));
+	/* Never waits: everything for the background, or no work at all. */
+	assert(fs_throttle_delay_ns(INT64_C(1000) * 1000000, 100) == 0);
+	assert(fs_throttle_delay_ns(0, 20) == 0);
+	assert(fs_throttle_delay_ns(-5, 20) == 0);
+	/* The largest work a 64-bit clock can report still gives the cap, not an overflow. */
+	assert(fs_throttle_delay_ns(INT64_MAX, 1) == FS_THROTTLE_DELAY_MAX_NS);
+	/* The duty cycle: work / (work + delay) is the share, below the cap. */
+	for (unsigned s = 1; s <= 100; s++) {
+		int64_t work = 10000, d = fs_throttle_delay_ns(work, s);
+		double share = (double) work / (double) (work + d);
+		assert(share > (double) s / 100 - 0.001 && share < (double) s / 100 + 0.001);
+	}
+}
+
+static void test_idle(void) {
+	FsThrottle t = {};
+	FsThrottleUnit u;
+
+	fs_throttle_init(&t, 20);
+	/* No foreground request ever: idle, whatever the work took. */
+	assert(!fs_throttle_foreground_is_busy(&t));
+	fs_throttle_begin(&u);
+	fs_throttle_pace(&t, FS_THROTTLE_SEAL, &u);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].idle_units) == 1);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].busy_units) == 0);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].waits) == 0);
+	fs_throttle_done(&t);
+}
+
+static void test_share_100(void) {
+	FsThrottle t = {};
+	FsThrottleUnit u;
+
+	fs_throttle_init(&t, 100);
+	fs_throttle_foreground(&t);
+	assert(fs_throttle_foreground_is_busy(&t));
+	fs_throttle_begin(&u);
+	fs_throttle_pace(&t, FS_THROTTLE_MIGRATE, &u);
+	assert(atomic_load(&t.counters[FS_THROTTLE_MIGRATE].busy_units) == 1);
+	assert(atomic_load(&t.counters[FS_THROTTLE_MIGRATE].waits) == 0);
+	fs_throttle_done(&t);
+}
+
+static void test_stopped(void) {
+	FsThrottle t = {};
+	FsThrottleUnit u = { .start_ns = 0 }; /* a unit as long as the uptime: the longest wait there is */
+
+	fs_throttle_init(&t, 1);
+	fs_throttle_foreground(&t);
+	fs_throttle_stop(&t);
+	fs_throttle_pace(&t, FS_THROTTLE_GC, &u);
+	assert(atomic_load(&t.counters[FS_THROTTLE_GC].busy_units) == 1);
+	assert(atomic_load(&t.counters[FS_THROTTLE_GC].waits) == 0);
+	fs_throttle_done(&t);
+	fs_throttle_done(&t); /* twice, and on one never made: as at unmount after a failed start */
+	FsThrottle never = {};
+	fs_throttle_stop(&never);
+	fs_throttle_done(&never);
+}
+
+static void test_names(void) {
+	assert(strcmp(fs_throttle_kind_to_string(FS_THROTTLE_SEAL), "seal") == 0);
+	assert(strcmp(fs_throttle_kind_to_string(FS_THROTTLE_MIGRATE), "migrate") == 0);
+	assert(strcmp(fs_throttle_kind_to_string(FS_THROTTLE_GC), "gc") == 0);
+	assert(fs_throttle_kind_to_string(_FS_THROTTLE_KIND_MAX) == NULL);
+}
+
+int main(void) {
+	test_delay();
+	test_idle();
+	test_share_100();
+	test_stopped();
+	test_names();
+	printf("ok\n");
+	return 0;
+}
