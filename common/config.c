@@ -299,6 +299,8 @@ void config_done(Config *c) {
 		free(c->tiers[i].name);
 		free(c->tiers[i].path);
 	}
+	for (size_t i = 0; i < c->n_name_patterns; i++)
+		free(c->name_patterns[i].glob);
 	*c = (Config) {};
 }
 
@@ -685,6 +687,83 @@ static int parse_migrate_after(Parser *p, const char *key, const char *value) {
 	return parse_duration_key(p, key, value, &p->config.classes[p->klass].migrate_after);
 }
 
+/* Appends one name pattern of the section's class; refuses a pattern that could never match a file name. */
+static int add_name_pattern(Parser *p, const char *key, const char *glob, size_t len) {
+	Config *c = &p->config;
+	if (len == 0 || len > CONFIG_NAME_PATTERN_MAX || memchr(glob, '/', len))
+		return parser_fail(p, p->line, "'%s': a pattern is a file name of 1 to %u characters without '/', got '%.*s'",
+				   key, CONFIG_NAME_PATTERN_MAX, (int) MIN(len, (size_t) 64), glob);
+	if (c->n_name_patterns == CONFIG_NAME_PATTERNS_MAX)
+		return parser_fail(p, p->line, "at most %u name patterns in all", CONFIG_NAME_PATTERNS_MAX);
+	char *copy = strndup(glob, len);
+	if (!copy)
+		return -ENOMEM;
+	c->name_patterns[c->n_name_patterns++] = (ConfigNamePattern) { .glob = copy, .file_class = p->klass };
+	return 0;
+}
+
+/* names = GLOB...: fnmatch(3) patterns on file names, separated by blanks. */
+static int parse_names(Parser *p, const char *key, const char *value) {
+	for (const char *s = value; *s;) {
+		s += strspn(s, " \t");
+		size_t n = strcspn(s, " \t");
+		if (n == 0)
+			break;
+		int r = add_name_pattern(p, key, s, n);
+		if (r < 0)
+			return r;
+		s += n;
+	}
+	return 0;
+}
+
+/*
+ * log_archive_format = FORMAT...: the database's LOG_ARCHIVE_FORMAT, as
+ * written in its spfile, for archived logs kept outside the recovery
+ * area's layout under names no built-in rule knows (arch_%t_%s_%r.dbf
+ * would otherwise be taken for an image copy).  Each %t %s %r %d %a
+ * (either case) stands for any text; %% is a '%'; the rest is literal.
+ */
+static int parse_log_archive_format(Parser *p, const char *key, const char *value) {
+	if (p->klass != CONFIG_CLASS_ARCHIVELOG)
+		return parser_fail(p, p->line, "'%s' belongs to [class archivelog]", key);
+	for (const char *s = value; *s;) {
+		char glob[2 * CONFIG_NAME_PATTERN_MAX + 1];
+		size_t n = 0;
+		bool sequence = false;
+		s += strspn(s, " \t");
+		if (!*s)
+			break;
+		for (; *s && *s != ' ' && *s != '\t'; s++) {
+			if (n + 2 >= sizeof(glob))
+				return parser_fail(p, p->line, "'%s': a format is at most %u characters", key,
+						   CONFIG_NAME_PATTERN_MAX);
+			if (*s == '%' && s[1] && strchr("tTsSrRdDaA", s[1])) {
+				sequence |= s[1] == 's' || s[1] == 'S';
+				glob[n++] = '*';
+				s++;
+			} else if (*s == '%' && s[1] == '%') {
+				glob[n++] = '%';
+				s++;
+			} else if (*s == '%')
+				return parser_fail(p, p->line, "'%s': unknown '%%%c' (Oracle's are %%t %%s %%r %%d %%a, %%%%)", key,
+						   s[1] ? s[1] : ' ');
+			else {
+				/* Literal: fnmatch's specials escaped. */
+				if (strchr("*?[]\\", *s))
+					glob[n++] = '\\';
+				glob[n++] = *s;
+			}
+		}
+		if (!sequence)
+			return parser_fail(p, p->line, "'%s': a format without %%s (the log sequence) names one file only", key);
+		int r = add_name_pattern(p, key, glob, n);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int parse_target(Parser *p, const char *key, const char *value) {
 	p->target[p->klass] = strdup(value);
 	if (!p->target[p->klass])
@@ -785,6 +864,8 @@ static const KeyDef class_keys[] = {
 	{ "zstd_level", parse_zstd_level },
 	{ "migrate_after", parse_migrate_after },
 	{ "target", parse_target },
+	{ "names", parse_names },
+	{ "log_archive_format", parse_log_archive_format },
 };
 
 _Static_assert(ELEMENTSOF(main_keys) <= 32 && ELEMENTSOF(tier_keys) <= 32 && ELEMENTSOF(class_keys) <= 32,

@@ -45,6 +45,10 @@
  *   target = capacity             ; the tier they move to, by age or above the high watermark: a name, or
  *                                 ; a number (1 = the first tier after hot); default: 1 for archivelog and
  *                                 ; backuppiece, none (never moved automatically) for imagecopy and other
+ *   names = *.rman full_*         ; file names of this class (fnmatch patterns), checked before the built-in
+ *                                 ; rules, in the order given (at most 32 patterns in all)
+ *   log_archive_format = arch_%t_%s_%r.dbf ; [class archivelog]: the database's LOG_ARCHIVE_FORMAT(s):
+ *                                 ; %t %s %r %d %a match anything, %% is '%'; the format needs %s
  *
  * Rules beyond the sketch above:
  *  - Unknown sections and keys, a key given twice, a section given twice and
@@ -171,6 +175,15 @@ typedef struct ConfigTier {
 	unsigned nfs_retries;  /* NFS tiers: attempts after a failed one */
 } ConfigTier;
 
+/* A file name pattern of a class (names, log_archive_format): it decides a new file's class before the built-in rules. */
+typedef struct ConfigNamePattern {
+	char *glob;            /* fnmatch(3) pattern on the file's name */
+	ConfigClass file_class;
+} ConfigNamePattern;
+
+#define CONFIG_NAME_PATTERNS_MAX 32u
+#define CONFIG_NAME_PATTERN_MAX 255u
+
 typedef struct Config {
 	char *source;          /* file the config came from; NULL for the embedded default */
 	char *data_dir;        /* absolute and normalized; never NULL after success */
@@ -184,6 +197,8 @@ typedef struct Config {
 	ConfigTier tiers[CONFIG_TIERS_MAX];
 	size_t n_tiers;
 	ConfigClassPolicy classes[_CONFIG_CLASS_MAX];
+	ConfigNamePattern name_patterns[CONFIG_NAME_PATTERNS_MAX]; /* in the order given */
+	size_t n_name_patterns;
 } Config;
 
 /* Static strings ("hot", "dir", ...), NULL when out of range; from_string is exact and returns _INVALID otherwise. */

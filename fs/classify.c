@@ -57,7 +57,17 @@ static const char *const class_names[_FS_CLASS_MAX] = {
 	[FS_CLASS_ARCHIVELOG_BACKUP] = "archivelogbackup",
 };
 
-FsFileClass fs_classify(const char *dir_name, const char *name) {
+FsFileClass fs_classify(const Config *config, const char *dir_name, const char *name) {
+	/* The operator's patterns first: a name they know better than the rules below. */
+	static const FsFileClass of_config[_CONFIG_CLASS_MAX] = {
+		[CONFIG_CLASS_ARCHIVELOG] = FS_CLASS_ARCHIVELOG,
+		[CONFIG_CLASS_BACKUPPIECE] = FS_CLASS_BACKUPPIECE,
+		[CONFIG_CLASS_IMAGECOPY] = FS_CLASS_IMAGECOPY,
+		[CONFIG_CLASS_OTHER] = FS_CLASS_OTHER,
+	};
+	for (size_t i = 0; config && i < config->n_name_patterns; i++)
+		if (fnmatch(config->name_patterns[i].glob, name, 0) == 0)
+			return of_config[config->name_patterns[i].file_class];
 	for (size_t k = 0; k < ELEMENTSOF(rules); k++) {
 		const ClassRule *r = &rules[k];
 		if (r->dir && (!dir_name || fnmatch(r->dir, dir_name, 0) != 0))

@@ -326,7 +326,7 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need);
 int fs_spill_statfs(Fs *fs, struct statvfs *ret);
 
 /* classify.c */
-FsFileClass fs_classify(const char *dir_name, const char *name);
+FsFileClass fs_classify(const Config *config, const char *dir_name, const char *name);
 bool fs_class_is_sealed(FsFileClass c);
 const char *fs_class_to_string(FsFileClass c);
 /* The class named s, or -EINVAL. */

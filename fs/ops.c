@@ -384,7 +384,7 @@ static int create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		uint64_t grandparent;
 		bool named = parent != CATALOG_ROOT_INO &&
 			     catalog_dirent_find(fs->catalog, parent, &grandparent, dir_name, sizeof(dir_name)) >= 0;
-		ci.file_class = fs_classify(named ? dir_name : NULL, name);
+		ci.file_class = fs_classify(fs->config, named ? dir_name : NULL, name);
 		/*
 		 * A new file starts on the hot tier if it has room, else on the
 		 * first lower tier that has (spill.c); with no room anywhere it

@@ -735,6 +735,22 @@ static void test_policy(void) {
 		    FILE_NAME ":9: target of tier archive must come after it (tier 2), so that files never move in a circle");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier capacity]\nmigrate_after = 1d\ntarget = hot\n",
 		    FILE_NAME ":6: target of tier capacity is the hot tier 'hot' (expected a lower tier)");
+	parse_ok("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class archivelog]\n"
+		 "log_archive_format = arch_%t_%s_%r.dbf  %T[%S]%%.log\n[class backuppiece]\nnames = *.rman\tfull_?_*\n", &c);
+	assert(c.n_name_patterns == 4);
+	assert(strcmp(c.name_patterns[0].glob, "arch_*_*_*.dbf") == 0 && c.name_patterns[0].file_class == CONFIG_CLASS_ARCHIVELOG);
+	assert(strcmp(c.name_patterns[1].glob, "*\\[*\\]%.log") == 0);
+	assert(strcmp(c.name_patterns[2].glob, "*.rman") == 0 && c.name_patterns[2].file_class == CONFIG_CLASS_BACKUPPIECE);
+	assert(strcmp(c.name_patterns[3].glob, "full_?_*") == 0);
+	config_done(&c);
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class backuppiece]\nlog_archive_format = %s.arc\n",
+		    FILE_NAME ":5: 'log_archive_format' belongs to [class archivelog]");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class archivelog]\nlog_archive_format = arch_%t.arc\n",
+		    FILE_NAME ":5: 'log_archive_format': a format without %s (the log sequence) names one file only");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class archivelog]\nlog_archive_format = %x_%s\n",
+		    FILE_NAME ":5: 'log_archive_format': unknown '%x' (Oracle's are %t %s %r %d %a, %%)");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class other]\nnames = a/b\n",
+		    FILE_NAME ":5: 'names': a pattern is a file name of 1 to 255 characters without '/', got 'a/b'");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\ntimeout = 5s\n",
 		    FILE_NAME ":4: timeout and retries belong to NFS tiers, not to tier 'hot' (backend dir)");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier nfs]\npath = nfs://f/e\ntimeout = 11m\n",

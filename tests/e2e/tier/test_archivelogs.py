@@ -18,7 +18,10 @@ Then:
 - pin recalls a file and keeps it on the hot tier (migrate skips it and
   says why), unpin lets it move again, and a pin survives a remount;
 - bad selections are refused with a clear message: no paths and no
-  selection, a reversed sequence range, a time tierctl cannot read.
+  selection, a reversed sequence range, a time tierctl cannot read;
+- a LOG_ARCHIVE_FORMAT (arch_%t_%s_%r.dbf) and name patterns in the config
+  decide the class before the built-in rules: such a log is an archived
+  log with its header recorded, not an image copy.
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_KEEP (keep the data directory).
@@ -187,6 +190,53 @@ def run(res, fs, src, manifest):
     tc.compare_all(res, fs, model, "after a remount")
 
 
+def run_name_patterns(res, tmp, src, manifest):
+    """A LOG_ARCHIVE_FORMAT and name patterns from the config decide the class before the built-in rules.
+
+    An archived log kept as arch_%t_%s_%r.dbf is an image copy to the
+    built-in rules (*.dbf); with log_archive_format set it is an archived
+    log, whose header is recorded at seal; *.rman is a backup piece by
+    names; a datafile copy keeps its class.
+    """
+    logs = sorted((m for m in manifest["files"] if m["class"] == "archivelog"), key=lambda m: m["sequence"])
+    m = logs[0]
+    with open(os.path.join(src, m["path"]), "rb") as f:
+        log = f.read()
+    names = {"arch/arch_%d_%d_1153923201.dbf" % (m["thread"], m["sequence"]): ("archivelog", log),
+             "copies/users01.dbf": ("imagecopy", b"\0" * 65536),
+             "rman/full_01.rman": ("backuppiece", log[:100000])}
+    for config_lines, what in (("", "the built-in rules"),
+                               ("[class archivelog]\nlog_archive_format = arch_%t_%s_%r.dbf\n"
+                                "[class backuppiece]\nnames = *.rman\n", "the config's patterns")):
+        base = tempfile.mkdtemp(prefix="fratier-names-", dir=tmp)
+        data = os.path.join(base, "data")
+        config = os.path.join(base, "fratier.conf")
+        with open(config, "w") as f:
+            f.write("[fratier]\ndata_dir = %s\n[tier hot]\n[tier capacity]\n%s" % (data, config_lines))
+        for d in ("hot", "capacity"):
+            os.makedirs(os.path.join(data, d))
+        with harness.Fratier(base=base, options=dc.OPTIONS, config=config, data=data) as fs:
+            for rel, (_, data_bytes) in names.items():
+                os.makedirs(os.path.dirname(fs.path(rel)), exist_ok=True)
+                dc.write_file(fs.path(rel), data_bytes)
+            dc.check_sealed(res, [fs.path(r) for r in names], "seal (%s)" % what)
+            ents = entries(res, fs, {r: b"" for r in names})
+            for rel, (cls, _) in names.items():
+                if not config_lines and rel.startswith("arch/"):
+                    cls = "imagecopy"
+                if not config_lines and rel.endswith(".rman"):
+                    cls = "other"
+                res.check(ents.get(rel, {}).get("class") == cls, "%s: %s is %r, expected %s"
+                          % (what, rel, ents.get(rel, {}).get("class"), cls))
+            arch = ents.get(next(r for r in names if r.startswith("arch/")), {})
+            if config_lines:
+                res.check(arch.get("sequence") == m["sequence"] and arch.get("thread") == m["thread"],
+                          "%s: the .dbf archived log's header is recorded: %r" % (what, arch))
+            else:
+                res.check("sequence" not in arch, "%s: an image copy has no log header: %r" % (what, arch))
+            tc.compare_all(res, fs, {r: b for r, (_, b) in names.items()}, what)
+
+
 def main():
     harness.require_fuse()
     res = harness.Results("e2e-archivelogs")
@@ -198,6 +248,7 @@ def main():
             run(res, fs, src, manifest)
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
+        run_name_patterns(res, tmp, src, manifest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res.finish()
