@@ -1884,35 +1884,22 @@ int catalog_history_foreach(Catalog *c, int64_t since, int (*tier_cb)(const Cata
 		}
 		sqlite3_bind_int64(s, 1, since);
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-			uint64_t id = 0;
-			r = history_u64(s, 1, &id);
-			if (r >= 0 && id > UINT32_MAX)
+			/* Columns 1..: the tier or class, then the counts; none may be negative. */
+			uint64_t v[6] = {};
+			int columns = pass == 0 ? 7 : 5;
+			for (int col = 1; r >= 0 && col < columns; col++)
+				r = history_u64(s, col, &v[col - 1]);
+			if (r >= 0 && v[0] > UINT32_MAX)
 				r = -EUCLEAN;
-			if (pass == 0) {
-				CatalogHistoryTier h = { .t = sqlite3_column_int64(s, 0), .tier = (uint32_t) id };
-				if (r >= 0)
-					r = history_u64(s, 2, &h.capacity);
-				if (r >= 0)
-					r = history_u64(s, 3, &h.used);
-				if (r >= 0)
-					r = history_u64(s, 4, &h.files);
-				if (r >= 0)
-					r = history_u64(s, 5, &h.logical);
-				if (r >= 0)
-					r = history_u64(s, 6, &h.stored);
-				if (r >= 0)
-					r = tier_cb(&h, userdata);
-			} else {
-				CatalogHistoryClass h = { .t = sqlite3_column_int64(s, 0), .file_class = (uint32_t) id };
-				if (r >= 0)
-					r = history_u64(s, 2, &h.files);
-				if (r >= 0)
-					r = history_u64(s, 3, &h.logical);
-				if (r >= 0)
-					r = history_u64(s, 4, &h.hot_logical);
-				if (r >= 0)
-					r = class_cb(&h, userdata);
-			}
+			int64_t t = sqlite3_column_int64(s, 0);
+			if (r >= 0 && pass == 0)
+				r = tier_cb(&(CatalogHistoryTier) { .t = t, .tier = (uint32_t) v[0], .capacity = v[1], .used = v[2],
+								    .files = v[3], .logical = v[4], .stored = v[5] },
+					    userdata);
+			else if (r >= 0)
+				r = class_cb(&(CatalogHistoryClass) { .t = t, .file_class = (uint32_t) v[0], .files = v[1],
+								      .logical = v[2], .hot_logical = v[3] },
+					     userdata);
 			if (r < 0)
 				break;
 		}

@@ -47,18 +47,8 @@ def stamp(t):
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
 
 
-def entries(res, fs, model):
-    """{rel: ls --json entry} of every file."""
-    dirs = sorted({os.path.dirname(fs.path(r)) for r in model})
-    out = {}
-    for e in tc.tierctl_json(res, fs, "ls", *dirs).get("entries", []):
-        if e.get("type") == "file":
-            out[os.path.relpath(os.path.join(fs.mnt, e["dir"].lstrip("/"), e["name"]), fs.mnt)] = e
-    return out
-
-
 def check_headers(res, fs, model, logs, db, what):
-    ents = entries(res, fs, model)
+    ents = tc.ls_entries(res, fs, model)
     for rel, m in sorted(logs.items()):
         e = ents.get(rel, {})
         want = {"dbid": db["dbid"], "db_name": db["db_name"], "thread": m["thread"], "sequence": m["sequence"],
@@ -136,10 +126,10 @@ def run(res, fs, src, manifest):
     row = (j.get("moves") or [{}])[0]
     res.check(row.get("result") == "skipped" and "pinned" in row.get("message", ""),
               "migrate of a pinned file: %r" % row)
-    res.check(entries(res, fs, model).get(x, {}).get("pinned") == "yes", "ls shows %s pinned" % x)
+    res.check(tc.ls_entries(res, fs, model).get(x, {}).get("pinned") == "yes", "ls shows %s pinned" % x)
     j = tc.tierctl_json(res, fs, "unpin", "--sequence", str(seqs[2]))
     res.check(j.get("unpinned") == 1, "unpin by sequence: %r" % j.get("unpinned"))
-    res.check("pinned" not in entries(res, fs, model).get(x, {}), "ls shows %s unpinned" % x)
+    res.check("pinned" not in tc.ls_entries(res, fs, model).get(x, {}), "ls shows %s unpinned" % x)
     moved = move(res, fs, "migrate", fs.path(x))
     res.check(moved == {x}, "an unpinned file moves again: %s" % sorted(moved))
     moved = move(res, fs, "pin", "--thread", "1", "--sequence", str(seqs[3]))
@@ -185,7 +175,7 @@ def run(res, fs, src, manifest):
     fs.stop()
     fs.start()
     check_headers(res, fs, model, logs, db, "after a rename and a remount")
-    res.check(entries(res, fs, model).get(y, {}).get("pinned") == "yes", "the pin of %s survives a remount" % y)
+    res.check(tc.ls_entries(res, fs, model).get(y, {}).get("pinned") == "yes", "the pin of %s survives a remount" % y)
     expect_tiers(res, fs, model, tiers, "after a remount")
     tc.compare_all(res, fs, model, "after a remount")
 
@@ -220,7 +210,7 @@ def run_name_patterns(res, tmp, src, manifest):
                 os.makedirs(os.path.dirname(fs.path(rel)), exist_ok=True)
                 dc.write_file(fs.path(rel), data_bytes)
             dc.check_sealed(res, [fs.path(r) for r in names], "seal (%s)" % what)
-            ents = entries(res, fs, {r: b"" for r in names})
+            ents = tc.ls_entries(res, fs, {r: b"" for r in names})
             for rel, (cls, _) in names.items():
                 if not config_lines and rel.startswith("arch/"):
                     cls = "imagecopy"

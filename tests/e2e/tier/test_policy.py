@@ -41,7 +41,6 @@ FRATIER_KEEP (keep the data directories).
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,18 +59,6 @@ HIGH, LOW = 60, 40
 RESERVE_TMPFS = 128 * MiB
 RESERVE = 64 * MiB
 
-
-def mount_tmpfs(path, size):
-    os.makedirs(path, exist_ok=True)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0755" % size, "tmpfs", path],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        print("SKIP: cannot mount a tmpfs for the hot tier: %s" % p.stdout.strip())
-        sys.exit(harness.SKIP)
-
-
-def umount(path):
-    subprocess.run(["umount", path], check=False)
 
 
 def hot_use(path):
@@ -187,16 +174,6 @@ def write_config(base, hot, bandwidth, interval="1s"):
     return path
 
 
-def ls_files(res, fs, model):
-    """{rel: ls entry} of every file, from tierctl ls --json of their directories."""
-    dirs = sorted({os.path.dirname(fs.path(r)) for r in model})
-    out = {}
-    for e in tc.tierctl_json(res, fs, "ls", *dirs).get("entries", []):
-        if e.get("type") == "file":
-            out[os.path.relpath(os.path.join(fs.mnt, e["dir"].lstrip("/"), e["name"]), fs.mnt)] = e
-    return out
-
-
 def run_outlook(res, base, hot, model):
     """A policy dry run and the real run agree: tierctl report's outlook names, per class, what the worker moves.
 
@@ -213,7 +190,7 @@ def run_outlook(res, base, hot, model):
         rep = tc.tierctl_json(res, fs, "report", "--by", "tier")
         due = {o["class"]: (o["due_files"] + o["space_files"], o["due_bytes"] + o["space_bytes"])
                for o in rep.get("outlook", []) if o["due_files"] + o["space_files"]}
-        entries = ls_files(res, fs, model)
+        entries = tc.ls_entries(res, fs, model)
         pinned = {r for r, e in entries.items() if e.get("pinned") == "yes"}
         res.check(len(entries) == len(model) and len(pinned) == 1, "outlook: %d files listed, %d pinned"
                   % (len(entries), len(pinned)))
@@ -349,7 +326,7 @@ def space_instance(res, tmp, name, size, hot_keys):
     """A mount whose hot tier is a tmpfs of size bytes, configured with hot_keys; returns (Fratier, hot path)."""
     base = os.path.join(tmp, name)
     hot = os.path.join(base, "data", "hot")
-    mount_tmpfs(hot, size)
+    tc.mount_tmpfs(hot, size)
     os.makedirs(os.path.join(base, "data", "capacity"), exist_ok=True)
     config = os.path.join(base, "space.conf")
     with open(config, "w") as f:
@@ -369,7 +346,7 @@ def main():
     try:
         src = os.path.join(tmp, "fra")
         tc.generate(res, src)
-        mount_tmpfs(hot_a, AGE_TMPFS)
+        tc.mount_tmpfs(hot_a, AGE_TMPFS)
         base = os.path.join(tmp, "a")
         os.makedirs(os.path.join(base, "data", "capacity"), exist_ok=True)
         with harness.Fratier(policy=True, base=base, options=OPTIONS, data=os.path.join(base, "data")) as fs:
@@ -400,9 +377,9 @@ def main():
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
     finally:
-        umount(hot_a)
-        umount(hot_b)
-        umount(hot_c)
+        tc.umount(hot_a)
+        tc.umount(hot_b)
+        tc.umount(hot_c)
         if not os.environ.get("FRATIER_KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
     res.finish()

@@ -73,18 +73,6 @@ def sha(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def mount_tmpfs(path, size):
-    os.makedirs(path, exist_ok=True)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0755" % size, "tmpfs", path],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        print("SKIP: cannot mount a tmpfs for a tier: %s" % p.stdout.strip())
-        sys.exit(harness.SKIP)
-
-
-def umount(path):
-    subprocess.run(["umount", path], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
 
 def avail(path):
     st = os.statvfs(path)
@@ -104,8 +92,8 @@ class Tiers:
         self.data = os.path.join(base, "data")
         self.hot = os.path.join(self.data, "hot")
         self.cap = os.path.join(self.data, "capacity")
-        mount_tmpfs(self.hot, HOT_SIZE)
-        mount_tmpfs(self.cap, CAP_SIZE)
+        tc.mount_tmpfs(self.hot, HOT_SIZE)
+        tc.mount_tmpfs(self.cap, CAP_SIZE)
         self.config = os.path.join(base, "spill.conf")
         with open(self.config, "w") as f:
             f.write("[fratier]\ndata_dir = %s\n[tier hot]\nrole = hot\npath = %s\n"
@@ -120,8 +108,8 @@ class Tiers:
                 max(0, avail(self.cap) - SPILL_FLOOR))
 
     def close(self):
-        umount(self.hot)
-        umount(self.cap)
+        tc.umount(self.hot)
+        tc.umount(self.cap)
 
 
 def wait_for(cond, timeout=WAIT):

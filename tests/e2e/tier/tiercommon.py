@@ -11,6 +11,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dedup"))
 import dedupcommon as dc  # noqa: E402
+import harness  # noqa: E402
 
 
 def tierctl_path():
@@ -97,4 +98,28 @@ def tiers_of(res, fs, model):
         if e.get("type") == "file":
             rel = os.path.relpath(os.path.join(fs.mnt, e["dir"].lstrip("/"), e["name"]), fs.mnt)
             out[rel] = int(e.get("tier", -1))
+    return out
+
+
+def mount_tmpfs(path, size):
+    """A tmpfs of size bytes at path, for a tier whose statfs is real and small; skips the test without."""
+    os.makedirs(path, exist_ok=True)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0755" % size, "tmpfs", path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        print("SKIP: cannot mount a tmpfs for a tier: %s" % p.stdout.strip())
+        sys.exit(harness.SKIP)
+
+
+def umount(path):
+    subprocess.run(["umount", path], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def ls_entries(res, fs, model):
+    """{rel: tierctl ls --json entry} of every file of model, from a listing of their directories."""
+    dirs = sorted({os.path.dirname(fs.path(r)) for r in model})
+    out = {}
+    for e in tierctl_json(res, fs, "ls", *dirs).get("entries", []):
+        if e.get("type") == "file":
+            out[os.path.relpath(os.path.join(fs.mnt, e["dir"].lstrip("/"), e["name"]), fs.mnt)] = e
     return out
