@@ -406,6 +406,8 @@ typedef struct Parser {
 	unsigned chunking_line[_CONFIG_CLASS_MAX];
 	unsigned chunk_size_line[_CONFIG_CLASS_MAX];
 	unsigned target_line[_CONFIG_CLASS_MAX];
+	unsigned pin_line[_CONFIG_CLASS_MAX];         /* of pin = yes */
+	unsigned migrate_after_line[_CONFIG_CLASS_MAX];
 	char *target[_CONFIG_CLASS_MAX]; /* as written, resolved once every tier is known */
 
 	Config config;
@@ -684,6 +686,7 @@ static int parse_tier_target(Parser *p, const char *key, const char *value) {
 }
 
 static int parse_migrate_after(Parser *p, const char *key, const char *value) {
+	p->migrate_after_line[p->klass] = p->line;
 	return parse_duration_key(p, key, value, &p->config.classes[p->klass].migrate_after);
 }
 
@@ -699,6 +702,16 @@ static int add_name_pattern(Parser *p, const char *key, const char *glob, size_t
 	if (!copy)
 		return -ENOMEM;
 	c->name_patterns[c->n_name_patterns++] = (ConfigNamePattern) { .glob = copy, .file_class = p->klass };
+	return 0;
+}
+
+static int parse_pin(Parser *p, const char *key, const char *value) {
+	int b = parse_boolean(value);
+	if (b < 0)
+		return parser_fail(p, p->line, "invalid boolean '%s' for '%s' (expected yes/no, true/false, on/off or 1/0)",
+				   ESC(value), key);
+	p->config.classes[p->klass].pinned = b;
+	p->pin_line[p->klass] = b ? p->line : 0;
 	return 0;
 }
 
@@ -864,6 +877,7 @@ static const KeyDef class_keys[] = {
 	{ "zstd_level", parse_zstd_level },
 	{ "migrate_after", parse_migrate_after },
 	{ "target", parse_target },
+	{ "pin", parse_pin },
 	{ "names", parse_names },
 	{ "log_archive_format", parse_log_archive_format },
 };
@@ -1186,6 +1200,15 @@ static int parser_finish(Parser *p) {
 
 	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {
 		char what[64];
+		/* A pinned class stays on the hot tier: a rule to move it contradicts the pin. */
+		if (p->pin_line[k] && (p->target[k] || p->migrate_after_line[k]))
+			return parser_fail(p, p->target[k] ? p->target_line[k] : p->migrate_after_line[k],
+					   "class %s is pinned (pin = yes on line %u): it takes no target or migrate_after",
+					   config_class_to_string(k), p->pin_line[k]);
+		if (p->pin_line[k]) {
+			c->classes[k].target_tier = 0;
+			c->classes[k].migrate_after = 0;
+		}
 		snprintf(what, sizeof(what), "class %s", config_class_to_string(k));
 		if (p->target[k]) {
 			r = parser_resolve_target(p, p->target[k], p->target_line[k], what, &c->classes[k].target_tier);

@@ -45,6 +45,8 @@
  *   target = capacity             ; the tier they move to, by age or above the high watermark: a name, or
  *                                 ; a number (1 = the first tier after hot); default: 1 for archivelog and
  *                                 ; backuppiece, none (never moved automatically) for imagecopy and other
+ *   pin = no                      ; yes: the class's files stay on the hot tier: the policy never moves
+ *                                 ; them and tierctl migrate skips them (excludes target and migrate_after)
  *   names = *.rman full_*         ; file names of this class (fnmatch patterns), checked before the built-in
  *                                 ; rules, in the order given (at most 32 patterns in all)
  *   log_archive_format = arch_%t_%s_%r.dbf ; [class archivelog]: the database's LOG_ARCHIVE_FORMAT(s):
@@ -154,6 +156,7 @@ typedef struct ConfigClassPolicy {
 	int zstd_level;
 	uint32_t target_tier;  /* tier number files move to by age or watermark; 0 (or a tier not there) = none */
 	uint64_t migrate_after; /* seconds since a sealed file's mtime before it moves; 0 = never by age */
+	bool pinned;           /* pin = yes: its files stay on the hot tier (no target; tierctl migrate skips them) */
 } ConfigClassPolicy;
 
 typedef struct ConfigTier {

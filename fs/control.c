@@ -725,6 +725,8 @@ static int do_policy(Conn *c) {
 				r = add_u64(c, "target_tier", to);
 			if (r >= 0 && moves)
 				r = add(c, "target", c->fs->tiers[to].config->name);
+			if (r >= 0 && policy->pinned)
+				r = add(c, "pinned", "yes");
 		}
 	}
 	return r;
@@ -1631,13 +1633,17 @@ static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 	}
 	MoveItem *it = &p->items[p->n++];
 	*it = (MoveItem) { .ino = ci->ino, .size = size, .from = ci->tier };
+	const ConfigClassPolicy *class_policy;
 	if (!fs_class_is_sealed((FsFileClass) ci->file_class) && ci->state != CATALOG_FILE_SEALED) {
 		it->result = p->to == 0 ? MOVE_ALREADY : MOVE_SKIPPED;
 		it->why = "passthrough class (online redo, control file, flashback log, or rewritten in place): stays raw "
 			  "on the hot tier";
 	} else if (it->from == p->to)
 		it->result = MOVE_ALREADY;
-	else if (p->to != 0 && catalog_pinned(c->reader, ci->ino) > 0) {
+	else if (p->to != 0 && (class_policy = fs_class_policy(c->fs, (FsFileClass) ci->file_class)) && class_policy->pinned) {
+		it->result = MOVE_SKIPPED;
+		it->why = "its class is pinned to the hot tier (pin = yes in the config)";
+	} else if (p->to != 0 && catalog_pinned(c->reader, ci->ino) > 0) {
 		it->result = MOVE_SKIPPED;
 		it->why = "pinned to the hot tier (tierctl unpin lets it move)";
 	}

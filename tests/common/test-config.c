@@ -743,6 +743,15 @@ static void test_policy(void) {
 	assert(strcmp(c.name_patterns[2].glob, "*.rman") == 0 && c.name_patterns[2].file_class == CONFIG_CLASS_BACKUPPIECE);
 	assert(strcmp(c.name_patterns[3].glob, "full_?_*") == 0);
 	config_done(&c);
+	parse_ok("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier capacity]\n[class archivelog]\npin = yes\n", &c);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].pinned && c.classes[CONFIG_CLASS_ARCHIVELOG].target_tier == 0 &&
+	       c.classes[CONFIG_CLASS_ARCHIVELOG].migrate_after == 0 && !c.classes[CONFIG_CLASS_BACKUPPIECE].pinned);
+	config_done(&c);
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[tier capacity]\n[class archivelog]\npin = yes\n"
+		    "target = capacity\n",
+		    FILE_NAME ":7: class archivelog is pinned (pin = yes on line 6): it takes no target or migrate_after");
+	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class other]\npin = maybe\n",
+		    FILE_NAME ":5: invalid boolean 'maybe' for 'pin' (expected yes/no, true/false, on/off or 1/0)");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class backuppiece]\nlog_archive_format = %s.arc\n",
 		    FILE_NAME ":5: 'log_archive_format' belongs to [class archivelog]");
 	parse_fails("[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class archivelog]\nlog_archive_format = arch_%t.arc\n",

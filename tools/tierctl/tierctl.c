@@ -767,7 +767,7 @@ static int run_policy(TierctlMount *mount, char **args, int n_args) {
 					sealed ? level : "-",
 					sealed ? delay : "-",
 					age ? after : "never",
-					ctl_message_get(m, at, "target") ?: "-" };
+					ctl_message_get(m, at, "target") ?: ctl_message_get(m, at, "pinned") ? "pinned" : "-" };
 		r = tierctl_table_add(&t, cells);
 	}
 	if (r >= 0) {

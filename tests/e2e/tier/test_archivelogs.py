@@ -21,7 +21,8 @@ Then:
   selection, a reversed sequence range, a time tierctl cannot read;
 - a LOG_ARCHIVE_FORMAT (arch_%t_%s_%r.dbf) and name patterns in the config
   decide the class before the built-in rules: such a log is an archived
-  log with its header recorded, not an image copy.
+  log with its header recorded, not an image copy; a class with pin = yes
+  is never migrated (tierctl says why).
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_KEEP (keep the data directory).
@@ -197,7 +198,7 @@ def run_name_patterns(res, tmp, src, manifest):
              "rman/full_01.rman": ("backuppiece", log[:100000])}
     for config_lines, what in (("", "the built-in rules"),
                                ("[class archivelog]\nlog_archive_format = arch_%t_%s_%r.dbf\n"
-                                "[class backuppiece]\nnames = *.rman\n", "the config's patterns")):
+                                "[class backuppiece]\nnames = *.rman\npin = yes\n", "the config's patterns")):
         base = tempfile.mkdtemp(prefix="fratier-names-", dir=tmp)
         data = os.path.join(base, "data")
         config = os.path.join(base, "fratier.conf")
@@ -224,6 +225,15 @@ def run_name_patterns(res, tmp, src, manifest):
                           "%s: the .dbf archived log's header is recorded: %r" % (what, arch))
             else:
                 res.check("sequence" not in arch, "%s: an image copy has no log header: %r" % (what, arch))
+            if config_lines:
+                # A pinned class: migrate skips its files and says why; policy show says so.
+                j = tc.tierctl_json(res, fs, "migrate", fs.path("rman"))
+                moves = j.get("moves", [{}])
+                res.check(j.get("skipped") == 1 and "pin = yes" in moves[0].get("message", ""),
+                          "%s: a file of a pinned class is not migrated: %r" % (what, moves))
+                rows = {r.get("class"): r for r in tc.tierctl_json(res, fs, "policy", "show").get("classes", [])}
+                res.check(rows.get("backuppiece", {}).get("pinned") == "yes" and "target" not in rows.get("backuppiece", {}),
+                          "%s: policy show: backuppiece pinned: %r" % (what, rows.get("backuppiece")))
             tc.compare_all(res, fs, {r: b for r, (_, b) in names.items()}, what)
 
 
