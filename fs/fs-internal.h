@@ -215,7 +215,7 @@ typedef struct Fs {
 	atomic_bool policy_stopping; /* read without the lock by the move in progress, to give up */
 	atomic_uint_fast64_t policy_reserve; /* the hot tier's reserve in effect, in bytes */
 	atomic_bool policy_draining; /* the hot tier went above its high watermark and is not yet below the low one */
-	bool policy_thread_started;
+	atomic_bool policy_thread_started; /* read by seal workers and FUSE threads (fs_policy_check_space()) */
 	pthread_t policy_thread;
 
 	FsThrottle throttle;      /* background work yields to reads, writes and fsyncs (throttle.c) */

@@ -477,8 +477,9 @@ out_unmount:
 	/* First: a worker or a tierctl move waiting on it gives up its wait, and the stops below do not wait for it. */
 	fs_throttle_stop(&fs.throttle);
 	fs_control_stop(&fs);
-	fs_policy_stop(&fs);
+	/* The seal workers before the policy worker: a finished seal wakes the latter (fs_policy_check_space()). */
 	fs_sealer_stop(&fs);
+	fs_policy_stop(&fs);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

@@ -187,6 +187,9 @@ static void *worker_main(void *userdata) {
 			if (r < 0)
 				log_warning_errno(r, "Failed to seal inode %llu (it stays raw): %m",
 						  (unsigned long long) ino);
+			else
+				/* The policy moves only sealed files: one that needs space can start now, not at its next pass. */
+				fs_policy_check_space(fs);
 			pthread_mutex_lock(&fs->seal_lock);
 			fs->sealing[me->index] = 0;
 			pthread_cond_broadcast(&fs->seal_cond);
