@@ -1807,27 +1807,13 @@ static int bind_u64s(sqlite3_stmt *s, int first, const uint64_t *v, size_t n) {
 	return 0;
 }
 
-static int history_add_tier(Catalog *c, const CatalogHistoryTier *h) {
-	sqlite3_stmt *s = stmt(c, STMT_HISTORY_TIER_ADD);
+/* One sample row: its time, then its tier or class and counts, each refused if beyond SQLite's integers. */
+static int history_add_row(Catalog *c, StatementId id, int64_t t, const uint64_t *v, size_t n) {
+	sqlite3_stmt *s = stmt(c, id);
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
-	const uint64_t v[] = { h->tier, h->capacity, h->used, h->files, h->logical, h->stored };
-	sqlite3_bind_int64(s, 1, h->t);
-	int r = bind_u64s(s, 2, v, ELEMENTSOF(v));
-	if (r < 0) {
-		finish(s);
-		return r;
-	}
-	return step_done(c, s);
-}
-
-static int history_add_class(Catalog *c, const CatalogHistoryClass *h) {
-	sqlite3_stmt *s = stmt(c, STMT_HISTORY_CLASS_ADD);
-	if (!s)
-		return catalog_result(sqlite3_errcode(c->db));
-	const uint64_t v[] = { h->file_class, h->files, h->logical, h->hot_logical };
-	sqlite3_bind_int64(s, 1, h->t);
-	int r = bind_u64s(s, 2, v, ELEMENTSOF(v));
+	sqlite3_bind_int64(s, 1, t);
+	int r = bind_u64s(s, 2, v, n);
 	if (r < 0) {
 		finish(s);
 		return r;
@@ -1849,9 +1835,15 @@ int catalog_history_add(Catalog *c, const CatalogHistoryTier *tiers, size_t n_ti
 	if (r < 0)
 		return r;
 	for (size_t i = 0; r >= 0 && i < n_tiers; i++)
-		r = history_add_tier(c, &tiers[i]);
+		r = history_add_row(c, STMT_HISTORY_TIER_ADD, tiers[i].t,
+				    (const uint64_t[]) { tiers[i].tier, tiers[i].capacity, tiers[i].used, tiers[i].files,
+							 tiers[i].logical, tiers[i].stored },
+				    6);
 	for (size_t i = 0; r >= 0 && i < n_classes; i++)
-		r = history_add_class(c, &classes[i]);
+		r = history_add_row(c, STMT_HISTORY_CLASS_ADD, classes[i].t,
+				    (const uint64_t[]) { classes[i].file_class, classes[i].files, classes[i].logical,
+							 classes[i].hot_logical },
+				    4);
 	if (r >= 0)
 		r = run_i64(c, STMT_HISTORY_TIER_PRUNE, keep_since);
 	if (r >= 0)

@@ -518,13 +518,17 @@ static int parse_control_socket(Parser *p, const char *key, const char *value) {
 	return 0;
 }
 
-static int parse_allow_other(Parser *p, const char *key, const char *value) {
+static int parse_boolean_key(Parser *p, const char *key, const char *value, bool *ret) {
 	int b = parse_boolean(value);
 	if (b < 0)
 		return parser_fail(p, p->line, "invalid boolean '%s' for '%s' (expected yes/no, true/false, on/off or 1/0)",
 				   ESC(value), key);
-	p->config.allow_other = b;
+	*ret = b;
 	return 0;
+}
+
+static int parse_allow_other(Parser *p, const char *key, const char *value) {
+	return parse_boolean_key(p, key, value, &p->config.allow_other);
 }
 
 static int parse_log_level(Parser *p, const char *key, const char *value) {
@@ -706,13 +710,11 @@ static int add_name_pattern(Parser *p, const char *key, const char *glob, size_t
 }
 
 static int parse_pin(Parser *p, const char *key, const char *value) {
-	int b = parse_boolean(value);
-	if (b < 0)
-		return parser_fail(p, p->line, "invalid boolean '%s' for '%s' (expected yes/no, true/false, on/off or 1/0)",
-				   ESC(value), key);
-	p->config.classes[p->klass].pinned = b;
-	p->pin_line[p->klass] = b ? p->line : 0;
-	return 0;
+	bool *pinned = &p->config.classes[p->klass].pinned;
+	int r = parse_boolean_key(p, key, value, pinned);
+	if (r >= 0)
+		p->pin_line[p->klass] = *pinned ? p->line : 0;
+	return r;
 }
 
 /* names = GLOB...: fnmatch(3) patterns on file names, separated by blanks. */
