@@ -211,6 +211,20 @@ static bool policy_rule(Fs *fs, const CatalogInode *ci, uint32_t *ret_target, ui
 	return fs_tier_store(fs, *ret_target) != NULL;
 }
 
+/* Appends c to the growing array *items (*n used of *cap). */
+static int candidate_push(Candidate **items, size_t *n, size_t *cap, const Candidate *c) {
+	if (*n == *cap) {
+		size_t size = *cap ? 2 * *cap : 256;
+		Candidate *p = reallocarray(*items, size, sizeof(Candidate));
+		if (!p)
+			return -ENOMEM;
+		*items = p;
+		*cap = size;
+	}
+	(*items)[(*n)++] = *c;
+	return 0;
+}
+
 static int scan_one(const CatalogInode *ci, void *userdata) {
 	Scan *s = userdata;
 	FsFileClass class = (FsFileClass) ci->file_class;
@@ -221,22 +235,14 @@ static int scan_one(const CatalogInode *ci, void *userdata) {
 		s->largest_log = MAX(s->largest_log, ci->size);
 	if (ci->state != CATALOG_FILE_SEALED || !policy_rule(s->fs, ci, &target, &after))
 		return 0;
-	if (s->n == s->size) {
-		size_t size = s->size ? 2 * s->size : 256;
-		Candidate *items = reallocarray(s->items, size, sizeof(Candidate));
-		if (!items)
-			return -ENOMEM;
-		s->items = items;
-		s->size = size;
-	}
-	s->items[s->n++] = (Candidate) {
-		.ino = ci->ino,
-		.mtime_ns = ci->mtime_ns,
-		.from = ci->tier,
-		.target = target,
-		.migrate_after = after,
-	};
-	return 0;
+	return candidate_push(&s->items, &s->n, &s->size,
+			      &(Candidate) {
+				      .ino = ci->ino,
+				      .mtime_ns = ci->mtime_ns,
+				      .from = ci->tier,
+				      .target = target,
+				      .migrate_after = after,
+			      });
 }
 
 static int candidate_compare(const void *a, const void *b) {
@@ -428,24 +434,16 @@ static int outlook_one(const CatalogInode *ci, void *userdata) {
 	if (ci->state != CATALOG_FILE_SEALED && fs_staging_stat(o->fs, 0, ci->ino, &st) >= 0)
 		size = (uint64_t) st.st_size;
 	/* Oldest first, whatever their age, for the space walk after the scan (as a pass does). */
-	if (o->n_space == o->size_space) {
-		size_t cap = o->size_space ? 2 * o->size_space : 256;
-		Candidate *items = reallocarray(o->space, cap, sizeof(Candidate));
-		if (!items)
-			return -ENOMEM;
-		o->space = items;
-		o->size_space = cap;
-	}
-	o->space[o->n_space++] = (Candidate) {
-		.ino = ci->ino,
-		.mtime_ns = ci->mtime_ns,
-		.target = p->target_tier,
-		.migrate_after = p->migrate_after,
-		.size = size,
-		.stored = ci->stored,
-		.file_class = class,
-	};
-	return 0;
+	return candidate_push(&o->space, &o->n_space, &o->size_space,
+			      &(Candidate) {
+				      .ino = ci->ino,
+				      .mtime_ns = ci->mtime_ns,
+				      .target = p->target_tier,
+				      .migrate_after = p->migrate_after,
+				      .size = size,
+				      .stored = ci->stored,
+				      .file_class = class,
+			      });
 }
 
 static FsPolicyOutlookWhen outlook_when(const Candidate *c, int64_t now_ns, int64_t *ret_due_s) {
