@@ -212,6 +212,14 @@ static bool inode_unused(FsInode *i) {
 	return i->nlookup == 0 && i->nopen == 0 && atomic_load(&i->npin) == 0;
 }
 
+/* After the table let go of i (NULL: it did not): free it, and the file with it if it has no name left. */
+static void inode_gone(Fs *fs, FsInode *i, uint64_t ino) {
+	if (!i)
+		return;
+	inode_free(i);
+	inode_delete_if_unlinked(fs, ino);
+}
+
 void fs_inode_unpin(Fs *fs, FsInode *i) {
 	uint64_t ino = i->ino;
 	bool gone = false;
@@ -219,16 +227,11 @@ void fs_inode_unpin(Fs *fs, FsInode *i) {
 	pthread_mutex_lock(&fs->table_lock);
 	assert(atomic_load(&i->npin) > 0);
 	atomic_fetch_sub(&i->npin, 1);
-	if (inode_unused(i)) {
+	gone = inode_unused(i);
+	if (gone)
 		table_remove(fs, i);
-		gone = true;
-	}
 	pthread_mutex_unlock(&fs->table_lock);
-
-	if (gone) {
-		inode_free(i);
-		inode_delete_if_unlinked(fs, ino);
-	}
+	inode_gone(fs, gone ? i : NULL, ino);
 }
 
 void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n) {
@@ -238,17 +241,12 @@ void fs_inode_forget(Fs *fs, uint64_t ino, uint64_t n) {
 	FsInode *i = table_find(fs, ino);
 	if (i) {
 		i->nlookup = i->nlookup > n ? i->nlookup - n : 0;
-		if (inode_unused(i)) {
+		gone = inode_unused(i);
+		if (gone)
 			table_remove(fs, i);
-			gone = true;
-		}
 	}
 	pthread_mutex_unlock(&fs->table_lock);
-
-	if (gone) {
-		inode_free(i);
-		inode_delete_if_unlinked(fs, ino);
-	}
+	inode_gone(fs, gone ? i : NULL, ino);
 }
 
 bool fs_inode_is_open(Fs *fs, FsInode *i) {
@@ -289,10 +287,8 @@ bool fs_inode_release(Fs *fs, FsInode *i, bool take_written) {
 	}
 	pthread_mutex_unlock(&fs->table_lock);
 
-	if (gone) {
-		inode_free(i);
-		inode_delete_if_unlinked(fs, ino);
-	} else if (fd >= 0)
+	inode_gone(fs, gone ? i : NULL, ino);
+	if (fd >= 0)
 		close(fd);
 	return written;
 }
