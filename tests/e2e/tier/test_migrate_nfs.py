@@ -238,15 +238,8 @@ def main():
         src = os.path.join(tmp, "fra")
         tc.generate(res, src)
         with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
-            data = os.path.join(tmp, "data")
-            for d in ("hot", "capacity"):
-                os.makedirs(os.path.join(data, d))
-            conf = os.path.join(tmp, "fratier.conf")
-            with open(conf, "w") as f:
-                # A short bounded wait, so the dead-filer checks end soon: at most (1 + 1) x 2 x 2 s a call.
-                f.write("[fratier]\ndata_dir = %s\n\n[tier hot]\n\n[tier capacity]\n\n"
-                        "[tier filer]\nrole = nfs\npath = %s\ntimeout = 2s\nretries = 1\n" % (data, srv.url))
-            fs = harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
+            # A short bounded wait, so the dead-filer checks end soon: at most (1 + 1) x 2 x 2 s a call.
+            fs = tc.nfs_mount(tmp, srv.url, "timeout = 2s\nretries = 1\n")
             try:
                 fs.start()
                 run(res, fs, srv, src)

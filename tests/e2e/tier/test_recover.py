@@ -228,14 +228,7 @@ def nfs_part(res, tmp, rng):
     src = os.path.join(tmp, "fra")
     tc.generate(res, src, days=2)
     with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
-        data = os.path.join(tmp, "data")
-        for d in ("hot", "capacity"):
-            os.makedirs(os.path.join(data, d))
-        conf = os.path.join(tmp, "fratier.conf")
-        with open(conf, "w") as f:
-            f.write("[fratier]\ndata_dir = %s\n\n[tier hot]\n\n[tier capacity]\n\n"
-                    "[tier filer]\nrole = nfs\npath = %s\n" % (data, srv.url))
-        fs = harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
+        fs = tc.nfs_mount(tmp, srv.url)
         fs.start()
         try:
             model = tc.copy_in(fs, src)
@@ -262,7 +255,7 @@ def nfs_part(res, tmp, rng):
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
             fs.kill()
 
-        shutil.rmtree(os.path.join(data, "hot"))
+        shutil.rmtree(os.path.join(fs.data, "hot"))
         newdir = os.path.join(tmp, "new")
         rc, out = recover(srv.url, newdir)
         res.check(rc == 0, "recovery from NFS: exit %d" % rc)

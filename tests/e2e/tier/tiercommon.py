@@ -123,3 +123,15 @@ def ls_entries(res, fs, model):
         if e.get("type") == "file":
             out[os.path.relpath(os.path.join(fs.mnt, e["dir"].lstrip("/"), e["name"]), fs.mnt)] = e
     return out
+
+
+def nfs_mount(tmp, url, filer_keys=""):
+    """An unstarted Fratier of three tiers in tmp: hot and capacity directories, and filer, the NFS export at url."""
+    data = os.path.join(tmp, "data")
+    for d in ("hot", "capacity"):
+        os.makedirs(os.path.join(data, d))
+    conf = os.path.join(tmp, "fratier.conf")
+    with open(conf, "w") as f:
+        f.write("[fratier]\ndata_dir = %s\n\n[tier hot]\n\n[tier capacity]\n\n"
+                "[tier filer]\nrole = nfs\npath = %s\n%s" % (data, url, filer_keys))
+    return harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
