@@ -689,15 +689,15 @@ static int do_policy(Conn *c) {
 		r = add_u64(c, "reserve", fs_policy_reserve(c->fs));
 	if (r >= 0)
 		r = add(c, "reserve_rule", hot->has_reserve ? "configured" : "4 x the largest archivelog, at most 10% of the hot tier");
-	for (int k = 0; r >= 0 && k < _FS_CLASS_MAX; k++) {
+	for (int k = 0; r >= 0 && k < _TIER_CLASS_MAX; k++) {
 		/* The very settings the sealer takes, so what is shown is what is done. */
-		const ConfigClassPolicy *policy = fs_class_policy(c->fs, (FsFileClass) k);
+		const ConfigClassPolicy *policy = tier_class_policy(c->fs->config, (TierFileClass) k);
 		bool sealed = policy != NULL;
 		DedupChunkerParams params = sealed ? fs_class_chunker(policy) : (DedupChunkerParams) {};
 		const DedupChunkerParams *p = &params;
 		r = row(c, "class");
 		if (r >= 0)
-			r = add(c, "class", fs_class_to_string((FsFileClass) k));
+			r = add(c, "class", tier_class_to_string((TierFileClass) k));
 		if (r >= 0)
 			r = add(c, "sealed", sealed ? "yes" : "no");
 		if (r >= 0 && sealed) {
@@ -817,11 +817,11 @@ static int add_file_state(Conn *c, const CatalogInode *ci) {
 	if (r >= 0)
 		r = add(c, "state", moving ? "migrating" : ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
 	if (r >= 0)
-		r = add(c, "class", fs_class_to_string((FsFileClass) ci->file_class));
+		r = add(c, "class", tier_class_to_string((TierFileClass) ci->file_class));
 	if (r >= 0 && catalog_pinned(c->reader, ci->ino) > 0)
 		r = add(c, "pinned", "yes");
 	CatalogArchivelog a;
-	if (r >= 0 && ci->file_class == FS_CLASS_ARCHIVELOG && catalog_archivelog_get(c->reader, ci->ino, &a) >= 0) {
+	if (r >= 0 && ci->file_class == TIER_CLASS_ARCHIVELOG && catalog_archivelog_get(c->reader, ci->ino, &a) >= 0) {
 		r = add_u64(c, "dbid", a.dbid);
 		if (r >= 0 && a.db_name[0])
 			r = add(c, "db_name", a.db_name);
@@ -1153,7 +1153,7 @@ static int database_key(Conn *c, NameVec *names, const FileRow *f) {
 	int r = path_of(c->reader, f->ino, &path);
 	if (r == -ENOMEM)
 		return r;
-	if ((r < 0 || !fs_database_of_path(path, db, sizeof(db))) && f->file_class == FS_CLASS_ARCHIVELOG &&
+	if ((r < 0 || !tier_database_of_path(path, db, sizeof(db))) && f->file_class == TIER_CLASS_ARCHIVELOG &&
 	    catalog_archivelog_get(c->reader, f->ino, &a) >= 0 && a.db_name[0])
 		snprintf(db, sizeof(db), "%s", a.db_name);
 	return (int) name_index(names, db);
@@ -1187,14 +1187,14 @@ static int add_outlook_fields(Conn *c, const FsPolicyOutlook *o) {
 /* What the policy moves next and when: one row per class whose files move at all. */
 static int add_outlook_rows(Conn *c, const FsPolicyOutlook *o) {
 	int r = 0;
-	for (uint32_t k = 0; r >= 0 && k < _FS_CLASS_MAX; k++) {
+	for (uint32_t k = 0; r >= 0 && k < _TIER_CLASS_MAX; k++) {
 		const FsPolicyOutlookClass *oc = &o->classes[k];
 		const ConfigTier *t = fs_tier_config(c->fs, oc->target);
 		if (oc->target == 0 || !t)
 			continue;
 		r = row(c, "next");
 		if (r >= 0)
-			r = add(c, "class", fs_class_to_string((FsFileClass) k));
+			r = add(c, "class", tier_class_to_string((TierFileClass) k));
 		if (r >= 0)
 			r = add(c, "target", t->name);
 		for (int w = 0; r >= 0 && w < _FS_OUTLOOK_MAX; w++) {
@@ -1275,7 +1275,7 @@ static int history_class_row(const CatalogHistoryClass *h, void *userdata) {
 	if (r >= 0)
 		r = add_i64(c, "t", h->t);
 	if (r >= 0)
-		r = add(c, "class", fs_class_to_string((FsFileClass) h->file_class));
+		r = add(c, "class", tier_class_to_string((TierFileClass) h->file_class));
 	if (r >= 0)
 		r = add_u64(c, "files", h->files);
 	if (r >= 0)
@@ -1361,7 +1361,7 @@ static int do_report(Conn *c, const CtlRequest *req) {
 		const Group *g = &groups.items[i];
 		char key[CATALOG_NAME_MAX + 1];
 		if (req->by == CTL_REPORT_BY_CLASS)
-			snprintf(key, sizeof(key), "%s", fs_class_to_string((FsFileClass) g->key));
+			snprintf(key, sizeof(key), "%s", tier_class_to_string((TierFileClass) g->key));
 		else if (req->by == CTL_REPORT_BY_DATABASE)
 			snprintf(key, sizeof(key), "%s", names.names[g->key]);
 		else if (req->by == CTL_REPORT_BY_TIER) {
@@ -1634,13 +1634,13 @@ static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 	MoveItem *it = &p->items[p->n++];
 	*it = (MoveItem) { .ino = ci->ino, .size = size, .from = ci->tier };
 	const ConfigClassPolicy *class_policy;
-	if (!fs_class_is_sealed((FsFileClass) ci->file_class) && ci->state != CATALOG_FILE_SEALED) {
+	if (!tier_class_is_sealed((TierFileClass) ci->file_class) && ci->state != CATALOG_FILE_SEALED) {
 		it->result = p->to == 0 ? MOVE_ALREADY : MOVE_SKIPPED;
 		it->why = "passthrough class (online redo, control file, flashback log, or rewritten in place): stays raw "
 			  "on the hot tier";
 	} else if (it->from == p->to)
 		it->result = MOVE_ALREADY;
-	else if (p->to != 0 && (class_policy = fs_class_policy(c->fs, (FsFileClass) ci->file_class)) && class_policy->pinned) {
+	else if (p->to != 0 && (class_policy = tier_class_policy(c->fs->config, (TierFileClass) ci->file_class)) && class_policy->pinned) {
 		it->result = MOVE_SKIPPED;
 		it->why = "its class is pinned to the hot tier (pin = yes in the config)";
 	} else if (p->to != 0 && catalog_pinned(c->reader, ci->ino) > 0) {
@@ -1788,7 +1788,7 @@ static int do_move(Conn *c, const CtlRequest *req) {
 	MovePlan p = {
 		.to = req->command == CTL_COMMAND_MIGRATE ? (req->has_tier ? req->tier : 1) : 0,
 		.req = req,
-		.file_class = req->file_class ? fs_class_from_string(req->file_class) : -1,
+		.file_class = req->file_class ? tier_class_from_string(req->file_class) : -1,
 		.now_ns = now_ns(CLOCK_REALTIME),
 	};
 	uint64_t count[_MOVE_RESULT_MAX] = {}, bytes = 0, new_bytes = 0, stored_bytes = 0;
@@ -1796,7 +1796,7 @@ static int do_move(Conn *c, const CtlRequest *req) {
 
 	if (req->file_class && p.file_class < 0) {
 		char names[256];
-		fs_class_names_join(names, sizeof(names));
+		tier_class_names_join(names, sizeof(names));
 		return conn_fail(c, -EINVAL, "unknown class '%s' (the classes are %s)", req->file_class, names);
 	}
 

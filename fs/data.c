@@ -191,8 +191,13 @@ static int64_t ts_ns(const struct timespec *ts) {
 	return (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-int fs_data_writer_new(Fs *fs, uint32_t tier, FsFileClass c, DedupWriter **ret) {
-	const ConfigClassPolicy *policy = fs_class_policy(fs, c);
+DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p) {
+	return p->chunking == CONFIG_CHUNKING_FIXED ? DEDUP_CHUNKER_PARAMS_FIXED(p->chunk_size)
+						    : DEDUP_CHUNKER_PARAMS_CDC(p->chunk_size);
+}
+
+int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret) {
+	const ConfigClassPolicy *policy = tier_class_policy(fs->config, c);
 	if (!policy)
 		return -EINVAL; /* passthrough: never sealed */
 	DedupStore *store = fs_tier_store(fs, tier);
@@ -235,7 +240,7 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
  * staging_tier), or what the stream s has not chunked yet; nothing is
  * committed.  *ret_tier gets the tier the chunks went to.
  */
-static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, FsFileClass class, FsStream *s,
+static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, TierFileClass class, FsStream *s,
 		       DedupWriter **ret_writer, uint32_t *ret_tier, struct stat *ret_st, uint64_t *ret_streamed) {
 	_cleanup_free_ void *buf = NULL;
 	_cleanup_close_ int fd = -1;
@@ -330,13 +335,13 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	if (r == -ENOENT)
 		r = 0; /* deleted meanwhile */
 	if (r < 0 || !S_ISREG(ci.mode) || ci.state != CATALOG_FILE_RAW || ci.nlink == 0 ||
-	    !fs_class_is_sealed((FsFileClass) ci.file_class) || atomic_load(&i->overwritten))
+	    !tier_class_is_sealed((TierFileClass) ci.file_class) || atomic_load(&i->overwritten))
 		goto out;
 	/* Read before the stream is checked, so an unchanged data_gen at the commit covers what it chunked. */
 	uint64_t gen = atomic_load(&i->data_gen), streamed;
 	uint32_t from = ci.tier, to = 0;
 
-	r = seal_ingest(fs, ino, from, (FsFileClass) ci.file_class, stream, &w, &to, &st, &streamed);
+	r = seal_ingest(fs, ino, from, (TierFileClass) ci.file_class, stream, &w, &to, &st, &streamed);
 	stream = fs_stream_free(fs, stream);
 	if (r == -EFBIG || r == -ECANCELED || r == -ESTALE) {
 		r = 0;
@@ -350,7 +355,7 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	 * bytes change meanwhile, data_gen refuses the switch and this with it.
 	 */
 	CatalogArchivelog log;
-	bool have_log = ci.file_class == FS_CLASS_ARCHIVELOG && fs_archivelog_header(fs, from, ino, &log) >= 0;
+	bool have_log = ci.file_class == TIER_CLASS_ARCHIVELOG && fs_archivelog_header(fs, from, ino, &log) >= 0;
 
 	pthread_rwlock_wrlock(&i->data_lock);
 	if (atomic_load(&i->data_gen) != gen || (i->state_known && i->sealed)) {

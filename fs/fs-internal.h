@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "dedup/store.h"
 #include "fs/throttle.h"
+#include "tier/class.h"
 
 /*
  * Lock order, outermost first:
@@ -73,7 +74,7 @@ typedef struct FsInode {
 	pthread_rwlock_t data_lock;
 	bool state_known;         /* protected by data_lock */
 	bool sealed;              /* protected by data_lock */
-	uint8_t file_class;       /* protected by data_lock, known with state_known (FsFileClass) */
+	uint8_t file_class;       /* protected by data_lock, known with state_known (TierFileClass) */
 	uint64_t sealed_size;     /* protected by data_lock */
 	uint32_t sealed_tier;     /* protected by data_lock: the tier holding a sealed file's chunks */
 	/*
@@ -87,17 +88,6 @@ typedef struct FsInode {
 	atomic_bool overwritten;         /* rewritten in place: never sealed (online redo, control files) */
 	atomic_uint_fast64_t written_end; /* highest byte written so far, to spot rewrites */
 } FsInode;
-
-/* File classes, from Oracle names and FRA layout; they decide sealing and chunking. */
-typedef enum FsFileClass {
-	FS_CLASS_OTHER,
-	FS_CLASS_ARCHIVELOG,
-	FS_CLASS_BACKUPPIECE,
-	FS_CLASS_IMAGECOPY,
-	FS_CLASS_PASSTHROUGH,     /* online redo, control files, flashback logs: always raw */
-	FS_CLASS_ARCHIVELOG_BACKUP, /* BACKUP ARCHIVELOG pieces: archived logs' bytes, chunked like them */
-	_FS_CLASS_MAX,
-} FsFileClass;
 
 typedef struct FsStream FsStream;
 
@@ -325,22 +315,7 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need);
 /* What can still be written through the mount: every staging area's free space above its floor, once per filesystem. */
 int fs_spill_statfs(Fs *fs, struct statvfs *ret);
 
-/* classify.c */
-FsFileClass fs_classify(const Config *config, const char *dir_name, const char *name);
-bool fs_class_is_sealed(FsFileClass c);
-const char *fs_class_to_string(FsFileClass c);
-/* The class named s, or -EINVAL. */
-int fs_class_from_string(const char *s);
-/* Every class name, comma separated, for error messages. */
-void fs_class_names_join(char *buf, size_t size);
-/*
- * The database a file belongs to by the FRA layout, DEST/DB_UNIQUE_NAME/
- * {archivelog,backupset,autobackup,datafile,onlinelog,controlfile,flashback}/...:
- * the component before the first such area, copied into ret (NUL-terminated,
- * truncated to size).  Returns false when the path follows no such layout.
- */
-bool fs_database_of_path(const char *path, char *ret, size_t size);
-const ConfigClassPolicy *fs_class_policy(const Fs *fs, FsFileClass c);
+/* data.c: the chunker a class is cut with (the sealer's, shown by tierctl policy). */
 DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p);
 
 /* data.c: raw <-> sealed. */
@@ -360,7 +335,7 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
  */
 int fs_data_seal(Fs *fs, uint64_t ino);
 /* A writer into tier's store for a file of class c, with the class's chunker and compression level. */
-int fs_data_writer_new(Fs *fs, uint32_t tier, FsFileClass c, DedupWriter **ret);
+int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret);
 /*
  * Feeds staging bytes [from, to) of fd to w through buf (FS_SEAL_READ_SIZE
  * bytes), stopping early at the end of the file.  *ret_fed gets the offset
@@ -477,7 +452,7 @@ typedef struct FsPolicyOutlook {
 	int64_t next_run;         /* Unix seconds of its next pass at the latest */
 	uint64_t reserve;         /* free space it keeps on the hot tier */
 	uint64_t space_needed;    /* bytes the hot tier must free now for its watermarks and reserve */
-	FsPolicyOutlookClass classes[_FS_CLASS_MAX];
+	FsPolicyOutlookClass classes[_TIER_CLASS_MAX];
 } FsPolicyOutlook;
 
 /*
@@ -514,7 +489,7 @@ typedef enum FsRunChange {
  * for the new bytes of one that goes on, or ends the stream of a run that
  * is over.
  */
-void fs_stream_written(Fs *fs, FsInode *i, FsFileClass c, FsRunChange change);
+void fs_stream_written(Fs *fs, FsInode *i, TierFileClass c, FsRunChange change);
 /*
  * If i has a stream now: true, and *ret_chunked gets the bytes it has
  * chunked so far (for the state xattr).

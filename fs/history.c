@@ -31,7 +31,7 @@
 typedef struct Totals {
 	Fs *fs;
 	CatalogHistoryTier tiers[CONFIG_TIERS_MAX];
-	CatalogHistoryClass classes[_FS_CLASS_MAX];
+	CatalogHistoryClass classes[_TIER_CLASS_MAX];
 } Totals;
 
 /* As tierctl df counts: a raw file by its staging file (size, and blocks as stored bytes). */
@@ -51,7 +51,7 @@ static int add_file(const CatalogInode *ci, void *userdata) {
 		t->tiers[ci->tier].files++;
 		t->tiers[ci->tier].logical += size;
 	}
-	if (ci->file_class < _FS_CLASS_MAX) {
+	if (ci->file_class < _TIER_CLASS_MAX) {
 		CatalogHistoryClass *h = &t->classes[ci->file_class];
 		h->files++;
 		h->logical += size;
@@ -87,10 +87,10 @@ int fs_history_record(Fs *fs, Catalog *reader) {
 			h->used = sf.total - MIN(sf.avail, sf.total);
 		}
 	}
-	for (uint32_t k = 0; k < _FS_CLASS_MAX; k++) {
+	for (uint32_t k = 0; k < _TIER_CLASS_MAX; k++) {
 		t.classes[k].t = now;
 		t.classes[k].file_class = k;
 	}
-	return catalog_history_add(fs->catalog, t.tiers, fs->n_tiers, t.classes, _FS_CLASS_MAX,
+	return catalog_history_add(fs->catalog, t.tiers, fs->n_tiers, t.classes, _TIER_CLASS_MAX,
 				   now - (int64_t) FS_HISTORY_KEEP_DAYS * 86400);
 }

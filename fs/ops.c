@@ -298,7 +298,7 @@ static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct 
 fail:
 	catalog_rollback(fs->catalog);
 out_unlock:;
-	FsFileClass class = (FsFileClass) i->file_class;
+	TierFileClass class = (TierFileClass) i->file_class;
 	fs_data_unlock(i);
 	/* A truncate ended the file's run: its stream goes now, not at close. */
 	if ((to_set & FUSE_SET_ATTR_SIZE) && fs->seal_stream)
@@ -384,7 +384,7 @@ static int create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		uint64_t grandparent;
 		bool named = parent != CATALOG_ROOT_INO &&
 			     catalog_dirent_find(fs->catalog, parent, &grandparent, dir_name, sizeof(dir_name)) >= 0;
-		ci.file_class = fs_classify(fs->config, named ? dir_name : NULL, name);
+		ci.file_class = tier_classify(fs->config, named ? dir_name : NULL, name);
 		/*
 		 * A new file starts on the hot tier if it has room, else on the
 		 * first lower tier that has (spill.c); with no room anywhere it
@@ -850,8 +850,8 @@ static void mark_passthrough(Fs *fs, uint64_t ino) {
 	CatalogInode ci;
 	if (catalog_begin(fs->catalog) < 0)
 		return;
-	if (catalog_inode_get(fs->catalog, ino, &ci) >= 0 && ci.file_class != FS_CLASS_PASSTHROUGH) {
-		ci.file_class = FS_CLASS_PASSTHROUGH;
+	if (catalog_inode_get(fs->catalog, ino, &ci) >= 0 && ci.file_class != TIER_CLASS_PASSTHROUGH) {
+		ci.file_class = TIER_CLASS_PASSTHROUGH;
 		if (catalog_inode_update(fs->catalog, &ci) >= 0) {
 			(void) catalog_commit(fs->catalog);
 			return;
@@ -1049,13 +1049,13 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 			change = data_written(i, at, at + (uint64_t) n);
 			done += (size_t) n;
 		}
-		FsFileClass class = (FsFileClass) i->file_class;
+		TierFileClass class = (TierFileClass) i->file_class;
 		/* A file rewritten in place is never sealed: no stream for it. */
 		if (change == FS_RUN_STARTED && atomic_load(&i->overwritten))
 			change = FS_RUN_NONE;
 		fs_data_unlock(i);
 		/* The worker does the chunking; this thread only tells it there is more. */
-		if (fs->seal_stream && fs_class_is_sealed(class))
+		if (fs->seal_stream && tier_class_is_sealed(class))
 			fs_stream_written(fs, i, class, change);
 		if (n > 0 && exact)
 			continue; /* short: the next copy says why */
@@ -1196,7 +1196,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 			/* Allocating, punching or zeroing: never part of a run, whatever the offset. */
 			run_stop(i);
 		}
-		FsFileClass class = (FsFileClass) i->file_class;
+		TierFileClass class = (TierFileClass) i->file_class;
 		fs_data_unlock(i);
 		if (r >= 0 && fs->seal_stream)
 			fs_stream_written(fs, i, class, FS_RUN_ENDED);
@@ -1338,7 +1338,7 @@ static bool reply_virtual_xattr(fuse_req_t req, fuse_ino_t ino, const char *name
 	if (r < 0)
 		return fuse_reply_err(req, -r), true;
 	int n = snprintf(value, sizeof(value), "%s %s", ci.state == CATALOG_FILE_SEALED ? "sealed" : "raw",
-			 S_ISREG(ci.mode) ? fs_class_to_string((FsFileClass) ci.file_class) : "-");
+			 S_ISREG(ci.mode) ? tier_class_to_string((TierFileClass) ci.file_class) : "-");
 	if (ci.state == CATALOG_FILE_RAW && fs_inode_pin(fs, ino, false, &i) >= 0) {
 		if (fs_stream_progress(fs, i, &chunked))
 			n += snprintf(value + n, sizeof(value) - (size_t) n, " streaming %llu",

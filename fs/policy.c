@@ -76,7 +76,7 @@ typedef struct Candidate {
 	uint32_t from;            /* the tier it is on: only the hot tier's files move for space */
 	uint64_t size;            /* for the outlook only */
 	uint64_t stored;          /* likewise: what moving it frees at most */
-	FsFileClass file_class;   /* likewise */
+	TierFileClass file_class;   /* likewise */
 } Candidate;
 
 typedef struct Scan {
@@ -196,7 +196,7 @@ static int hot_space_needed(Fs *fs, Catalog *reader, uint64_t reserve, uint64_t 
 /* Where a sealed file on its tier goes by policy, and after how long: its class's rule off the hot tier, its tier's below. */
 static bool policy_rule(Fs *fs, const CatalogInode *ci, uint32_t *ret_target, uint64_t *ret_after) {
 	if (ci->tier == 0) {
-		const ConfigClassPolicy *p = fs_class_policy(fs, (FsFileClass) ci->file_class);
+		const ConfigClassPolicy *p = tier_class_policy(fs->config, (TierFileClass) ci->file_class);
 		if (!p || p->target_tier == 0)
 			return false;
 		*ret_target = p->target_tier;
@@ -227,11 +227,11 @@ static int candidate_push(Candidate **items, size_t *n, size_t *cap, const Candi
 
 static int scan_one(const CatalogInode *ci, void *userdata) {
 	Scan *s = userdata;
-	FsFileClass class = (FsFileClass) ci->file_class;
+	TierFileClass class = (TierFileClass) ci->file_class;
 	uint32_t target;
 	uint64_t after;
 
-	if (class == FS_CLASS_ARCHIVELOG)
+	if (class == TIER_CLASS_ARCHIVELOG)
 		s->largest_log = MAX(s->largest_log, ci->size);
 	if (ci->state != CATALOG_FILE_SEALED || !policy_rule(s->fs, ci, &target, &after))
 		return 0;
@@ -417,13 +417,13 @@ static void outlook_add(FsPolicyOutlookClass *oc, FsPolicyOutlookWhen when, uint
 
 static int outlook_one(const CatalogInode *ci, void *userdata) {
 	OutlookScan *o = userdata;
-	FsFileClass class = (FsFileClass) ci->file_class;
+	TierFileClass class = (TierFileClass) ci->file_class;
 
-	if (class == FS_CLASS_ARCHIVELOG)
+	if (class == TIER_CLASS_ARCHIVELOG)
 		o->largest_log = MAX(o->largest_log, ci->size);
-	if (ci->tier != 0 || class >= _FS_CLASS_MAX)
+	if (ci->tier != 0 || class >= _TIER_CLASS_MAX)
 		return 0;
-	const ConfigClassPolicy *p = fs_class_policy(o->fs, class);
+	const ConfigClassPolicy *p = tier_class_policy(o->fs->config, class);
 	if (!p || p->target_tier == 0 || !fs_tier_store(o->fs, p->target_tier))
 		return 0;
 	FsPolicyOutlookClass *oc = &o->out->classes[class];

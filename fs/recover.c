@@ -213,7 +213,7 @@ static int restore_file(Recover *rc, const DedupDescribedFile *f, const TierFile
 			.nlink = 1,
 			.size = f->size,
 			.state = CATALOG_FILE_SEALED,
-			.file_class = a->file_class < _FS_CLASS_MAX ? a->file_class : FS_CLASS_OTHER,
+			.file_class = a->file_class < _TIER_CLASS_MAX ? a->file_class : TIER_CLASS_OTHER,
 			.tier = 0,
 			.stored = ws.stored_bytes,
 		};

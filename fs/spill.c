@@ -277,9 +277,9 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need) {
 		(void) fs_staging_unlink(fs, from, i->ino);
 	log_notice("tier %u is full: inode %llu (%llu bytes so far) continues on tier %u", (unsigned) from,
 		 (unsigned long long) i->ino, (unsigned long long) st.st_size, (unsigned) to);
-	FsFileClass class = (FsFileClass) i->file_class;
+	TierFileClass class = (TierFileClass) i->file_class;
 	pthread_rwlock_unlock(&i->data_lock);
-	if (fs->seal_stream && fs_class_is_sealed(class))
+	if (fs->seal_stream && tier_class_is_sealed(class))
 		fs_stream_written(fs, i, class, FS_RUN_ENDED);
 	return 0;
 

@@ -50,7 +50,7 @@
 struct FsStream {
 	FsInode *inode;        /* pinned */
 	uint32_t epoch;        /* of the run it chunks */
-	FsFileClass file_class;
+	TierFileClass file_class;
 	/* Used by the one worker that has it busy, or by its taker. */
 	DedupWriter *w;        /* made by the first worker to feed it */
 	uint32_t tier;         /* of w's store */
@@ -128,7 +128,7 @@ static void stream_free(Fs *fs, FsStream *s) {
 	free(s);
 }
 
-void fs_stream_written(Fs *fs, FsInode *i, FsFileClass c, FsRunChange change) {
+void fs_stream_written(Fs *fs, FsInode *i, TierFileClass c, FsRunChange change) {
 	FsStream *fresh = NULL;
 
 	/* A stream that is queued or being fed is looked at again by its worker: nothing to do. */

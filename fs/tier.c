@@ -289,7 +289,7 @@ int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t 
 		goto out;
 	}
 	/* A tier may ask for stronger compression of what moves there: colder data is read less often. */
-	const ConfigClassPolicy *policy = fs_class_policy(fs, (FsFileClass) ci.file_class);
+	const ConfigClassPolicy *policy = tier_class_policy(fs->config, (TierFileClass) ci.file_class);
 	const ConfigTier *target = fs->tiers[to].config;
 	int level = target->has_zstd_level ? target->zstd_level
 		    : policy               ? policy->zstd_level
@@ -590,7 +590,7 @@ static int describe_write(Describe *d, DedupStore *store) {
 			continue;
 		}
 		r = attrs_of(&now_ci, d->paths[i], a);
-		if (r >= 0 && ci->file_class == FS_CLASS_ARCHIVELOG) {
+		if (r >= 0 && ci->file_class == TIER_CLASS_ARCHIVELOG) {
 			q = catalog_archivelog_get(d->fs->catalog, ci->ino, &a->archivelog);
 			if (q < 0 && q != -ENOENT)
 				r = q;
