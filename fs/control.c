@@ -287,10 +287,11 @@ static int authorize(Conn *c, CtlCommand cmd) {
 /* ---- tiers ---- */
 
 static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t used, uint64_t *ret_free) {
-	const FsTier *ft = n < c->fs->n_tiers ? &c->fs->tiers[n] : NULL;
+	DedupBackend *backend = tier_set_backend(c->fs->tiers, n);
+	const char *error = tier_set_error(c->fs->tiers, n);
 	DedupBackendStatfs sf = {};
 	/* Asked of the tier's own backend, so an NFS tier answers for its export (within its bounded wait). */
-	bool reachable = ft && ft->store && dedup_backend_statfs(ft->backend, &sf) >= 0;
+	bool reachable = backend && dedup_backend_statfs(backend, &sf) >= 0;
 	uint64_t fs_size = reachable ? sf.total : 0;
 	uint64_t fs_avail = reachable ? sf.avail : 0;
 	uint64_t capacity = t->capacity ? t->capacity : fs_size;
@@ -308,8 +309,8 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = add(c, "path", t->path);
 	if (r >= 0)
 		r = add(c, "reachable", reachable ? "yes" : "no");
-	if (r >= 0 && ft && !ft->store && ft->error)
-		r = add(c, "error", ft->error);
+	if (r >= 0 && error)
+		r = add(c, "error", error);
 	if (r >= 0)
 		r = add_u64(c, "capacity", capacity);
 	if (r >= 0)
@@ -322,9 +323,9 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = add_u64(c, "used", used);
 	if (r >= 0)
 		r = add_u64(c, "free", free_bytes);
-	if (r >= 0 && t->backend == TIER_BACKEND_NFS && ft && ft->store) {
+	if (r >= 0 && t->backend == TIER_BACKEND_NFS && backend) {
 		TierNfsStats ns;
-		tier_backend_nfs_stats(ft->backend, &ns);
+		tier_backend_nfs_stats(backend, &ns);
 		r = add_u64(c, "nfs_rpcs", ns.rpcs);
 		if (r >= 0)
 			r = add_u64(c, "nfs_rpc_us", ns.rpc_ns / 1000);
@@ -442,7 +443,7 @@ static size_t tier_count(const Fs *fs) {
 static int add_df_rows(Conn *c, const FileVec *files) {
 	int r = 0;
 	for (uint32_t n = 0; r >= 0 && n < tier_count(c->fs); n++) {
-		const ConfigTier *t = fs_tier_config(c->fs, n);
+		const ConfigTier *t = tier_set_config(c->fs->tiers, n);
 		ContainerSums cs = {};
 		ChunkSums ks = {};
 		uint64_t logical = 0, raw = 0, nfiles = 0;
@@ -578,7 +579,7 @@ static int do_status(Conn *c) {
 
 	r = catalog_files_totals(c->reader, &totals);
 	if (r >= 0)
-		for (uint32_t n = 0; r >= 0 && n < fs->n_tiers; n++)
+		for (uint32_t n = 0; r >= 0 && n < tier_set_count(fs->tiers); n++)
 			r = catalog_chunks_foreach_dead(c->reader, n, count_dead, &dead);
 	if (r < 0)
 		return conn_fail(c, r, "cannot read the catalog: %s", strerror(-r));
@@ -676,7 +677,7 @@ static int do_policy(Conn *c) {
 		r = add_u64(c, "gc_interval", c->fs->gc_interval_s);
 	if (r >= 0)
 		r = add(c, "gc_live_threshold", "0.5");
-	const ConfigTier *hot = c->fs->tiers[0].config;
+	const ConfigTier *hot = tier_set_config(c->fs->tiers, 0);
 	if (r >= 0)
 		r = add_u64(c, "policy_interval", c->fs->policy_interval_s);
 	if (r >= 0)
@@ -724,7 +725,7 @@ static int do_policy(Conn *c) {
 			if (r >= 0 && moves)
 				r = add_u64(c, "target_tier", to);
 			if (r >= 0 && moves)
-				r = add(c, "target", c->fs->tiers[to].config->name);
+				r = add(c, "target", tier_set_config(c->fs->tiers, to)->name);
 			if (r >= 0 && policy->pinned)
 				r = add(c, "pinned", "yes");
 		}
@@ -812,7 +813,7 @@ static int add_usage(Conn *c, const Usage *u) {
 static int add_file_state(Conn *c, const CatalogInode *ci) {
 	if (!S_ISREG(ci->mode))
 		return 0;
-	bool moving = ci->state == CATALOG_FILE_SEALED && atomic_load(&c->fs->migrating_ino) == ci->ino;
+	bool moving = ci->state == CATALOG_FILE_SEALED && tier_mover_moving(c->fs->mover) == ci->ino;
 	int r = add_u64(c, "tier", ci->tier);
 	if (r >= 0)
 		r = add(c, "state", moving ? "migrating" : ci->state == CATALOG_FILE_SEALED ? "sealed" : "raw");
@@ -1189,7 +1190,7 @@ static int add_outlook_rows(Conn *c, const FsPolicyOutlook *o) {
 	int r = 0;
 	for (uint32_t k = 0; r >= 0 && k < _TIER_CLASS_MAX; k++) {
 		const FsPolicyOutlookClass *oc = &o->classes[k];
-		const ConfigTier *t = fs_tier_config(c->fs, oc->target);
+		const ConfigTier *t = tier_set_config(c->fs->tiers, oc->target);
 		if (oc->target == 0 || !t)
 			continue;
 		r = row(c, "next");
@@ -1240,7 +1241,7 @@ static int history_tier_row(const CatalogHistoryTier *h, void *userdata) {
 	if (!history_keep(e, h->t, true))
 		return 0;
 	Conn *c = e->c;
-	const ConfigTier *t = fs_tier_config(c->fs, h->tier);
+	const ConfigTier *t = tier_set_config(c->fs->tiers, h->tier);
 	int r = row(c, "history_tier");
 	if (r >= 0)
 		r = add_i64(c, "t", h->t);
@@ -1365,7 +1366,7 @@ static int do_report(Conn *c, const CtlRequest *req) {
 		else if (req->by == CTL_REPORT_BY_DATABASE)
 			snprintf(key, sizeof(key), "%s", names.names[g->key]);
 		else if (req->by == CTL_REPORT_BY_TIER) {
-			const ConfigTier *t = fs_tier_config(c->fs, (uint32_t) g->key);
+			const ConfigTier *t = tier_set_config(c->fs->tiers, (uint32_t) g->key);
 			snprintf(key, sizeof(key), "%s", t ? t->name : "unknown");
 		} else {
 			time_t t = (time_t) (g->key * 86400);
@@ -1499,8 +1500,8 @@ static int do_scrub(Conn *c, const CtlRequest *req) {
 	uint32_t tier = req->has_tier ? req->tier : 0;
 	DedupStore *store = fs_tier_store(c->fs, tier);
 	if (!store)
-		return conn_fail(c, tier < c->fs->n_tiers ? -ENXIO : -ENOENT,
-				 tier < c->fs->n_tiers ? "tier %u is not reachable (see tierctl status)" : "there is no tier %u",
+		return conn_fail(c, tier < tier_set_count(c->fs->tiers) ? -ENXIO : -ENOENT,
+				 tier < tier_set_count(c->fs->tiers) ? "tier %u is not reachable (see tierctl status)" : "there is no tier %u",
 				 (unsigned) tier);
 	if (atomic_exchange(&c->ctl->scrub_running, true))
 		return conn_fail(c, -EBUSY, "a scrub is already running; wait for it to finish");
@@ -1594,7 +1595,7 @@ typedef struct MoveItem {
 	MoveResult result;
 	const char *why;  /* static */
 	int error;
-	FsMigrateResult moved;
+	TierMoveResult moved;
 } MoveItem;
 
 typedef struct MovePlan {
@@ -1753,7 +1754,7 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 	}
 	/* Changed under the copy: that copy is garbage; start again from what the file is now. */
 	for (unsigned stale = 0; r >= 0;) {
-		r = fs_data_migrate(fs, it->ino, p->to, move_progress, c, &it->moved);
+		r = tier_mover_move(fs->mover, it->ino, p->to, move_progress, c, &it->moved);
 		if (r != -ESTALE || ++stale == 3)
 			break;
 	}
@@ -1800,12 +1801,12 @@ static int do_move(Conn *c, const CtlRequest *req) {
 		return conn_fail(c, -EINVAL, "unknown class '%s' (the classes are %s)", req->file_class, names);
 	}
 
-	if (p.to >= fs->n_tiers)
+	if (p.to >= tier_set_count(fs->tiers))
 		return conn_fail(c, -ENOENT, "there is no tier %u (this mount has %u; see tierctl df)", (unsigned) p.to,
-				 (unsigned) fs->n_tiers);
+				 (unsigned) tier_set_count(fs->tiers));
 	if (!fs_tier_store(fs, p.to))
 		return conn_fail(c, -ENXIO, "tier %u (%s) is not reachable: %s", (unsigned) p.to,
-				 fs->tiers[p.to].config->name, fs->tiers[p.to].error ?: "see tierctl status");
+				 tier_set_config(fs->tiers, p.to)->name, tier_set_error(fs->tiers, p.to) ?: "see tierctl status");
 
 	for (size_t i = 0; r >= 0 && i < req->n_paths; i++) {
 		CatalogInode ci;
@@ -1874,7 +1875,7 @@ static int do_move(Conn *c, const CtlRequest *req) {
 	if (r >= 0)
 		r = add_u64(c, "to", p.to);
 	if (r >= 0)
-		r = add(c, "to_name", fs->tiers[p.to].config->name);
+		r = add(c, "to_name", tier_set_config(fs->tiers, p.to)->name);
 	if (r >= 0)
 		r = add(c, "dry_run", req->dry_run ? "yes" : "no");
 	if (r >= 0)

@@ -14,12 +14,14 @@
 #include "dedup/store.h"
 #include "fs/throttle.h"
 #include "tier/class.h"
+#include "tier/move.h"
+#include "tier/tiers.h"
 
 /*
  * Lock order, outermost first:
- *   -. Fs.migrate_lock (one move between tiers at a time)
- *   -. Fs.describe_lock (one description of a lower tier written at a time; never with migrate_lock)
- *   -. Fs.policy_lock (under migrate_lock only while a paced move waits on it)
+ *   -. the mover's lock (tier/move.c: one move between tiers at a time)
+ *   -. the tiers' describe_lock (tier/describe.c: one description written at a time; never with the mover's)
+ *   -. Fs.policy_lock (under the mover's lock only while a paced move waits on it)
  *   0. FsInode.data_lock (shared by every use of the data, exclusive to switch raw <-> sealed)
  *   1. the catalog lock (catalog_begin() .. commit/rollback, or any catalog call)
  *   2. Fs.table_lock
@@ -97,29 +99,6 @@ typedef struct FsSealItem {
 	struct FsSealItem *next;
 } FsSealItem;
 
-/*
- * A tier of the mount: 0 is the hot one, the others follow in the config's
- * order.  Each is a dedup domain of its own (its own store and containers).
- */
-/*
- * A tier that cannot be opened at start is tried again by the collector's
- * thread (fs_tiers_retry()); it publishes backend, then store with release
- * order, so whoever reads a non-NULL store sees the backend too.  Neither
- * changes again until unmount.
- */
-typedef struct FsTier {
-	const ConfigTier *config;
-	DedupBackend *backend;    /* NULL: the storage could not be opened yet; read only after a non-NULL store */
-	_Atomic(DedupStore *) store; /* NULL likewise: its files read as EIO, unlink still works */
-	char *error;              /* why it could not be opened at start, for status while store is NULL */
-	/*
-	 * Fingerprint of what the tier's description (dedup/describe.h) lists,
-	 * 0 = unknown (not written since the mount, or a file was left out):
-	 * protected by Fs.describe_lock.
-	 */
-	uint64_t described;
-} FsTier;
-
 /* What the policy worker is doing, for status (policy.c). */
 typedef struct FsPolicyStatus {
 	uint64_t moving_ino;      /* the file it is moving, 0 when idle */
@@ -161,12 +140,9 @@ typedef struct Fs {
 	FsStagingArea staging[CONFIG_TIERS_MAX]; /* by tier number */
 
 	DedupBackend *hot_backend;
-	DedupStore *store;        /* the hot tier's chunk store (tiers[0].store) */
-	FsTier tiers[CONFIG_TIERS_MAX];
-	uint32_t n_tiers;
-	pthread_mutex_t migrate_lock; /* one migration at a time; taken with no other lock held */
-	pthread_mutex_t describe_lock; /* one tier description written at a time; taken with no other lock held */
-	atomic_uint_fast64_t migrating_ino; /* the file being moved between tiers, 0 if none (for reports) */
+	DedupStore *store;        /* the hot tier's chunk store (tier 0's in tiers) */
+	TierSet *tiers;           /* every tier's store (tier/tiers.h); NULL until fs_tiers_open() */
+	TierMover *mover;         /* moves between them (tier/move.h), with fs/inode-move.c's hooks */
 	atomic_uint_fast64_t migrate_queue; /* files waiting in the moves tierctl asked for (for reports) */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
@@ -197,7 +173,7 @@ typedef struct Fs {
 
 	unsigned policy_interval_s;
 	unsigned history_interval_s; /* between samples of usage (history.c); 0: none */
-	pthread_mutex_t policy_lock; /* order: taken with no other lock held but migrate_lock */
+	pthread_mutex_t policy_lock; /* order: taken with no other lock held but the mover's */
 	pthread_cond_t policy_cond;
 	bool policy_stop;         /* protected by policy_lock */
 	bool policy_wake;         /* protected by policy_lock: a close found the hot tier short of space */
@@ -354,36 +330,30 @@ int fs_archivelog_header(Fs *fs, uint32_t tier, uint64_t ino, CatalogArchivelog 
 /* After a seal or a move changed st_blocks: drops the kernel's cached attributes, so du sees it now. */
 void fs_data_attrs_changed(Fs *fs, uint64_t ino);
 
-/* tier.c: the tiers' stores, and moving sealed files between them. */
-/* Opens every tier but the hot one (see FsTier); creates directories when create (embedded default). */
+/*
+ * tiers.c: the mount's tiers (tier/tiers.h) as the daemon runs them, with
+ * its log lines.
+ */
+/* Opens every tier but the hot one, and the mover; creates directories when create (embedded default). */
 int fs_tiers_open(Fs *fs, bool create);
+/* Describes the lower tiers one last time and closes them. */
 void fs_tiers_close(Fs *fs);
-/* The config of tier n, or NULL. */
-const ConfigTier *fs_tier_config(const Fs *fs, uint32_t n);
 /* The open store of tier n, or NULL (no such tier, or not reachable). */
-DedupStore *fs_tier_store(const Fs *fs, uint32_t n);
+static inline DedupStore *fs_tier_store(const Fs *fs, uint32_t n) {
+	return tier_set_store(fs->tiers, n);
+}
 /* Opens the lower tiers that could not be opened so far; true while some still cannot (collector's thread only). */
 bool fs_tiers_retry(Fs *fs);
-#define FS_TIER_RETRY_S 10
-/* Collects garbage on every open tier (dedup_store_gc()); *ret sums them; returns the first error. */
+/* Collects garbage on every open tier (dedup_store_gc()), each lower one right after its description; *ret sums them; returns the first error. */
 int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret);
-/*
- * Rewrites the description of lower tier n (dedup/describe.h: every file
- * sealed there, with its path, attributes and recipe) if what it would list
- * changed since the last one written.  Called after moves and before every
- * collection of the tier: the collector must never take chunks that the
- * current description still needs (see tier.c).  Returns: 0, -ENXIO (the
- * tier is not open), or the error that kept it from being written.
- */
+/* tier_set_describe(), with a warning when the tier was too full for it: 0, or the error (logged by the caller). */
 int fs_tier_describe(Fs *fs, uint32_t n);
 /* The same for every open lower tier; returns the first error (and logs each). */
 int fs_tiers_describe(Fs *fs);
-/*
- * Opens the storage of a lower tier named by spec, as a tier's `path` in the
- * config: a directory (its objects in DIR/containers) or nfs://host/export/path.
- * *ret_error (free it) may get a reason to show.
- */
-int fs_tier_open_source(const char *spec, DedupBackend **ret, char **ret_error);
+
+/* inode-move.c: the mover, with the inode table's side of a move as its hooks (tier/move.h). */
+int fs_mover_open(Fs *fs);
+
 /*
  * Disaster recovery (recover.c): rebuilds every file the description of the
  * lower tier at source lists into this mount's (empty) catalog and hot tier,
@@ -392,22 +362,6 @@ int fs_tier_open_source(const char *spec, DedupBackend **ret, char **ret_error);
  * or a negative errno (logged).
  */
 int fs_recover(Fs *fs, const char *source);
-
-typedef struct FsMigrateResult {
-	uint64_t bytes;           /* logical bytes moved */
-	uint64_t new_bytes;       /* of which new to the target (the rest deduplicated) */
-	uint64_t stored_bytes;    /* frame bytes the target gained */
-} FsMigrateResult;
-
-/*
- * Moves sealed file ino to tier `to` (see tier.c), paced by Fs.throttle
- * while the foreground is busy.  Returns 1 if moved, 0 if
- * there was nothing to do (already there), or -ENOENT, -EMEDIUMTYPE (not
- * sealed: raw or passthrough), -ESTALE (changed or moved meanwhile: try
- * again), -ENXIO (a tier not reachable), -EIO, -ENOSPC...
- */
-int fs_data_migrate(Fs *fs, uint64_t ino, uint32_t to, int (*progress)(uint64_t done, uint64_t total, void *userdata),
-		    void *userdata, FsMigrateResult *ret);
 
 #define FS_SEAL_READ_SIZE (1u << 20)
 
@@ -421,7 +375,7 @@ int fs_seal_schedule_pending(Fs *fs);
 
 /* policy.c: the worker that moves files off the hot tier by age and by its use (watermarks, reserve). */
 int fs_policy_start(Fs *fs);
-/* Stops it, cancelling the move in progress (fs_data_migrate() leaves garbage at most). */
+/* Stops it, cancelling the move in progress (tier_mover_move() leaves garbage at most). */
 void fs_policy_stop(Fs *fs);
 /* Wakes the worker early if the hot tier is above its high watermark or below its reserve. */
 void fs_policy_check_space(Fs *fs);

@@ -73,16 +73,17 @@ int fs_history_record(Fs *fs, Catalog *reader) {
 	int r = catalog_files_foreach(reader, add_file, &t);
 	if (r < 0)
 		return r;
-	for (uint32_t n = 0; n < fs->n_tiers; n++) {
+	uint32_t n_tiers = tier_set_count(fs->tiers);
+	for (uint32_t n = 0; n < n_tiers; n++) {
 		CatalogHistoryTier *h = &t.tiers[n];
-		const FsTier *ft = &fs->tiers[n];
+		DedupBackend *backend = tier_set_backend(fs->tiers, n);
 		DedupBackendStatfs sf;
 		h->t = now;
 		h->tier = n;
 		r = catalog_containers_foreach(reader, n, add_container, &h->stored);
 		if (r < 0)
 			return r;
-		if (ft->store && dedup_backend_statfs(ft->backend, &sf) >= 0) {
+		if (backend && dedup_backend_statfs(backend, &sf) >= 0) {
 			h->capacity = sf.total;
 			h->used = sf.total - MIN(sf.avail, sf.total);
 		}
@@ -91,6 +92,6 @@ int fs_history_record(Fs *fs, Catalog *reader) {
 		t.classes[k].t = now;
 		t.classes[k].file_class = k;
 	}
-	return catalog_history_add(fs->catalog, t.tiers, fs->n_tiers, t.classes, _TIER_CLASS_MAX,
+	return catalog_history_add(fs->catalog, t.tiers, n_tiers, t.classes, _TIER_CLASS_MAX,
 				   now - (int64_t) FS_HISTORY_KEEP_DAYS * 86400);
 }

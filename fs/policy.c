@@ -11,7 +11,7 @@
  *   idle --interval or poke--> scan: sealed files whose class (tier 0) or tier
  *     ^                         |   (below) has an open target, oldest mtime first
  *     |                         v
- *     +---- nothing left --- move one (fs_data_migrate(), paced) --+
+ *     +---- nothing left --- move one (tier_mover_move(), paced) --+
  *     |                         ^                                  |
  *     |                         +------ due by age, or space -------+
  *     +---- stop: the move in flight is cancelled (its copy is garbage for the target's collector)
@@ -24,7 +24,7 @@
  * (a later tier, so moves never go round in a circle); space plays no part.
  *
  * Invariants:
- *  1. Every move goes through fs_data_migrate(): one at a time (it takes
+ *  1. Every move goes through tier_mover_move(): one at a time (it takes
  *     the migrate lock, shared with tierctl migrate and recall), crash-safe
  *     at every step, and refused (-ESTALE, -EMEDIUMTYPE, -ENOENT) for a file
  *     changed, unsealed or deleted since the scan, which this pass then skips.
@@ -46,7 +46,7 @@
  *  4. Bytes moved are paced to policy_bandwidth per second, measured from
  *     the copy's progress, so a backlog never takes the disks from the
  *     archiver; the pacing sleeps on the worker's condition variable and
- *     stopping wakes it at once.  On top of that cap, fs_data_migrate()
+ *     stopping wakes it at once.  On top of that cap, tier_mover_move()
  *     yields to foreground I/O (throttle.c, background_share).
  */
 #include <errno.h>
@@ -105,7 +105,7 @@ static struct timespec monotonic_after(int64_t ns) {
 }
 
 static const ConfigTier *hot_config(const Fs *fs) {
-	return fs->tiers[0].config;
+	return tier_set_config(fs->tiers, 0);
 }
 
 static uint64_t reserve_of(const Fs *fs, uint64_t largest_log, uint64_t fs_size) {
@@ -202,7 +202,7 @@ static bool policy_rule(Fs *fs, const CatalogInode *ci, uint32_t *ret_target, ui
 		*ret_target = p->target_tier;
 		*ret_after = p->migrate_after;
 	} else {
-		const ConfigTier *t = fs_tier_config(fs, ci->tier);
+		const ConfigTier *t = tier_set_config(fs->tiers, ci->tier);
 		if (!t || t->target_tier == 0 || !fs_tier_store(fs, ci->tier))
 			return false;
 		*ret_target = t->target_tier;
@@ -324,10 +324,10 @@ static int policy_pass(Fs *fs, Catalog *reader) {
 		/* A pin set after this check is safe too: tierctl pin pins first, then recalls. */
 		if (catalog_pinned(reader, c->ino) > 0)
 			continue;
-		FsMigrateResult res;
+		TierMoveResult res;
 		status_moving(fs, c->ino, old ? "age" : "space");
 		pace.file_done = 0;
-		r = fs_data_migrate(fs, c->ino, c->target, pace_progress, &pace, &res);
+		r = tier_mover_move(fs->mover, c->ino, c->target, pace_progress, &pace, &res);
 		status_moving(fs, 0, NULL);
 		if (r == -ECANCELED)
 			break;

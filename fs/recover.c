@@ -282,8 +282,8 @@ static int restore_one(const DedupDescribedFile *f, void *userdata) {
 static bool source_is_own_tier(const Fs *fs, const char *spec) {
 	char a[PATH_MAX], b[PATH_MAX];
 	bool have_a = realpath(spec, a) != NULL;
-	for (uint32_t n = 0; n < fs->n_tiers; n++) {
-		const ConfigTier *t = fs->tiers[n].config;
+	for (uint32_t n = 0; n < tier_set_count(fs->tiers); n++) {
+		const ConfigTier *t = tier_set_config(fs->tiers, n);
 		if (!t)
 			continue;
 		if (strcmp(t->path, spec) == 0 || (have_a && realpath(t->path, b) && strcmp(a, b) == 0))
@@ -313,7 +313,7 @@ int fs_recover(Fs *fs, const char *source) {
 					       "directory whose tiers are elsewhere",
 				       source);
 
-	r = fs_tier_open_source(source, &b, &error);
+	r = tier_open_source(source, &b, &error);
 	if (r < 0)
 		return log_error_errno(r, "cannot open the tier %s: %s", source, error ?: strerror(-r));
 	r = dedup_description_load(b, &buf, &len);

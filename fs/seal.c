@@ -212,7 +212,7 @@ static void *gc_main(void *userdata) {
 	Fs *fs = userdata;
 	int64_t next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
 	/* Tiers that could not be opened at start: this thread tries them again (fs_tiers_retry()). */
-	int64_t next_retry = monotonic_ns() + (int64_t) FS_TIER_RETRY_S * 1000000000;
+	int64_t next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
 	bool retrying = true;
 
 	lower_priority();
@@ -223,7 +223,7 @@ static void *gc_main(void *userdata) {
 			pthread_mutex_unlock(&fs->seal_lock);
 			retrying = fs_tiers_retry(fs);
 			pthread_mutex_lock(&fs->seal_lock);
-			next_retry = monotonic_ns() + (int64_t) FS_TIER_RETRY_S * 1000000000;
+			next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
 			continue;
 		}
 		if (now < next_gc) {

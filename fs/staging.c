@@ -97,17 +97,17 @@ int fs_staging_init(Fs *fs) {
 }
 
 int fs_staging_open_tiers(Fs *fs) {
-	for (uint32_t n = 1; n < fs->n_tiers; n++) {
-		const FsTier *t = &fs->tiers[n];
+	for (uint32_t n = 1; n < tier_set_count(fs->tiers); n++) {
+		const ConfigTier *t = tier_set_config(fs->tiers, n);
 		/* Only a directory tier whose store opened: the same disk holds both. */
-		if (!t->config || t->config->backend != TIER_BACKEND_DIR || !t->store)
+		if (!t || t->backend != TIER_BACKEND_DIR || !tier_set_store(fs->tiers, n))
 			continue;
-		_cleanup_close_ int dir_fd = open(t->config->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		_cleanup_close_ int dir_fd = open(t->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		int r = dir_fd < 0 ? -errno : area_open(fs, n, dir_fd);
 		if (r < 0) {
 			/* Like a tier that did not open: no spill there, its raw files read as EIO. */
 			log_warning_errno(r, "tier %u (%s): cannot prepare %s/%s, nothing spills there: %m",
-					  (unsigned) n, t->config->name, t->config->path, FS_STAGING_DIR);
+					  (unsigned) n, t->name, t->path, FS_STAGING_DIR);
 			continue;
 		}
 		fs_spill_area_init(fs, n);

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+/* private to tier/: do not include outside tier/ */
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "tier/tiers.h"
+
+/*
+ * One tier.  config is set at open; backend, then store, are published
+ * once (see tier/tiers.h) and error describes why they are not, meanwhile.
+ */
+typedef struct TierSlot {
+	const ConfigTier *config;
+	DedupBackend *backend;    /* NULL until the store is open; read only after a non-NULL store */
+	_Atomic(DedupStore *) store; /* NULL: not reachable (yet) */
+	char *error;              /* why it could not be opened, while store is NULL (retry's thread only) */
+	/*
+	 * Fingerprint of what the tier's description lists, 0 = unknown (not
+	 * written since the open, or a file was left out): protected by
+	 * TierSet.describe_lock.
+	 */
+	uint64_t described;
+} TierSlot;
+
+struct TierSet {
+	const Config *config;
+	Catalog *catalog;
+	TierSlot tiers[CONFIG_TIERS_MAX];
+	uint32_t n_tiers;
+	/* One description written at a time; taken with no other lock held (see fs/fs-internal.h). */
+	pthread_mutex_t describe_lock;
+};

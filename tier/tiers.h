@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * The mount's tiers (tiers.c): tier 0 is the hot one, the others follow in
+ * the config's order, each a dedup domain of its own (a store over its
+ * backend: a directory, or an NFS export).  A lower tier that cannot be
+ * opened does not stop the mount: its store stays NULL, its error says
+ * why, and tier_set_retry() tries it again.
+ *
+ * Threads: the accessors may be called from any thread.  A store and its
+ * backend are published once (backend first, then store, with release
+ * order) and never change again until tier_set_free(): whoever reads a
+ * non-NULL store may use the backend and the store until then.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "common/config.h"
+#include "dedup/backend.h"
+#include "dedup/store.h"
+
+/* How often the daemon tries again a lower tier that could not be opened. */
+#define TIER_RETRY_S 10
+
+typedef struct TierSet TierSet;
+
+/*
+ * The config of tier n (0: the hot tier; then the others in the config's
+ * order), or NULL: no such tier.  Borrowed from config.
+ */
+const ConfigTier *tier_config_get(const Config *config, uint32_t n);
+
+/*
+ * Opens every tier config names.  Tier 0's backend and store are the
+ * caller's (hot_backend, hot_store: borrowed, and outliving the set).  A
+ * lower tier that cannot be opened is kept with its error
+ * (tier_set_error()); create: make the tiers' directories (the embedded
+ * default).  Returns 0, or -ENOMEM (nothing is left open).
+ * config and catalog are borrowed and must outlive the set.
+ */
+int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_backend, DedupStore *hot_store,
+		  bool create, TierSet **ret);
+/* Closes the lower tiers' stores and backends.  Accepts NULL; returns NULL. */
+TierSet *tier_set_free(TierSet *s);
+
+/* Tiers in the set (0 for NULL). */
+uint32_t tier_set_count(const TierSet *s);
+/* The config of tier n, or NULL (no such tier, or s NULL). */
+const ConfigTier *tier_set_config(const TierSet *s, uint32_t n);
+/* The open store of tier n, or NULL (no such tier, or not reachable). */
+DedupStore *tier_set_store(const TierSet *s, uint32_t n);
+/* Its backend, or NULL: like the store. */
+DedupBackend *tier_set_backend(const TierSet *s, uint32_t n);
+/* Why tier n could not be opened, while its store is NULL (NULL: unknown); valid until tier_set_free(). */
+const char *tier_set_error(const TierSet *s, uint32_t n);
+
+/*
+ * Opens the lower tiers that could not be opened so far.  *ret_opened gets
+ * a bit per tier that opened now (1 << n).  Returns true while some still
+ * cannot.  One caller at a time (the daemon's collector thread).
+ */
+bool tier_set_retry(TierSet *s, uint32_t *ret_opened);
+
+/*
+ * Rewrites the description of lower tier n (dedup/describe.h: every file
+ * sealed there, with its path, attributes and recipe) if what it would list
+ * changed since the last one written (describe.c).  Call it after moves
+ * and before every collection of the tier: the collector must never take
+ * chunks that the current description still needs.  Returns 0 (written, or
+ * current already), 1 (the tier is too full to hold one: the old one was
+ * removed, recovery from it is impossible until the next one), -ENXIO (the
+ * tier is not open), or the error that kept it from being written.
+ */
+int tier_set_describe(TierSet *s, uint32_t n);
+
+/*
+ * Opens the storage of a lower tier named by spec, as a tier's `path` in the
+ * config: a directory (its objects in DIR/containers) or nfs://host/export/path,
+ * for reading only (nothing is created).  *ret_error (free it) may get a
+ * reason to show.
+ */
+int tier_open_source(const char *spec, DedupBackend **ret, char **ret_error);
