@@ -354,15 +354,6 @@ int fs_tiers_describe(Fs *fs);
 /* inode-move.c: the mover, with the inode table's side of a move as its hooks (tier/move.h). */
 int fs_mover_open(Fs *fs);
 
-/*
- * Disaster recovery (recover.c): rebuilds every file the description of the
- * lower tier at source lists into this mount's (empty) catalog and hot tier,
- * reading chunks from that tier's containers alone.  Prints what it did on
- * stdout.  Returns: 0 (every file restored), 1 (some could not be: listed),
- * or a negative errno (logged).
- */
-int fs_recover(Fs *fs, const char *source);
-
 #define FS_SEAL_READ_SIZE (1u << 20)
 
 /* seal.c: the sealing workers and the collector. */

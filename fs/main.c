@@ -28,6 +28,7 @@
 #include "common/macros.h"
 #include "fs/fs-internal.h"
 #include "tier/backend-dir.h"
+#include "tier/recover.h"
 
 #define CATALOG_FILE "catalog.db"
 #define CONTAINERS_DIR "containers"
@@ -397,8 +398,11 @@ static int run(int argc, char **argv) {
 	if (catalog_start(&fs, !a.config) < 0)
 		goto out_fs;
 	if (a.recover_from) {
-		/* 2: some files could not be restored (fs_recover() listed them), the others are there. */
-		r = fs_recover(&fs, a.recover_from);
+		_cleanup_free_ char *why = NULL;
+		/* 2: some files could not be restored (tier_recover() listed them), the others are there. */
+		r = tier_recover(fs.config, fs.tiers, fs.catalog, fs.store, a.recover_from, stdout, &why);
+		if (r < 0)
+			log_error_errno(r, "%s", why ?: "out of memory");
 		ret = r == 0 ? EXIT_SUCCESS : r > 0 ? 2 : EXIT_FAILURE;
 		goto out_fs;
 	}

@@ -4,7 +4,7 @@
  * from one lower tier alone, after the hot tier and its catalog are lost
  * (`fratierfs --recover-from=SOURCE -o data=NEWDIR`).
  *
- * The lower tier describes itself (dedup/describe.h, written by tier.c):
+ * The lower tier describes itself (dedup/describe.h, written by describe.c):
  * the directories and files placed there, with paths, owners, modes,
  * times, classes, archived logs' headers and recipes in chunk ids.  Its
  * containers hold the chunks, found by id by walking them
@@ -32,22 +32,25 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/log.h"
 #include "common/macros.h"
 #include "dedup/describe.h"
-#include "fs/fs-internal.h"
+#include "tier/class.h"
 #include "tier/file-attrs.h"
+#include "tier/recover.h"
 
 /* Zero runs are fed to the writer from this many zero bytes at a time. */
 #define RECOVER_ZEROS ((size_t) 1 << 20)
 
 typedef struct Recover {
-	Fs *fs;
+	Catalog *catalog;
+	DedupStore *hot;
+	FILE *out;
 	DedupSalvage *salvage;
 	uint8_t *chunk;           /* DEDUP_CHUNK_SIZE_LIMIT_MAX bytes */
 	uint8_t *zeros;           /* RECOVER_ZEROS zero bytes */
@@ -68,7 +71,7 @@ static void restore_attrs(CatalogInode *ci, const TierFileAttrs *a) {
  * ancestors inside the caller's transaction; with a, given a's attributes.
  */
 static int ensure_dir(Recover *rc, const char *path, const TierFileAttrs *a, uint64_t *ret_ino) {
-	Catalog *c = rc->fs->catalog;
+	Catalog *c = rc->catalog;
 	char name[CATALOG_NAME_MAX + 1];
 	uint64_t ino = CATALOG_ROOT_INO;
 	int r;
@@ -135,15 +138,15 @@ static int ensure_dir(Recover *rc, const char *path, const TierFileAttrs *a, uin
 
 static int restore_dir(Recover *rc, const TierFileAttrs *a) {
 	uint64_t ino;
-	int r = catalog_begin(rc->fs->catalog);
+	int r = catalog_begin(rc->catalog);
 	if (r < 0)
 		return r;
 	r = ensure_dir(rc, a->path, a, &ino);
 	if (r < 0) {
-		catalog_rollback(rc->fs->catalog);
+		catalog_rollback(rc->catalog);
 		return r;
 	}
-	return catalog_commit(rc->fs->catalog);
+	return catalog_commit(rc->catalog);
 }
 
 /* Reads the file's chunks back into w.  Returns 0, or -ENOENT/-EIO for a missing/damaged chunk, or an error. */
@@ -176,7 +179,7 @@ static int restore_bytes(Recover *rc, const DedupDescribedFile *f, DedupWriter *
 }
 
 static int restore_file(Recover *rc, const DedupDescribedFile *f, const TierFileAttrs *a) {
-	Catalog *c = rc->fs->catalog;
+	Catalog *c = rc->catalog;
 	_cleanup_free_ char *dir = strdup(a->path);
 	DedupWriter *w = NULL;
 	uint64_t parent, ino;
@@ -191,7 +194,7 @@ static int restore_file(Recover *rc, const DedupDescribedFile *f, const TierFile
 	else
 		dir[0] = 0;
 
-	r = dedup_writer_new(rc->fs->store, &f->params, DEDUP_STORE_LEVEL_DEFAULT, &w);
+	r = dedup_writer_new(rc->hot, &f->params, DEDUP_STORE_LEVEL_DEFAULT, &w);
 	if (r >= 0)
 		r = restore_bytes(rc, f, w);
 	if (r < 0)
@@ -252,7 +255,7 @@ static int restore_one(const DedupDescribedFile *f, void *userdata) {
 		r = restore_dir(rc, a);
 		if (r < 0) {
 			/* A file in the way of a directory: only a hostile description has both. */
-			printf("lost: %s/: cannot make the directory: %s\n", a->path, strerror(-r));
+			fprintf(rc->out, "lost: %s/: cannot make the directory: %s\n", a->path, strerror(-r));
 			rc->lost++;
 			return r == -ENOTDIR || r == -EEXIST ? 0 : r;
 		}
@@ -273,17 +276,17 @@ static int restore_one(const DedupDescribedFile *f, void *userdata) {
 					  : NULL;
 	if (!why)
 		return r; /* no space, the catalog or the hot tier failing: stop there */
-	printf("lost: %s (inode %llu before): %s\n", a->path, (unsigned long long) a->ino, why);
+	fprintf(rc->out, "lost: %s (inode %llu before): %s\n", a->path, (unsigned long long) a->ino, why);
 	rc->lost++;
 	return 0;
 }
 
 /* Whether spec names one of this mount's own tiers: their collector would take its containers for garbage. */
-static bool source_is_own_tier(const Fs *fs, const char *spec) {
+static bool source_is_own_tier(const TierSet *tiers, const char *spec) {
 	char a[PATH_MAX], b[PATH_MAX];
 	bool have_a = realpath(spec, a) != NULL;
-	for (uint32_t n = 0; n < tier_set_count(fs->tiers); n++) {
-		const ConfigTier *t = tier_set_config(fs->tiers, n);
+	for (uint32_t n = 0; n < tier_set_count(tiers); n++) {
+		const ConfigTier *t = tier_set_config(tiers, n);
 		if (!t)
 			continue;
 		if (strcmp(t->path, spec) == 0 || (have_a && realpath(t->path, b) && strcmp(a, b) == 0))
@@ -292,72 +295,89 @@ static bool source_is_own_tier(const Fs *fs, const char *spec) {
 	return false;
 }
 
-int fs_recover(Fs *fs, const char *source) {
+/* Sets *ret_error to the message; returns r. */
+static int fail(char **ret_error, int r, const char *format, ...) _printf_(3, 4);
+static int fail(char **ret_error, int r, const char *format, ...) {
+	va_list ap;
+	va_start(ap, format);
+	if (vasprintf(ret_error, format, ap) < 0)
+		*ret_error = NULL;
+	va_end(ap);
+	return r;
+}
+
+int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, DedupStore *hot_store,
+		 const char *source, FILE *out, char **ret_error) {
 	_cleanup_free_ char *error = NULL;
 	_cleanup_free_ void *buf = NULL;
 	DedupBackend *b = NULL;
 	DedupDescriptionInfo info = {};
 	DedupSalvageStats st;
-	Recover rc = { .fs = fs };
+	Recover rc = { .catalog = catalog, .hot = hot_store, .out = out };
 	size_t len;
 	int r;
 
-	r = catalog_dir_is_empty(fs->catalog, CATALOG_ROOT_INO);
+	*ret_error = NULL;
+	r = catalog_dir_is_empty(catalog, CATALOG_ROOT_INO);
 	if (r < 0)
-		return log_error_errno(r, "cannot read the catalog: %m");
+		return fail(ret_error, r, "cannot read the catalog: %s", strerror(-r));
 	if (r == 0)
-		return log_error_errno(ENOTEMPTY, "the data directory %s already holds files: recover into a new one",
-				       fs->config->data_dir);
-	if (source_is_own_tier(fs, source))
-		return log_error_errno(EINVAL, "%s is a tier of the data directory being rebuilt: recover into a data "
-					       "directory whose tiers are elsewhere",
-				       source);
+		return fail(ret_error, -ENOTEMPTY, "the data directory %s already holds files: recover into a new one",
+			    config->data_dir);
+	if (source_is_own_tier(tiers, source))
+		return fail(ret_error, -EINVAL,
+			    "%s is a tier of the data directory being rebuilt: recover into a data directory whose tiers "
+			    "are elsewhere",
+			    source);
 
 	r = tier_open_source(source, &b, &error);
 	if (r < 0)
-		return log_error_errno(r, "cannot open the tier %s: %s", source, error ?: strerror(-r));
+		return fail(ret_error, r, "cannot open the tier %s: %s", source, error ?: strerror(-r));
 	r = dedup_description_load(b, &buf, &len);
 	if (r == -ENOENT) {
-		log_error("%s holds no description of its files: not a fratier tier, or written by a fratier without "
-			  "self-describing tiers before anything was moved there again",
-			  source);
+		fail(ret_error, r,
+		     "%s holds no description of its files: not a fratier tier, or written by a fratier without "
+		     "self-describing tiers before anything was moved there again",
+		     source);
 		goto out;
 	}
 	if (r >= 0)
 		r = dedup_description_parse(buf, len, NULL, NULL, &info);
 	if (r < 0) {
-		log_error_errno(r, "cannot read the description of %s: %m", source);
+		fail(ret_error, r, "cannot read the description of %s: %s", source, strerror(-r));
 		goto out;
 	}
 	r = dedup_salvage_open(b, &rc.salvage);
 	if (r < 0) {
-		log_error_errno(r, "cannot read the containers of %s: %m", source);
+		fail(ret_error, r, "cannot read the containers of %s: %s", source, strerror(-r));
 		goto out;
 	}
 	dedup_salvage_stats(rc.salvage, &st);
-	printf("%s: tier %u, description of %llu entries, %llu containers (%llu damaged, %llu cut short), "
-	       "%llu chunks\n",
-	       source, (unsigned) info.tier, (unsigned long long) info.records, (unsigned long long) st.containers,
-	       (unsigned long long) st.damaged_containers, (unsigned long long) st.torn_containers,
-	       (unsigned long long) st.chunks);
+	fprintf(out,
+		"%s: tier %u, description of %llu entries, %llu containers (%llu damaged, %llu cut short), "
+		"%llu chunks\n",
+		source, (unsigned) info.tier, (unsigned long long) info.records, (unsigned long long) st.containers,
+		(unsigned long long) st.damaged_containers, (unsigned long long) st.torn_containers,
+		(unsigned long long) st.chunks);
 
 	rc.chunk = malloc(DEDUP_CHUNK_SIZE_LIMIT_MAX);
 	rc.zeros = calloc(1, RECOVER_ZEROS);
 	if (!rc.chunk || !rc.zeros) {
-		r = log_oom();
+		r = fail(ret_error, -ENOMEM, "out of memory");
 		goto out;
 	}
 	r = dedup_description_parse(buf, len, restore_one, &rc, NULL);
 	if (r >= 0)
-		r = catalog_sync(fs->catalog);
+		r = catalog_sync(catalog);
 	if (r < 0) {
-		log_error_errno(r, "recovery from %s stopped after %llu files: %m", source,
-				(unsigned long long) rc.restored);
+		fail(ret_error, r, "recovery from %s stopped after %llu files: %s", source,
+		     (unsigned long long) rc.restored, strerror(-r));
 		goto out;
 	}
-	printf("restored %llu of %llu files (%llu bytes) into %s, on its hot tier; %llu could not be restored%s\n",
-	       (unsigned long long) rc.restored, (unsigned long long) rc.files, (unsigned long long) rc.bytes,
-	       fs->config->data_dir, (unsigned long long) rc.lost, rc.lost ? " (listed above)" : "");
+	fprintf(out,
+		"restored %llu of %llu files (%llu bytes) into %s, on its hot tier; %llu could not be restored%s\n",
+		(unsigned long long) rc.restored, (unsigned long long) rc.files, (unsigned long long) rc.bytes,
+		config->data_dir, (unsigned long long) rc.lost, rc.lost ? " (listed above)" : "");
 	r = rc.lost > 0 ? 1 : 0;
 out:
 	free(rc.chunk);
