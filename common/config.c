@@ -311,6 +311,19 @@ const ConfigTier *config_tier_by_role(const Config *c, TierRole role) {
 	return NULL;
 }
 
+const ConfigTier *config_tier_by_number(const Config *c, uint32_t n) {
+	if (n == 0)
+		return config_tier_by_role(c, TIER_ROLE_HOT);
+	uint32_t k = 0;
+	for (size_t i = 0; c && i < c->n_tiers && i < CONFIG_TIERS_MAX; i++) {
+		if (c->tiers[i].role == TIER_ROLE_HOT)
+			continue;
+		if (++k == n)
+			return &c->tiers[i];
+	}
+	return NULL;
+}
+
 static int config_add_tier(Config *c, const char *name, TierRole role, TierBackend backend, const char *path) {
 	ConfigTier *t = &c->tiers[c->n_tiers];
 

@@ -248,6 +248,11 @@ int config_default(const char *data_dir, Config *ret);
 
 /* The first tier (in file order) with this role, or NULL. Borrowed: valid while c lives. */
 const ConfigTier *config_tier_by_role(const Config *c, TierRole role);
+/*
+ * Tier number n as the daemon numbers them (0: the hot tier; then the
+ * others in file order), or NULL.  Borrowed: valid while c lives.
+ */
+const ConfigTier *config_tier_by_number(const Config *c, uint32_t n);
 
 /* Frees what c owns and zeroes it; safe on a zeroed or half-filled Config. */
 void config_done(Config *c);

@@ -29,19 +29,6 @@
 
 #define TIER_CONTAINERS_DIR "containers"
 
-const ConfigTier *tier_config_get(const Config *cfg, uint32_t n) {
-	if (n == 0)
-		return config_tier_by_role(cfg, TIER_ROLE_HOT);
-	uint32_t k = 0;
-	for (size_t i = 0; i < cfg->n_tiers; i++) {
-		if (cfg->tiers[i].role == TIER_ROLE_HOT)
-			continue;
-		if (++k == n)
-			return &cfg->tiers[i];
-	}
-	return NULL;
-}
-
 uint32_t tier_set_count(const TierSet *s) {
 	return s ? s->n_tiers : 0;
 }
@@ -115,13 +102,13 @@ int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_back
 		return -ENOMEM;
 	s->config = config;
 	s->catalog = catalog;
-	s->tiers[0] = (TierSlot) { .config = tier_config_get(config, 0), .backend = hot_backend, .store = hot_store };
+	s->tiers[0] = (TierSlot) { .config = config_tier_by_number(config, 0), .backend = hot_backend, .store = hot_store };
 	s->n_tiers = 1;
 	pthread_mutex_init(&s->describe_lock, NULL);
 
 	for (uint32_t n = 1; n < config->n_tiers && n < CONFIG_TIERS_MAX; n++) {
 		TierSlot *t = &s->tiers[n];
-		*t = (TierSlot) { .config = tier_config_get(config, n) };
+		*t = (TierSlot) { .config = config_tier_by_number(config, n) };
 		s->n_tiers = n + 1;
 		if (!t->config)
 			break;

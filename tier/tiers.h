@@ -28,12 +28,6 @@
 typedef struct TierSet TierSet;
 
 /*
- * The config of tier n (0: the hot tier; then the others in the config's
- * order), or NULL: no such tier.  Borrowed from config.
- */
-const ConfigTier *tier_config_get(const Config *config, uint32_t n);
-
-/*
  * Opens every tier config names.  Tier 0's backend and store are the
  * caller's (hot_backend, hot_store: borrowed, and outliving the set).  A
  * lower tier that cannot be opened is kept with its error
