@@ -1165,12 +1165,12 @@ static int group_by_name(const void *a, const void *b, void *userdata) {
 	return strcmp(names->names[((const Group *) a)->key], names->names[((const Group *) b)->key]);
 }
 
-static const char *const outlook_when_names[_FS_OUTLOOK_MAX] = {
-	[FS_OUTLOOK_DUE] = "due",
-	[FS_OUTLOOK_SPACE] = "space",
-	[FS_OUTLOOK_DAY] = "day",
-	[FS_OUTLOOK_WEEK] = "week",
-	[FS_OUTLOOK_LATER] = "later",
+static const char *const outlook_when_names[_TIER_OUTLOOK_MAX] = {
+	[TIER_OUTLOOK_DUE] = "due",
+	[TIER_OUTLOOK_SPACE] = "space",
+	[TIER_OUTLOOK_DAY] = "day",
+	[TIER_OUTLOOK_WEEK] = "week",
+	[TIER_OUTLOOK_LATER] = "later",
 };
 
 /* The outlook's own fields: they belong to the reply, so they go before any row. */
@@ -1179,9 +1179,9 @@ static int add_outlook_fields(Conn *c, const FsPolicyOutlook *o) {
 	if (r >= 0 && o->enabled)
 		r = add_i64(c, "policy_next_run", o->next_run);
 	if (r >= 0)
-		r = add_u64(c, "hot_space_needed", o->space_needed);
+		r = add_u64(c, "hot_space_needed", o->plan.space_needed);
 	if (r >= 0)
-		r = add_u64(c, "reserve", o->reserve);
+		r = add_u64(c, "reserve", o->plan.reserve);
 	return r;
 }
 
@@ -1189,7 +1189,7 @@ static int add_outlook_fields(Conn *c, const FsPolicyOutlook *o) {
 static int add_outlook_rows(Conn *c, const FsPolicyOutlook *o) {
 	int r = 0;
 	for (uint32_t k = 0; r >= 0 && k < _TIER_CLASS_MAX; k++) {
-		const FsPolicyOutlookClass *oc = &o->classes[k];
+		const TierOutlookClass *oc = &o->plan.classes[k];
 		const ConfigTier *t = tier_set_config(c->fs->tiers, oc->target);
 		if (oc->target == 0 || !t)
 			continue;
@@ -1198,7 +1198,7 @@ static int add_outlook_rows(Conn *c, const FsPolicyOutlook *o) {
 			r = add(c, "class", tier_class_to_string((TierFileClass) k));
 		if (r >= 0)
 			r = add(c, "target", t->name);
-		for (int w = 0; r >= 0 && w < _FS_OUTLOOK_MAX; w++) {
+		for (int w = 0; r >= 0 && w < _TIER_OUTLOOK_MAX; w++) {
 			char key[32];
 			snprintf(key, sizeof(key), "%s_files", outlook_when_names[w]);
 			r = add_u64(c, key, oc->files[w]);
@@ -1634,19 +1634,23 @@ static int plan_add(Conn *c, MovePlan *p, const CatalogInode *ci) {
 	}
 	MoveItem *it = &p->items[p->n++];
 	*it = (MoveItem) { .ino = ci->ino, .size = size, .from = ci->tier };
-	const ConfigClassPolicy *class_policy;
-	if (!tier_class_is_sealed((TierFileClass) ci->file_class) && ci->state != CATALOG_FILE_SEALED) {
-		it->result = p->to == 0 ? MOVE_ALREADY : MOVE_SKIPPED;
-		it->why = "passthrough class (online redo, control file, flashback log, or rewritten in place): stays raw "
-			  "on the hot tier";
-	} else if (it->from == p->to)
+	/* The planner's verdict, the very rules of the policy (tier/planner.h); a pin matters only off the hot tier. */
+	TierPlanFile f = {
+		.ino = ci->ino,
+		.file_class = ci->file_class,
+		.tier = ci->tier,
+		.sealed = ci->state == CATALOG_FILE_SEALED,
+		.pinned = p->to != 0 && catalog_pinned(c->reader, ci->ino) > 0,
+	};
+	switch (tier_plan_request(c->fs->config, &f, p->to, &it->why)) {
+	case TIER_REQUEST_ALREADY:
 		it->result = MOVE_ALREADY;
-	else if (p->to != 0 && (class_policy = tier_class_policy(c->fs->config, (TierFileClass) ci->file_class)) && class_policy->pinned) {
+		break;
+	case TIER_REQUEST_SKIP:
 		it->result = MOVE_SKIPPED;
-		it->why = "its class is pinned to the hot tier (pin = yes in the config)";
-	} else if (p->to != 0 && catalog_pinned(c->reader, ci->ino) > 0) {
-		it->result = MOVE_SKIPPED;
-		it->why = "pinned to the hot tier (tierctl unpin lets it move)";
+		break;
+	default:
+		break;
 	}
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include "fs/throttle.h"
 #include "tier/class.h"
 #include "tier/move.h"
+#include "tier/planner.h"
 #include "tier/tiers.h"
 
 /*
@@ -374,37 +375,17 @@ void fs_policy_status_get(Fs *fs, FsPolicyStatus *ret);
 /* The hot tier's reserve in bytes, as the last pass computed it. */
 uint64_t fs_policy_reserve(Fs *fs);
 
-/* When the files of a class on the hot tier will move, as the policy stands now (fs_policy_outlook). */
-typedef enum FsPolicyOutlookWhen {
-	FS_OUTLOOK_DUE,           /* due by age: at the next pass */
-	FS_OUTLOOK_SPACE,         /* not due, but the oldest while the hot tier needs space: at the next pass */
-	FS_OUTLOOK_DAY,           /* due by age within a day */
-	FS_OUTLOOK_WEEK,          /* within a week */
-	FS_OUTLOOK_LATER,
-	_FS_OUTLOOK_MAX,
-	_FS_OUTLOOK_NEVER = _FS_OUTLOOK_MAX, /* no age rule and no need of space */
-} FsPolicyOutlookWhen;
-
-typedef struct FsPolicyOutlookClass {
-	uint32_t target;          /* the tier its files go to; 0: they stay */
-	uint64_t files[_FS_OUTLOOK_MAX];
-	uint64_t bytes[_FS_OUTLOOK_MAX]; /* logical */
-	int64_t next_due;         /* Unix seconds of the first move by age not yet due; 0: none */
-} FsPolicyOutlookClass;
-
+/* What the policy will move off the hot tier next and when (fs_policy_outlook()). */
 typedef struct FsPolicyOutlook {
 	bool enabled;             /* the worker runs (not -o policy=0) */
 	int64_t next_run;         /* Unix seconds of its next pass at the latest */
-	uint64_t reserve;         /* free space it keeps on the hot tier */
-	uint64_t space_needed;    /* bytes the hot tier must free now for its watermarks and reserve */
-	FsPolicyOutlookClass classes[_TIER_CLASS_MAX];
+	TierOutlook plan;         /* the planner's plan, summed per class */
 } FsPolicyOutlook;
 
 /*
  * What the policy will move off the hot tier next and when, from the catalog
- * as it is now (reader: a read-only connection): the same rules as a pass,
- * with raw files counted as the sealed files they will be, pinned files left
- * out, and space needs met oldest first by the files' stored bytes.
+ * as it is now (reader: a read-only connection): the planner's plan, with raw
+ * files planned as the sealed files they will be (tier_plan_outlook()).
  */
 int fs_policy_outlook(Fs *fs, Catalog *reader, FsPolicyOutlook *ret);
 
