@@ -6,7 +6,7 @@
  * history_interval: per tier, how full its filesystem is and what fratier
  * keeps there (files, logical and stored bytes); per file class, its files
  * and logical bytes, in all and on the hot tier.  Samples older than
- * FS_HISTORY_KEEP_DAYS are forgotten as new ones come.
+ * CONTROL_HISTORY_KEEP_DAYS are forgotten as new ones come.
  *
  * Why in the catalog and not a log file: a sample is a handful of rows in one
  * transaction, it survives crashes and moves with the catalog, and the report
@@ -25,8 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "common/macros.h"
-#include "fs/fs-internal.h"
+#include "control/control-internal.h"
 
 typedef struct Totals {
 	Fs *fs;
@@ -66,17 +65,17 @@ static int add_container(const CatalogContainer *ct, void *userdata) {
 	return 0;
 }
 
-int fs_history_record(Fs *fs, Catalog *reader) {
+int control_history_record(Fs *fs, Catalog *reader) {
 	Totals t = { .fs = fs };
 	int64_t now = (int64_t) time(NULL);
 
 	int r = catalog_files_foreach(reader, add_file, &t);
 	if (r < 0)
 		return r;
-	uint32_t n_tiers = tier_set_count(fs->tiers);
+	uint32_t n_tiers = tier_set_count(fs_tiers(fs));
 	for (uint32_t n = 0; n < n_tiers; n++) {
 		CatalogHistoryTier *h = &t.tiers[n];
-		DedupBackend *backend = tier_set_backend(fs->tiers, n);
+		DedupBackend *backend = tier_set_backend(fs_tiers(fs), n);
 		DedupBackendStatfs sf;
 		h->t = now;
 		h->tier = n;
@@ -92,6 +91,6 @@ int fs_history_record(Fs *fs, Catalog *reader) {
 		t.classes[k].t = now;
 		t.classes[k].file_class = k;
 	}
-	return catalog_history_add(fs->catalog, t.tiers, n_tiers, t.classes, _TIER_CLASS_MAX,
-				   now - (int64_t) FS_HISTORY_KEEP_DAYS * 86400);
+	return catalog_history_add(fs_catalog(fs), t.tiers, n_tiers, t.classes, _TIER_CLASS_MAX,
+				   now - (int64_t) CONTROL_HISTORY_KEEP_DAYS * 86400);
 }

@@ -12,6 +12,7 @@
 #include "catalog/catalog.h"
 #include "common/config.h"
 #include "dedup/store.h"
+#include "fs/daemon.h"
 #include "fs/throttle.h"
 #include "tier/class.h"
 #include "tier/move.h"
@@ -100,17 +101,6 @@ typedef struct FsSealItem {
 	struct FsSealItem *next;
 } FsSealItem;
 
-/* What the policy worker is doing, for status (policy.c). */
-typedef struct FsPolicyStatus {
-	uint64_t moving_ino;      /* the file it is moving, 0 when idle */
-	const char *reason;       /* why: "age" or "space" (static), NULL when idle */
-	int64_t last_run;         /* Unix seconds of the end of the last pass, 0 before the first */
-	int64_t next_run;         /* Unix seconds of the next pass at the latest */
-	uint64_t files_moved;     /* since the mount */
-	uint64_t bytes_moved;     /* logical bytes of those files */
-	uint64_t failed;          /* moves that failed (refusals of changed files not counted) */
-} FsPolicyStatus;
-
 /*
  * Where raw bytes can live: TIER/staging on the hot tier and on each
  * directory-backed lower tier that opened (staging.c, spill.c).
@@ -130,7 +120,7 @@ typedef struct FsStagingArea {
 	bool dir_dirty[FS_STAGING_FANOUT]; /* protected by dir_lock[] */
 } FsStagingArea;
 
-typedef struct Fs {
+struct Fs {
 	Config *config;
 	struct fuse_session *se;  /* set once mounted: for notifications to the kernel */
 	const char *hot_path;
@@ -144,7 +134,6 @@ typedef struct Fs {
 	DedupStore *store;        /* the hot tier's chunk store (tier 0's in tiers) */
 	TierSet *tiers;           /* every tier's store (tier/tiers.h); NULL until fs_tiers_open() */
 	TierMover *mover;         /* moves between them (tier/move.h), with fs/inode-move.c's hooks */
-	atomic_uint_fast64_t migrate_queue; /* files waiting in the moves tierctl asked for (for reports) */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
 	unsigned seal_workers;    /* sealing threads */
@@ -173,7 +162,6 @@ typedef struct Fs {
 	pthread_t gc_thread;
 
 	unsigned policy_interval_s;
-	unsigned history_interval_s; /* between samples of usage (history.c); 0: none */
 	pthread_mutex_t policy_lock; /* order: taken with no other lock held but the mover's */
 	pthread_cond_t policy_cond;
 	bool policy_stop;         /* protected by policy_lock */
@@ -188,13 +176,12 @@ typedef struct Fs {
 	FsThrottle throttle;      /* background work yields to reads, writes and fsyncs (throttle.c) */
 
 	const char *mountpoint;
-	struct FsControl *control; /* tierctl's socket, see control.c */
 
 	pthread_mutex_t table_lock;
 	FsInode **buckets;        /* protected by table_lock */
 	size_t n_buckets;
 	size_t n_inodes;          /* protected by table_lock */
-} Fs;
+};
 
 /* inode.c: the table of inodes the kernel knows about. */
 int fs_inode_table_init(Fs *fs);
@@ -249,8 +236,6 @@ int fs_staging_create(Fs *fs, uint32_t tier, uint64_t ino);
  * re-creating it empty if lost) when needed; data_lock held.
  */
 int fs_staging_fd(Fs *fs, FsInode *i);
-/* -ENOENT when there is no staging file (lost before its first fsync, or sealed or spilled meanwhile). */
-int fs_staging_stat(Fs *fs, uint32_t tier, uint64_t ino, struct stat *ret);
 /* A private read-only descriptor (sealing reads with it). */
 int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino);
 int fs_staging_unlink(Fs *fs, uint32_t tier, uint64_t ino);
@@ -292,8 +277,6 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need);
 /* What can still be written through the mount: every staging area's free space above its floor, once per filesystem. */
 int fs_spill_statfs(Fs *fs, struct statvfs *ret);
 
-/* data.c: the chunker a class is cut with (the sealer's, shown by tierctl policy). */
-DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p);
 
 /* data.c: raw <-> sealed. */
 /* Takes data_lock shared with the inode's state known. */
@@ -305,12 +288,6 @@ void fs_data_unlock(FsInode *i);
  * for a raw file.
  */
 int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
-/*
- * Seals one raw file if it is still raw, unchanged, and of a sealed class,
- * finishing its stream if it has a valid one (only the bytes the stream has
- * not chunked yet are read then).
- */
-int fs_data_seal(Fs *fs, uint64_t ino);
 /* A writer into tier's store for a file of class c, with the class's chunker and compression level. */
 int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret);
 /*
@@ -345,12 +322,8 @@ static inline DedupStore *fs_tier_store(const Fs *fs, uint32_t n) {
 }
 /* Opens the lower tiers that could not be opened so far; true while some still cannot (collector's thread only). */
 bool fs_tiers_retry(Fs *fs);
-/* Collects garbage on every open tier (dedup_store_gc()), each lower one right after its description; *ret sums them; returns the first error. */
-int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret);
 /* tier_set_describe(), with a warning when the tier was too full for it: 0, or the error (logged by the caller). */
 int fs_tier_describe(Fs *fs, uint32_t n);
-/* The same for every open lower tier; returns the first error (and logs each). */
-int fs_tiers_describe(Fs *fs);
 
 /* inode-move.c: the mover, with the inode table's side of a move as its hooks (tier/move.h). */
 int fs_mover_open(Fs *fs);
@@ -371,30 +344,8 @@ int fs_policy_start(Fs *fs);
 void fs_policy_stop(Fs *fs);
 /* Wakes the worker early if the hot tier is above its high watermark or below its reserve. */
 void fs_policy_check_space(Fs *fs);
-void fs_policy_status_get(Fs *fs, FsPolicyStatus *ret);
-/* The hot tier's reserve in bytes, as the last pass computed it. */
-uint64_t fs_policy_reserve(Fs *fs);
+/* (Its status and outlook, for control/: fs/daemon.h.) */
 
-/* What the policy will move off the hot tier next and when (fs_policy_outlook()). */
-typedef struct FsPolicyOutlook {
-	bool enabled;             /* the worker runs (not -o policy=0) */
-	int64_t next_run;         /* Unix seconds of its next pass at the latest */
-	TierOutlook plan;         /* the planner's plan, summed per class */
-} FsPolicyOutlook;
-
-/*
- * What the policy will move off the hot tier next and when, from the catalog
- * as it is now (reader: a read-only connection): the planner's plan, with raw
- * files planned as the sealed files they will be (tier_plan_outlook()).
- */
-int fs_policy_outlook(Fs *fs, Catalog *reader, FsPolicyOutlook *ret);
-
-/*
- * Records one sample of usage per tier and file class (history.c); reader
- * reads, the daemon's catalog writes.  Samples are kept this long.
- */
-#define FS_HISTORY_KEEP_DAYS 400
-int fs_history_record(Fs *fs, Catalog *reader);
 /*
  * stream.c: chunking a file while it is written front to back, in the seal
  * workers.  Every function takes Fs.seal_lock itself: call with no lock held.
@@ -450,17 +401,6 @@ unsigned fs_stream_end_all(Fs *fs);
 /* At unmount, with the workers stopped: frees every stream. */
 void fs_stream_free_all(Fs *fs);
 
-/* control.c: the control socket tierctl talks to (docs/CONTROL.md). */
-typedef struct FsControl FsControl;
-/*
- * Binds path (replacing a dead socket left by a crash), before the mount, so
- * a socket that cannot be made stops the start-up; start() serves it, after
- * the daemon has detached.
- */
-int fs_control_open(Fs *fs, const char *path);
-int fs_control_start(Fs *fs);
-/* Stops serving (waiting for the connections being served; a scrub stops early) and removes the socket. */
-void fs_control_stop(Fs *fs);
 
 /* ops.c */
 struct fuse_lowlevel_ops;

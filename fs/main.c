@@ -26,6 +26,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/macros.h"
+#include "control/control.h"
 #include "fs/fs-internal.h"
 #include "tier/backend-dir.h"
 #include "tier/recover.h"
@@ -256,7 +257,6 @@ static int catalog_start(Fs *fs, bool create) {
 }
 
 static void fs_done(Fs *fs) {
-	fs_control_stop(fs);
 	fs_throttle_done(&fs->throttle);
 	fs_inode_table_done(fs);
 	fs_tiers_close(fs);
@@ -300,6 +300,8 @@ static int run(int argc, char **argv) {
 		.history_interval_s = UINT_MAX,
 	};
 	Fs fs = { .hot_fd = -1, .lock_fd = -1 };
+	Control *control = NULL;
+	unsigned history_interval_s;
 	int r, ret = EXIT_FAILURE;
 
 	/* No staging area is open yet: fs_done() must not close descriptor 0. */
@@ -380,7 +382,7 @@ static int run(int argc, char **argv) {
 	fs.gc_interval_s = a.gc_interval_s ?: 1;
 	fs.policy_interval_s = a.policy_interval_s ?: (unsigned) config.policy_interval;
 	/* Not given: the config's (0 is a choice here: no samples). */
-	fs.history_interval_s = a.history_interval_s != UINT_MAX ? a.history_interval_s : (unsigned) config.history_interval;
+	history_interval_s = a.history_interval_s != UINT_MAX ? a.history_interval_s : (unsigned) config.history_interval;
 	fs.seal_workers = a.seal_workers;
 	fs.seal_stream = a.seal_stream && a.stream_max > 0;
 	fs.stream_max = a.stream_max;
@@ -414,7 +416,7 @@ static int run(int argc, char **argv) {
 		log_error("cannot build mount options (a data directory containing ',' is not supported)");
 		goto out_fs;
 	}
-	r = fs_control_open(&fs, control_path);
+	r = control_open(&fs, control_path, history_interval_s, &control);
 	if (r == -EADDRINUSE) {
 		log_error("control socket %s is in use by another fratierfs; give this one its own with -o control=PATH",
 			  control_path);
@@ -452,7 +454,7 @@ static int run(int argc, char **argv) {
 		log_error_errno(r, "cannot start the policy worker: %m");
 		goto out_unmount;
 	}
-	r = fs_control_start(&fs);
+	r = control_start(control);
 	if (r < 0) {
 		log_error_errno(r, "cannot serve the control socket %s: %m", control_path);
 		goto out_unmount;
@@ -480,7 +482,7 @@ static int run(int argc, char **argv) {
 out_unmount:
 	/* First: a worker or a tierctl move waiting on it gives up its wait, and the stops below do not wait for it. */
 	fs_throttle_stop(&fs.throttle);
-	fs_control_stop(&fs);
+	control = control_free(control);
 	/* The seal workers before the policy worker: a finished seal wakes the latter (fs_policy_check_space()). */
 	fs_sealer_stop(&fs);
 	fs_policy_stop(&fs);
@@ -490,6 +492,7 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_fs:
+	control = control_free(control);
 	fs_done(&fs);
 out_config:
 	config_done(&config);

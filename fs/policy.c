@@ -420,6 +420,7 @@ void fs_policy_status_get(Fs *fs, FsPolicyStatus *ret) {
 	pthread_mutex_lock(&fs->policy_lock);
 	*ret = fs->policy_status;
 	pthread_mutex_unlock(&fs->policy_lock);
+	ret->running = true;
 }
 
 uint64_t fs_policy_reserve(Fs *fs) {

@@ -326,3 +326,20 @@ void fs_sealer_stop(Fs *fs) {
 	pthread_cond_destroy(&fs->stream_idle_cond);
 	pthread_mutex_destroy(&fs->seal_lock);
 }
+
+void fs_seal_status_get(Fs *fs, FsSealStatus *ret) {
+	FsSealStatus st = {};
+	int64_t now = monotonic_ns();
+	pthread_mutex_lock(&fs->seal_lock);
+	for (const FsSealItem *i = fs->seal_queue; i; i = i->next) {
+		st.queue++;
+		if (i->due_ns <= now)
+			st.queue_due++;
+	}
+	st.streams = fs->n_streams;
+	pthread_mutex_unlock(&fs->seal_lock);
+	st.seals_streamed = atomic_load(&fs->seals_streamed);
+	st.seals_whole = atomic_load(&fs->seals_whole);
+	st.streamed_bytes = atomic_load(&fs->streamed_bytes);
+	*ret = st;
+}

@@ -29,7 +29,7 @@
  *     table lock, no catalog transaction, no writer exclusion of a
  *     store): seals wait between reads of the staging file, streams with
  *     their stream busy (only a seal, never a FUSE thread, waits for
- *     that), moves between steps of the copy (under the migrate lock,
+ *     that), moves between steps of the copy (under the mover's lock,
  *     which only other moves take), the collector between compacted
  *     containers (under its store's gc_lock, which only a scrub takes).
  *     Work a FUSE request waits for (copy-on-write of a sealed file back

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
-/* private to fs/: do not include outside fs/ (and its unit test) */
+/* fs/'s: control/ reads its share and counters for status (fs/daemon.h); nothing else outside fs/ */
 
 /*
  * throttle.c — background work (sealing and streams, migrations, the

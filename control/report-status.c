@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * report-status.c — tierctl status, df and policy show: the daemon, its
+ * tiers and its settings, as they are now.  Read through the connection's
+ * own catalog reader (server.c, invariant 1).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "control/control-internal.h"
+#include "tier/backend-nfs.h"
+
+/* ---- tiers ---- */
+
+static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t used, uint64_t *ret_free) {
+	DedupBackend *backend = tier_set_backend(fs_tiers(c->fs), n);
+	const char *error = tier_set_error(fs_tiers(c->fs), n);
+	DedupBackendStatfs sf = {};
+	/* Asked of the tier's own backend, so an NFS tier answers for its export (within its bounded wait). */
+	bool reachable = backend && dedup_backend_statfs(backend, &sf) >= 0;
+	uint64_t fs_size = reachable ? sf.total : 0;
+	uint64_t fs_avail = reachable ? sf.avail : 0;
+	uint64_t capacity = t->capacity ? t->capacity : fs_size;
+	uint64_t free_bytes = fs_avail > t->reserve ? fs_avail - t->reserve : 0;
+	if (t->capacity)
+		free_bytes = MIN(free_bytes, t->capacity > used ? t->capacity - used : 0);
+	int r = control_add_u64(c, "tier", n);
+	if (r >= 0)
+		r = control_add(c, "name", t->name);
+	if (r >= 0)
+		r = control_add(c, "role", tier_role_to_string(t->role));
+	if (r >= 0)
+		r = control_add(c, "backend", tier_backend_to_string(t->backend));
+	if (r >= 0)
+		r = control_add(c, "path", t->path);
+	if (r >= 0)
+		r = control_add(c, "reachable", reachable ? "yes" : "no");
+	if (r >= 0 && error)
+		r = control_add(c, "error", error);
+	if (r >= 0)
+		r = control_add_u64(c, "capacity", capacity);
+	if (r >= 0)
+		r = control_add_u64(c, "fs_size", fs_size);
+	if (r >= 0)
+		r = control_add_u64(c, "fs_avail", fs_avail);
+	if (r >= 0)
+		r = control_add_u64(c, "reserve", t->reserve);
+	if (r >= 0)
+		r = control_add_u64(c, "used", used);
+	if (r >= 0)
+		r = control_add_u64(c, "free", free_bytes);
+	if (r >= 0 && t->backend == TIER_BACKEND_NFS && backend) {
+		TierNfsStats ns;
+		tier_backend_nfs_stats(backend, &ns);
+		r = control_add_u64(c, "nfs_rpcs", ns.rpcs);
+		if (r >= 0)
+			r = control_add_u64(c, "nfs_rpc_us", ns.rpc_ns / 1000);
+		if (r >= 0)
+			r = control_add_u64(c, "nfs_rpc_failures", ns.failures);
+	}
+	if (ret_free)
+		*ret_free = free_bytes;
+	return r;
+}
+
+typedef struct ContainerSums {
+	uint64_t containers, stored, live;
+} ContainerSums;
+
+static int sum_container(const CatalogContainer *ct, void *userdata) {
+	ContainerSums *s = userdata;
+	s->containers++;
+	s->stored += ct->size;
+	s->live += ct->live_bytes;
+	return 0;
+}
+
+typedef struct ChunkSums {
+	uint64_t chunks, dead, live_plain, referenced;
+} ChunkSums;
+
+static int sum_chunk(const CatalogChunk *ch, void *userdata) {
+	ChunkSums *s = userdata;
+	s->chunks++;
+	if (ch->refs == 0)
+		s->dead++;
+	else
+		s->live_plain += ch->plain_size;
+	s->referenced += (uint64_t) ch->plain_size * ch->refs;
+	return 0;
+}
+
+static int count_dead(const CatalogChunk *ch, void *userdata) {
+	(*(uint64_t *) userdata)++;
+	return 0;
+}
+
+/* ---- status and df ---- */
+
+static size_t tier_count(const Fs *fs) {
+	return fs_config(fs)->n_tiers;
+}
+
+static int add_df_rows(Conn *c, const FileVec *files) {
+	int r = 0;
+	for (uint32_t n = 0; r >= 0 && n < tier_count(c->fs); n++) {
+		const ConfigTier *t = tier_set_config(fs_tiers(c->fs), n);
+		ContainerSums cs = {};
+		ChunkSums ks = {};
+		uint64_t logical = 0, raw = 0, nfiles = 0;
+		if (!t)
+			break;
+		r = catalog_containers_foreach(c->reader, n, sum_container, &cs);
+		if (r >= 0)
+			r = catalog_chunks_foreach(c->reader, n, sum_chunk, &ks);
+		if (r < 0)
+			return control_fail(c, r, "cannot read the chunk index: %s", strerror(-r));
+		for (size_t i = 0; i < files->n; i++) {
+			if (files->items[i].tier != n)
+				continue;
+			nfiles++;
+			logical += files->items[i].size;
+			raw += files->items[i].raw_bytes;
+		}
+		r = control_row(c, "tier");
+		if (r >= 0)
+			r = add_tier_fields(c, n, t, cs.stored + raw, NULL);
+		if (r >= 0)
+			r = control_add_u64(c, "files", nfiles);
+		if (r >= 0)
+			r = control_add_u64(c, "logical", logical);
+		if (r >= 0)
+			r = control_add_u64(c, "stored", cs.stored);
+		if (r >= 0)
+			r = control_add_u64(c, "raw", raw);
+		if (r >= 0)
+			r = control_add_u64(c, "containers", cs.containers);
+		if (r >= 0)
+			r = control_add_u64(c, "live", cs.live);
+		if (r >= 0)
+			r = control_add_u64(c, "live_plain", ks.live_plain);
+		if (r >= 0)
+			r = control_add_u64(c, "referenced", ks.referenced);
+		if (r >= 0)
+			r = control_add_u64(c, "chunks", ks.chunks);
+		if (r >= 0)
+			r = control_add_u64(c, "dead_chunks", ks.dead);
+	}
+	return r;
+}
+
+int control_df(Conn *c) {
+	FileVec files = {};
+	int r = control_census(c, &files);
+	if (r >= 0)
+		r = add_df_rows(c, &files);
+	free(files.items);
+	return r;
+}
+
+static void throughput(Control *ctl, bool *ret_known, uint64_t *ret_sealed, uint64_t *ret_stored) {
+	pthread_mutex_lock(&ctl->lock);
+	const Sample *a = &ctl->samples[0], *b = &ctl->samples[ctl->n_samples ? ctl->n_samples - 1 : 0];
+	double dt = (double) (b->t_ns - a->t_ns) / 1e9;
+	*ret_known = ctl->n_samples >= 2 && dt > 0;
+	if (*ret_known) {
+		/* Net growth: deletions meanwhile count against it, and it never goes below zero. */
+		*ret_sealed = b->sealed_bytes > a->sealed_bytes ? (uint64_t) ((double) (b->sealed_bytes - a->sealed_bytes) / dt) : 0;
+		*ret_stored = b->stored_bytes > a->stored_bytes ? (uint64_t) ((double) (b->stored_bytes - a->stored_bytes) / dt) : 0;
+	}
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+static int add_policy_status(Conn *c) {
+	FsPolicyStatus ps;
+	_cleanup_free_ char *path = NULL;
+
+	FsSettings set;
+	fs_policy_status_get(c->fs, &ps);
+	fs_settings_get(c->fs, &set);
+	/* A file deleted or renamed meanwhile has no path to show: its number will do. */
+	if (ps.moving_ino && control_path_of(c->reader, ps.moving_ino, &path) < 0)
+		path = NULL;
+	int r = control_add(c, "policy_state", !ps.running ? "off" : ps.moving_ino ? "moving" : "idle");
+	if (r >= 0 && ps.moving_ino)
+		r = control_add_u64(c, "policy_inode", ps.moving_ino);
+	if (r >= 0 && path)
+		r = control_add(c, "policy_file", path);
+	if (r >= 0 && ps.reason)
+		r = control_add(c, "policy_reason", ps.reason);
+	if (r >= 0 && ps.last_run > 0)
+		r = control_add_i64(c, "policy_last_run", ps.last_run);
+	if (r >= 0)
+		r = control_add_i64(c, "policy_next_run", ps.next_run);
+	if (r >= 0)
+		r = control_add_u64(c, "policy_interval", set.policy_interval_s);
+	if (r >= 0)
+		r = control_add_u64(c, "policy_files_moved", ps.files_moved);
+	if (r >= 0)
+		r = control_add_u64(c, "policy_bytes_moved", ps.bytes_moved);
+	if (r >= 0)
+		r = control_add_u64(c, "policy_failed", ps.failed);
+	return r;
+}
+
+/* What the throttle did since the mount (fs/throttle.h): per kind of work, units busy and idle, waits and their time. */
+static int add_throttle_status(Conn *c) {
+	FsThrottle *t = fs_throttle(c->fs);
+	int r = control_add_u64(c, "background_share", t->share);
+	if (r >= 0)
+		r = control_add(c, "foreground_busy", fs_throttle_foreground_is_busy(t) ? "yes" : "no");
+	for (int k = 0; r >= 0 && k < _FS_THROTTLE_KIND_MAX; k++) {
+		const FsThrottleCounters *n = &t->counters[k];
+		const char *kind = fs_throttle_kind_to_string((FsThrottleKind) k);
+		char key[64];
+		snprintf(key, sizeof(key), "throttle_%s_busy", kind);
+		r = control_add_u64(c, key, atomic_load(&n->busy_units));
+		snprintf(key, sizeof(key), "throttle_%s_idle", kind);
+		if (r >= 0)
+			r = control_add_u64(c, key, atomic_load(&n->idle_units));
+		snprintf(key, sizeof(key), "throttle_%s_waits", kind);
+		if (r >= 0)
+			r = control_add_u64(c, key, atomic_load(&n->waits));
+		snprintf(key, sizeof(key), "throttle_%s_wait_us", kind);
+		if (r >= 0)
+			r = control_add_u64(c, key, atomic_load(&n->wait_ns) / 1000);
+	}
+	return r;
+}
+
+int control_status(Conn *c) {
+	Fs *fs = c->fs;
+	Control *ctl = c->ctl;
+	CatalogFileTotals totals;
+	FileVec files = {};
+	FsSealStatus seal;
+	FsSettings set;
+	uint64_t dead = 0, errors_total = 0, tp_sealed = 0, tp_stored = 0;
+	bool tp_known;
+	LogRecent recent[LOG_RECENT_MAX];
+	int r;
+
+	r = catalog_files_totals(c->reader, &totals);
+	if (r >= 0)
+		for (uint32_t n = 0; r >= 0 && n < tier_set_count(fs_tiers(fs)); n++)
+			r = catalog_chunks_foreach_dead(c->reader, n, count_dead, &dead);
+	if (r < 0)
+		return control_fail(c, r, "cannot read the catalog: %s", strerror(-r));
+
+	fs_seal_status_get(fs, &seal);
+	fs_settings_get(fs, &set);
+	throughput(ctl, &tp_known, &tp_sealed, &tp_stored);
+	size_t n_recent = log_recent_get(recent, ELEMENTSOF(recent), &errors_total);
+
+	r = control_add(c, "mount", set.mountpoint);
+	if (r >= 0)
+		r = control_add(c, "data_dir", fs_config(fs)->data_dir);
+	if (r >= 0)
+		r = control_add(c, "control", ctl->path);
+	if (r >= 0)
+		r = control_add(c, "version", PACKAGE_VERSION);
+	if (r >= 0)
+		r = control_add_u64(c, "pid", (uint64_t) getpid());
+	if (r >= 0)
+		r = control_add_u64(c, "owner", ctl->owner);
+	if (r >= 0)
+		r = control_add_u64(c, "uptime", (uint64_t) ((control_now_ns(CLOCK_MONOTONIC) - ctl->started_ns) / 1000000000));
+	if (r >= 0)
+		r = control_add(c, "allow_other", fs_config(fs)->allow_other ? "yes" : "no");
+	pthread_mutex_lock(&ctl->lock);
+	unsigned clients = ctl->n_conns;
+	pthread_mutex_unlock(&ctl->lock);
+	if (r >= 0)
+		r = control_add_u64(c, "clients", clients);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_delay", set.seal_delay_s);
+	if (r >= 0)
+		r = control_add_u64(c, "gc_interval", set.gc_interval_s);
+	if (r >= 0)
+		r = control_add_u64(c, "files_raw", totals.files[CATALOG_FILE_RAW]);
+	if (r >= 0)
+		r = control_add_u64(c, "files_sealed", totals.files[CATALOG_FILE_SEALED]);
+	if (r >= 0)
+		r = control_add_u64(c, "sealed_bytes", totals.bytes[CATALOG_FILE_SEALED]);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_queue", seal.queue);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_queue_due", seal.queue_due);
+	if (r >= 0)
+		r = control_add_u64(c, "migrate_queue", atomic_load(&ctl->migrate_queue));
+	if (r >= 0)
+		r = control_add_u64(c, "seal_streams", seal.streams);
+	if (r >= 0)
+		r = control_add_u64(c, "seals_streamed", seal.seals_streamed);
+	if (r >= 0)
+		r = control_add_u64(c, "seals_whole", seal.seals_whole);
+	if (r >= 0)
+		r = control_add_u64(c, "streamed_bytes", seal.streamed_bytes);
+	if (r >= 0)
+		r = control_add_u64(c, "gc_queue", dead);
+	if (r >= 0)
+		r = add_policy_status(c);
+	if (r >= 0)
+		r = add_throttle_status(c);
+	if (r >= 0 && tp_known)
+		r = control_add_u64(c, "seal_rate", tp_sealed);
+	if (r >= 0 && tp_known)
+		r = control_add_u64(c, "store_rate", tp_stored);
+	if (r >= 0)
+		r = control_add_u64(c, "errors_total", errors_total);
+	if (r >= 0)
+		r = control_census(c, &files);
+	if (r >= 0)
+		r = add_df_rows(c, &files);
+	free(files.items);
+	for (size_t i = 0; r >= 0 && i < n_recent; i++) {
+		r = control_row(c, "error");
+		if (r >= 0)
+			r = control_add_i64(c, "time", (int64_t) recent[i].time);
+		if (r >= 0)
+			r = control_add(c, "level", recent[i].level <= LOG_ERR ? "error" : "warning");
+		if (r >= 0)
+			r = control_add(c, "message", recent[i].message);
+	}
+	return r;
+}
+
+/* ---- policy ---- */
+
+int control_policy(Conn *c) {
+	FsSettings set;
+	fs_settings_get(c->fs, &set);
+	int r = control_add_u64(c, "seal_delay", set.seal_delay_s);
+	if (r >= 0)
+		r = control_add_u64(c, "gc_interval", set.gc_interval_s);
+	if (r >= 0)
+		r = control_add(c, "gc_live_threshold", "0.5");
+	const ConfigTier *hot = tier_set_config(fs_tiers(c->fs), 0);
+	if (r >= 0)
+		r = control_add_u64(c, "policy_interval", set.policy_interval_s);
+	if (r >= 0)
+		r = control_add_u64(c, "policy_bandwidth", fs_config(c->fs)->policy_bandwidth);
+	if (r >= 0)
+		r = control_add_u64(c, "high_watermark", hot->high_watermark);
+	if (r >= 0)
+		r = control_add_u64(c, "low_watermark", hot->low_watermark);
+	if (r >= 0)
+		r = control_add_u64(c, "reserve", fs_policy_reserve(c->fs));
+	if (r >= 0)
+		r = control_add(c, "reserve_rule", hot->has_reserve ? "configured" : "4 x the largest archivelog, at most 10% of the hot tier");
+	for (int k = 0; r >= 0 && k < _TIER_CLASS_MAX; k++) {
+		/* The very settings the sealer takes, so what is shown is what is done. */
+		const ConfigClassPolicy *policy = tier_class_policy(fs_config(c->fs), (TierFileClass) k);
+		bool sealed = policy != NULL;
+		DedupChunkerParams params = sealed ? fs_class_chunker(policy) : (DedupChunkerParams) {};
+		const DedupChunkerParams *p = &params;
+		r = control_row(c, "class");
+		if (r >= 0)
+			r = control_add(c, "class", tier_class_to_string((TierFileClass) k));
+		if (r >= 0)
+			r = control_add(c, "sealed", sealed ? "yes" : "no");
+		if (r >= 0 && sealed) {
+			r = control_add(c, "chunker", p->mode == DEDUP_CHUNKER_CDC ? "cdc" : "fixed");
+			if (r >= 0)
+				r = control_add_u64(c, "chunk_min", p->min_size);
+			if (r >= 0)
+				r = control_add_u64(c, "chunk_avg", p->avg_size);
+			if (r >= 0)
+				r = control_add_u64(c, "chunk_max", p->max_size);
+			if (r >= 0)
+				r = control_add(c, "compression", "zstd");
+			char level[16];
+			snprintf(level, sizeof(level), "%d", policy->zstd_level);
+			if (r >= 0)
+				r = control_add(c, "zstd_level", level);
+			if (r >= 0)
+				r = control_add_u64(c, "seal_delay", set.seal_delay_s);
+			/* A target tier that is not configured or not open moves nothing: show it as none. */
+			uint32_t to = policy->target_tier;
+			bool moves = to > 0 && tier_set_store(fs_tiers(c->fs), to);
+			if (r >= 0)
+				r = control_add_u64(c, "migrate_after", moves ? policy->migrate_after : 0);
+			if (r >= 0 && moves)
+				r = control_add_u64(c, "target_tier", to);
+			if (r >= 0 && moves)
+				r = control_add(c, "target", tier_set_config(fs_tiers(c->fs), to)->name);
+			if (r >= 0 && policy->pinned)
+				r = control_add(c, "pinned", "yes");
+		}
+	}
+	return r;
+}
