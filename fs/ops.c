@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * ops.c — the FUSE low-level handlers.
+ * ops.c — the FUSE low-level handlers: the table, and the operations on
+ * inodes and their data (lookup, attributes, open, read, write, fsync,
+ * fallocate, lseek, statfs); the namespace's are ops-dir.c's, the extended
+ * attributes' ops-xattr.c's.
  *
  * Each handler decodes the request, does its work against the catalog and
  * the staging files, and replies exactly once; errors flip sign only at the
@@ -17,31 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/macros.h"
-#include "fs/fs-internal.h"
+#include "fs/ops-internal.h"
 
-#define FS_LINK_MAX 65000
-#define FS_READDIR_BATCH 64
 #define FS_DIR_SIZE 4096
-
-static Fs *fs_of(fuse_req_t req) {
-	return fuse_req_userdata(req);
-}
-
-/*
- * The coarse clock, as the kernel stamps files with: times we set in the
- * catalog and times the hot tier sets on staging files must compare right.
- */
-static int64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int64_t ts_to_ns(const struct timespec *ts) {
 	return (int64_t) ts->tv_sec * 1000000000 + ts->tv_nsec;
@@ -55,13 +41,6 @@ static struct timespec ns_to_ts(int64_t ns) {
 	}
 	return ts;
 }
-
-static int check_name(const char *name) {
-	return strlen(name) > CATALOG_NAME_MAX ? -ENAMETOOLONG : 0;
-}
-
-/* How often getattr looks again for a raw file's staging file that a seal or a spill switched under it. */
-#define FS_STAT_RETRIES 3
 
 static int inode_stat(Fs *fs, const CatalogInode *ci, struct stat *st) {
 	CatalogInode now = *ci;
@@ -129,8 +108,7 @@ static int getattr_ino(Fs *fs, uint64_t ino, struct stat *st) {
 	return inode_stat(fs, &ci, st);
 }
 
-/* Replies with an entry for ino and takes the kernel reference the reply creates. */
-static void reply_entry(fuse_req_t req, uint64_t ino) {
+void fs_reply_entry(fuse_req_t req, uint64_t ino) {
 	Fs *fs = fs_of(req);
 	struct fuse_entry_param e = {
 		.ino = ino,
@@ -145,22 +123,6 @@ static void reply_entry(fuse_req_t req, uint64_t ino) {
 		return (void) fuse_reply_err(req, -r);
 	if (fuse_reply_entry(req, &e) < 0)
 		fs_inode_forget(fs, ino, 1); /* interrupted: the kernel never saw it */
-}
-
-static void touch_dir(CatalogInode *dir, int64_t t) {
-	dir->mtime_ns = t;
-	dir->ctime_ns = t;
-}
-
-static int get_dir(Fs *fs, uint64_t ino, CatalogInode *ret) {
-	int r = catalog_inode_get(fs->catalog, ino, ret);
-	if (r < 0)
-		return r;
-	if (!S_ISDIR(ret->mode))
-		return -ENOTDIR;
-	if (ret->nlink == 0)
-		return -ENOENT; /* removed while we looked */
-	return 0;
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn) {
@@ -187,7 +149,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
 		r = catalog_dirent_lookup(fs->catalog, parent, name, &ino);
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);
-	reply_entry(req, ino);
+	fs_reply_entry(req, ino);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -328,435 +290,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
-/*
- * Creates a node named name in parent, in one transaction.  For regular files
- * the staging file is created too and its descriptor returned in *ret_fd.
- * If the name exists, returns -EEXIST with its inode number in *ret_ino.
- */
-static int create_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
-		       const char *link_target, uint64_t *ret_ino, int *ret_fd) {
-	Fs *fs = fs_of(req);
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	_cleanup_close_ int fd = -1;
-	CatalogInode dir, ci;
-	uint64_t ino;
-	int r;
-
-	r = check_name(name);
-	if (r < 0)
-		return r;
-	r = catalog_begin(fs->catalog);
-	if (r < 0)
-		return r;
-	r = get_dir(fs, parent, &dir);
-	if (r < 0)
-		goto fail;
-	r = catalog_dirent_lookup(fs->catalog, parent, name, ret_ino);
-	if (r >= 0) {
-		r = -EEXIST;
-		goto fail;
-	}
-	if (r != -ENOENT)
-		goto fail;
-	if (S_ISDIR(mode) && dir.nlink >= FS_LINK_MAX) {
-		r = -EMLINK;
-		goto fail;
-	}
-
-	int64_t t = now_ns();
-	ci = (CatalogInode) {
-		.parent = parent,
-		.mode = mode,
-		.uid = ctx->uid,
-		/* BSD group semantics in set-group-ID directories, as every Linux filesystem does. */
-		.gid = (dir.mode & S_ISGID) ? dir.gid : ctx->gid,
-		.nlink = S_ISDIR(mode) ? 2 : 1,
-		.rdev = rdev,
-		.size = link_target ? strlen(link_target) : 0,
-		.atime_ns = t,
-		.mtime_ns = t,
-		.ctime_ns = t,
-	};
-	if (S_ISDIR(mode) && (dir.mode & S_ISGID))
-		ci.mode |= S_ISGID;
-	if (S_ISREG(mode)) {
-		char dir_name[CATALOG_NAME_MAX + 1];
-		uint64_t grandparent;
-		bool named = parent != CATALOG_ROOT_INO &&
-			     catalog_dirent_find(fs->catalog, parent, &grandparent, dir_name, sizeof(dir_name)) >= 0;
-		ci.file_class = tier_classify(fs->config, named ? dir_name : NULL, name);
-		/*
-		 * A new file starts on the hot tier if it has room, else on the
-		 * first lower tier that has (spill.c); with no room anywhere it
-		 * is created on the hot tier all the same, and its first write
-		 * fails with ENOSPC.
-		 */
-		ci.tier = fs_spill_pick_new(fs);
-	}
-
-	r = catalog_inode_create(fs->catalog, &ci, link_target, &ino);
-	if (r < 0)
-		goto fail;
-	if (S_ISREG(mode)) {
-		fd = fs_staging_create(fs, ci.tier, ino);
-		if (fd < 0) {
-			r = fd;
-			goto fail;
-		}
-	}
-	r = catalog_dirent_add(fs->catalog, parent, name, ino);
-	if (r < 0)
-		goto fail_unlink;
-	touch_dir(&dir, t);
-	if (S_ISDIR(mode))
-		dir.nlink++;
-	r = catalog_inode_update(fs->catalog, &dir);
-	if (r < 0)
-		goto fail_unlink;
-	r = catalog_commit(fs->catalog);
-	if (r < 0)
-		goto fail_unlink_committed;
-
-	*ret_ino = ino;
-	if (ret_fd)
-		*ret_fd = TAKE_FD(fd);
-	return 0;
-
-fail_unlink:
-	catalog_rollback(fs->catalog);
-fail_unlink_committed:
-	if (S_ISREG(mode))
-		(void) fs_staging_unlink(fs, ci.tier, ino);
-	return r;
-fail:
-	catalog_rollback(fs->catalog);
-	return r;
-}
-
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
-	uint64_t ino;
-	int fd = -1;
-
-	if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISCHR(mode) && !S_ISBLK(mode))
-		return (void) fuse_reply_err(req, EINVAL);
-	int r = create_node(req, parent, name, mode, rdev, NULL, &ino, S_ISREG(mode) ? &fd : NULL);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	if (fd >= 0)
-		close(fd);
-	reply_entry(req, ino);
-}
-
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
-	uint64_t ino;
-	int r = create_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &ino, NULL);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	reply_entry(req, ino);
-}
-
-static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name) {
-	uint64_t ino;
-	if (strlen(link) > CATALOG_SYMLINK_MAX)
-		return (void) fuse_reply_err(req, ENAMETOOLONG);
-	int r = create_node(req, parent, name, S_IFLNK | 0777, 0, link, &ino, NULL);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	reply_entry(req, ino);
-}
-
-static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
-	char target[CATALOG_SYMLINK_MAX + 1];
-	int r = catalog_symlink_get(fs_of(req)->catalog, ino, target, sizeof(target));
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	fuse_reply_readlink(req, target);
-}
-
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
-	Fs *fs = fs_of(req);
-	CatalogInode dir, ci;
-	uint64_t ino;
-	int r;
-
-	r = catalog_begin(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = get_dir(fs, parent, &dir);
-	if (r >= 0)
-		r = catalog_dirent_lookup(fs->catalog, parent, name, &ino);
-	if (r >= 0)
-		r = catalog_inode_get(fs->catalog, ino, &ci);
-	if (r >= 0 && S_ISDIR(ci.mode))
-		r = -EISDIR;
-	if (r >= 0)
-		r = catalog_dirent_remove(fs->catalog, parent, name);
-	if (r < 0)
-		goto fail;
-
-	int64_t t = now_ns();
-	ci.nlink--;
-	ci.ctime_ns = t;
-	touch_dir(&dir, t);
-	r = catalog_inode_update(fs->catalog, &ci);
-	if (r >= 0)
-		r = catalog_inode_update(fs->catalog, &dir);
-	if (r < 0)
-		goto fail;
-	r = catalog_commit(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	if (ci.nlink == 0)
-		(void) fs_inode_purge_if_unused(fs, ino);
-	return (void) fuse_reply_err(req, 0);
-
-fail:
-	catalog_rollback(fs->catalog);
-	fuse_reply_err(req, -r);
-}
-
-static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
-	Fs *fs = fs_of(req);
-	CatalogInode dir, ci;
-	uint64_t ino;
-	int r;
-
-	r = catalog_begin(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = get_dir(fs, parent, &dir);
-	if (r >= 0)
-		r = catalog_dirent_lookup(fs->catalog, parent, name, &ino);
-	if (r >= 0)
-		r = catalog_inode_get(fs->catalog, ino, &ci);
-	if (r >= 0 && !S_ISDIR(ci.mode))
-		r = -ENOTDIR;
-	if (r >= 0) {
-		r = catalog_dir_is_empty(fs->catalog, ino);
-		if (r == 0)
-			r = -ENOTEMPTY;
-	}
-	if (r >= 0)
-		r = catalog_dirent_remove(fs->catalog, parent, name);
-	if (r < 0)
-		goto fail;
-
-	int64_t t = now_ns();
-	ci.nlink = 0;
-	ci.ctime_ns = t;
-	touch_dir(&dir, t);
-	dir.nlink--;
-	r = catalog_inode_update(fs->catalog, &ci);
-	if (r >= 0)
-		r = catalog_inode_update(fs->catalog, &dir);
-	if (r < 0)
-		goto fail;
-	r = catalog_commit(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	(void) fs_inode_purge_if_unused(fs, ino);
-	return (void) fuse_reply_err(req, 0);
-
-fail:
-	catalog_rollback(fs->catalog);
-	fuse_reply_err(req, -r);
-}
-
-/* A directory moving from one parent to another takes its ".." link along. */
-static void move_dir_link(CatalogInode *moved, CatalogInode *from, CatalogInode *to) {
-	if (!S_ISDIR(moved->mode) || from == to)
-		return;
-	moved->parent = to->ino;
-	from->nlink--;
-	to->nlink++;
-}
-
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
-		      unsigned int flags) {
-	Fs *fs = fs_of(req);
-	CatalogInode pdir, npdir_own, src, dst, *npdir;
-	uint64_t src_ino, dst_ino = 0;
-	bool have_dst;
-	int r;
-
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
-	    (flags & (RENAME_NOREPLACE | RENAME_EXCHANGE)) == (RENAME_NOREPLACE | RENAME_EXCHANGE))
-		return (void) fuse_reply_err(req, EINVAL);
-	r = check_name(newname);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-
-	r = catalog_begin(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = get_dir(fs, parent, &pdir);
-	if (r < 0)
-		goto fail;
-	if (newparent == parent)
-		npdir = &pdir;
-	else {
-		npdir = &npdir_own;
-		r = get_dir(fs, newparent, npdir);
-		if (r < 0)
-			goto fail;
-	}
-	r = catalog_dirent_lookup(fs->catalog, parent, name, &src_ino);
-	if (r >= 0)
-		r = catalog_inode_get(fs->catalog, src_ino, &src);
-	if (r < 0)
-		goto fail;
-	r = catalog_dirent_lookup(fs->catalog, newparent, newname, &dst_ino);
-	if (r < 0 && r != -ENOENT)
-		goto fail;
-	have_dst = r >= 0;
-	if (have_dst) {
-		r = catalog_inode_get(fs->catalog, dst_ino, &dst);
-		if (r < 0)
-			goto fail;
-	}
-
-	int64_t t = now_ns();
-	if (flags & RENAME_EXCHANGE) {
-		if (!have_dst) {
-			r = -ENOENT;
-			goto fail;
-		}
-		r = catalog_dirent_retarget(fs->catalog, parent, name, dst_ino);
-		if (r >= 0)
-			r = catalog_dirent_retarget(fs->catalog, newparent, newname, src_ino);
-		if (r < 0)
-			goto fail;
-		move_dir_link(&src, &pdir, npdir);
-		move_dir_link(&dst, npdir, &pdir);
-		dst.ctime_ns = t;
-		r = catalog_inode_update(fs->catalog, &dst);
-		if (r < 0)
-			goto fail;
-	} else {
-		if (have_dst && (flags & RENAME_NOREPLACE)) {
-			r = -EEXIST;
-			goto fail;
-		}
-		if (have_dst && dst_ino == src_ino) {
-			/* Both names are links to one file: POSIX says do nothing. */
-			catalog_rollback(fs->catalog);
-			return (void) fuse_reply_err(req, 0);
-		}
-		if (have_dst) {
-			if (S_ISDIR(dst.mode)) {
-				if (!S_ISDIR(src.mode)) {
-					r = -EISDIR;
-					goto fail;
-				}
-				r = catalog_dir_is_empty(fs->catalog, dst_ino);
-				if (r == 0)
-					r = -ENOTEMPTY;
-				if (r < 0)
-					goto fail;
-				dst.nlink = 0;
-				npdir->nlink--;
-			} else {
-				if (S_ISDIR(src.mode)) {
-					r = -ENOTDIR;
-					goto fail;
-				}
-				dst.nlink--;
-			}
-			dst.ctime_ns = t;
-			r = catalog_inode_update(fs->catalog, &dst);
-			if (r >= 0)
-				r = catalog_dirent_remove(fs->catalog, parent, name);
-			if (r >= 0)
-				r = catalog_dirent_retarget(fs->catalog, newparent, newname, src_ino);
-		} else {
-			r = catalog_dirent_remove(fs->catalog, parent, name);
-			if (r >= 0)
-				r = catalog_dirent_add(fs->catalog, newparent, newname, src_ino);
-		}
-		if (r < 0)
-			goto fail;
-		move_dir_link(&src, &pdir, npdir);
-	}
-
-	src.ctime_ns = t;
-	touch_dir(&pdir, t);
-	touch_dir(npdir, t);
-	r = catalog_inode_update(fs->catalog, &src);
-	if (r >= 0)
-		r = catalog_inode_update(fs->catalog, &pdir);
-	if (r >= 0 && npdir != &pdir)
-		r = catalog_inode_update(fs->catalog, npdir);
-	if (r < 0)
-		goto fail;
-	r = catalog_commit(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	if (have_dst && !(flags & RENAME_EXCHANGE) && dst.nlink == 0)
-		(void) fs_inode_purge_if_unused(fs, dst_ino);
-	return (void) fuse_reply_err(req, 0);
-
-fail:
-	catalog_rollback(fs->catalog);
-	fuse_reply_err(req, -r);
-}
-
-static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname) {
-	Fs *fs = fs_of(req);
-	CatalogInode dir, ci;
-	uint64_t existing;
-	int r;
-
-	r = check_name(newname);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = catalog_begin(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = get_dir(fs, newparent, &dir);
-	if (r >= 0)
-		r = catalog_inode_get(fs->catalog, ino, &ci);
-	if (r < 0)
-		goto fail;
-	if (S_ISDIR(ci.mode)) {
-		r = -EPERM;
-		goto fail;
-	}
-	if (ci.nlink == 0) {
-		r = -ENOENT;
-		goto fail;
-	}
-	if (ci.nlink >= FS_LINK_MAX) {
-		r = -EMLINK;
-		goto fail;
-	}
-	r = catalog_dirent_lookup(fs->catalog, newparent, newname, &existing);
-	if (r >= 0) {
-		r = -EEXIST;
-		goto fail;
-	}
-	r = catalog_dirent_add(fs->catalog, newparent, newname, ino);
-	if (r < 0)
-		goto fail;
-	int64_t t = now_ns();
-	ci.nlink++;
-	ci.ctime_ns = t;
-	touch_dir(&dir, t);
-	r = catalog_inode_update(fs->catalog, &ci);
-	if (r >= 0)
-		r = catalog_inode_update(fs->catalog, &dir);
-	if (r < 0)
-		goto fail;
-	r = catalog_commit(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	return reply_entry(req, ino);
-
-fail:
-	catalog_rollback(fs->catalog);
-	fuse_reply_err(req, -r);
-}
-
-/* Attaches a freshly opened handle; takes over fd if the inode has none yet. */
 static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) {
 	fs_inode_open(fs, i);
 	if (fd >= 0) {
@@ -815,7 +348,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	FsInode *i;
 	int fd = -1, r;
 
-	r = create_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &ino, &fd);
+	r = fs_node_create(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &ino, &fd);
 	if (r == -EEXIST && !(fi->flags & O_EXCL)) {
 		/* Lost a race with another creator: open what is there, as open(2) would. */
 		r = getattr_ino(fs, ino, &e.attr);
@@ -1099,75 +632,6 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	fuse_reply_err(req, -r);
 }
 
-static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
-	int r = catalog_sync(fs_of(req)->catalog);
-	fuse_reply_err(req, -r);
-}
-
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
-	Fs *fs = fs_of(req);
-	_cleanup_free_ char *buf = NULL;
-	_cleanup_free_ CatalogDirent *batch = NULL;
-	CatalogInode dir;
-	struct stat st = {};
-	size_t pos = 0;
-	int r;
-
-	/* Offsets: 1 after ".", 2 after "..", cookie + 2 after an entry (cookies start at 1). */
-	if (off < 0)
-		return (void) fuse_reply_err(req, EINVAL);
-	r = catalog_inode_get(fs->catalog, ino, &dir);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	buf = malloc(size);
-	batch = calloc(FS_READDIR_BATCH, sizeof(CatalogDirent));
-	if (!buf || !batch)
-		return (void) fuse_reply_err(req, ENOMEM);
-
-	if (off < 1) {
-		st.st_ino = ino;
-		st.st_mode = S_IFDIR;
-		size_t n = fuse_add_direntry(req, buf + pos, size - pos, ".", &st, 1);
-		if (n > size - pos)
-			goto reply;
-		pos += n;
-		off = 1;
-	}
-	if (off < 2) {
-		st.st_ino = dir.parent;
-		st.st_mode = S_IFDIR;
-		size_t n = fuse_add_direntry(req, buf + pos, size - pos, "..", &st, 2);
-		if (n > size - pos)
-			goto reply;
-		pos += n;
-		off = 2;
-	}
-	for (uint64_t after = (uint64_t) off - 2;;) {
-		r = catalog_dir_read(fs->catalog, ino, after, batch, FS_READDIR_BATCH);
-		if (r < 0) {
-			if (pos > 0)
-				break; /* hand out what we have; the error repeats on the next call */
-			return (void) fuse_reply_err(req, -r);
-		}
-		if (r == 0)
-			break;
-		for (int k = 0; k < r; k++) {
-			st.st_ino = batch[k].ino;
-			st.st_mode = batch[k].mode & S_IFMT;
-			size_t n = fuse_add_direntry(req, buf + pos, size - pos, batch[k].name, &st,
-						     (off_t) batch[k].cookie + 2);
-			if (n > size - pos)
-				goto reply;
-			pos += n;
-			after = batch[k].cookie;
-		}
-		if (r < FS_READDIR_BATCH)
-			break;
-	}
-reply:
-	fuse_reply_buf(req, buf, pos);
-}
-
 static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 	struct statvfs sv;
 	/* What new writes can still take, on the hot tier and the tiers they spill to. */
@@ -1234,216 +698,6 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	fuse_reply_lseek(req, pos);
 }
 
-static int xattr_check_name(const char *name) {
-	/* The namespaces ext4 stores; system.* (ACLs) is not supported, as on a mount without acl. */
-	static const char *const namespaces[] = { "user.", "trusted.", "security." };
-	size_t len = strlen(name);
-
-	if (len > CATALOG_XATTR_NAME_MAX)
-		return -ERANGE;
-	for (size_t k = 0; k < ELEMENTSOF(namespaces); k++) {
-		size_t n = strlen(namespaces[k]);
-		if (strncmp(name, namespaces[k], n) == 0)
-			return len > n ? 0 : -EINVAL;
-	}
-	return -EOPNOTSUPP;
-}
-
-/*
- * Records whether an inode has xattrs, for the getxattr fast path.  Pinned
- * meanwhile: an inode the kernel holds no reference to (the root, or one
- * only the sealer uses) may otherwise lose its entry under our feet.
- */
-static void xattr_cache_set(Fs *fs, uint64_t ino, int state) {
-	FsInode *i;
-	if (fs_inode_pin(fs, ino, false, &i) < 0)
-		return;
-	pthread_mutex_lock(&i->lock);
-	i->xattrs = state;
-	pthread_mutex_unlock(&i->lock);
-	fs_inode_unpin(fs, i);
-}
-
-/*
- * Returns 0 if ino certainly has no xattrs.  The kernel asks for
- * security.capability before every write, so this avoids a catalog query
- * on the write path.
- */
-static int xattr_cache_any(Fs *fs, uint64_t ino) {
-	FsInode *i;
-	int state = -1;
-	if (fs_inode_pin(fs, ino, false, &i) >= 0) {
-		pthread_mutex_lock(&i->lock);
-		state = i->xattrs;
-		pthread_mutex_unlock(&i->lock);
-		fs_inode_unpin(fs, i);
-	}
-	if (state >= 0)
-		return state;
-	state = catalog_xattr_any(fs->catalog, ino);
-	if (state >= 0)
-		xattr_cache_set(fs, ino, state);
-	return state;
-}
-
-static int xattr_touch(Fs *fs, uint64_t ino) {
-	CatalogInode ci;
-	int r = catalog_inode_get(fs->catalog, ino, &ci);
-	if (r < 0)
-		return r;
-	ci.ctime_ns = now_ns();
-	return catalog_inode_update(fs->catalog, &ci);
-}
-
-static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
-			int flags) {
-	Fs *fs = fs_of(req);
-	int r = xattr_check_name(name);
-	if (r >= 0 && (flags & ~(XATTR_CREATE | XATTR_REPLACE)))
-		r = -EINVAL;
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = catalog_begin(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = catalog_xattr_set(fs->catalog, ino, name, value, size, flags);
-	if (r >= 0)
-		r = xattr_touch(fs, ino);
-	if (r < 0) {
-		catalog_rollback(fs->catalog);
-		return (void) fuse_reply_err(req, -r);
-	}
-	r = catalog_commit(fs->catalog);
-	if (r >= 0)
-		xattr_cache_set(fs, ino, 1);
-	fuse_reply_err(req, -r);
-}
-
-/*
- * trusted.fratier.state: "raw" or "sealed", then the class, and for a raw
- * file being chunked while written "streaming BYTES" (chunked so far); for
- * operators and tests; computed, never stored, and not listed (root only:
- * trusted.*).
- */
-static bool reply_virtual_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
-	Fs *fs = fs_of(req);
-	char value[96];
-	CatalogInode ci;
-	FsInode *i;
-	uint64_t chunked;
-
-	if (strcmp(name, "trusted.fratier.state") != 0)
-		return false;
-	int r = catalog_inode_get(fs->catalog, ino, &ci);
-	if (r < 0)
-		return fuse_reply_err(req, -r), true;
-	int n = snprintf(value, sizeof(value), "%s %s", ci.state == CATALOG_FILE_SEALED ? "sealed" : "raw",
-			 S_ISREG(ci.mode) ? tier_class_to_string((TierFileClass) ci.file_class) : "-");
-	if (ci.state == CATALOG_FILE_RAW && fs_inode_pin(fs, ino, false, &i) >= 0) {
-		if (fs_stream_progress(fs, i, &chunked))
-			n += snprintf(value + n, sizeof(value) - (size_t) n, " streaming %llu",
-				      (unsigned long long) chunked);
-		fs_inode_unpin(fs, i);
-	}
-	if (size == 0)
-		fuse_reply_xattr(req, (size_t) n);
-	else if (size < (size_t) n)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, value, (size_t) n);
-	return true;
-}
-
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
-	Fs *fs = fs_of(req);
-	_cleanup_free_ char *buf = NULL;
-	if (reply_virtual_xattr(req, ino, name, size))
-		return;
-	int r = xattr_check_name(name);
-	if (r >= 0)
-		r = xattr_cache_any(fs, ino);
-	if (r == 0)
-		r = -ENODATA;
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	if (size > 0) {
-		size = MIN(size, (size_t) CATALOG_XATTR_VALUE_MAX);
-		buf = malloc(size);
-		if (!buf)
-			return (void) fuse_reply_err(req, ENOMEM);
-	}
-	r = catalog_xattr_get(fs->catalog, ino, name, buf, size);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	if (size == 0)
-		return (void) fuse_reply_xattr(req, (size_t) r);
-	fuse_reply_buf(req, buf, (size_t) r);
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-	Fs *fs = fs_of(req);
-	_cleanup_free_ char *buf = NULL;
-	int r = xattr_cache_any(fs, ino);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	if (r == 0)
-		return size == 0 ? (void) fuse_reply_xattr(req, 0) : (void) fuse_reply_buf(req, NULL, 0);
-	if (size > 0) {
-		size = MIN(size, (size_t) CATALOG_XATTR_LIST_MAX);
-		buf = malloc(size);
-		if (!buf)
-			return (void) fuse_reply_err(req, ENOMEM);
-	}
-	if (fuse_req_ctx(req)->uid != 0) {
-		/* trusted.* is invisible without privilege; filter into a full-size buffer. */
-		_cleanup_free_ char *all = malloc(CATALOG_XATTR_LIST_MAX);
-		if (!all)
-			return (void) fuse_reply_err(req, ENOMEM);
-		r = catalog_xattr_list(fs->catalog, ino, all, CATALOG_XATTR_LIST_MAX);
-		if (r < 0)
-			return (void) fuse_reply_err(req, -r);
-		size_t kept = 0;
-		for (size_t at = 0; at < (size_t) r; at += strlen(all + at) + 1)
-			if (strncmp(all + at, "trusted.", 8) != 0) {
-				size_t n = strlen(all + at) + 1;
-				memmove(all + kept, all + at, n);
-				kept += n;
-			}
-		if (size == 0)
-			return (void) fuse_reply_xattr(req, kept);
-		if (kept > size)
-			return (void) fuse_reply_err(req, ERANGE);
-		return (void) fuse_reply_buf(req, all, kept);
-	}
-	r = catalog_xattr_list(fs->catalog, ino, buf, size);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	if (size == 0)
-		return (void) fuse_reply_xattr(req, (size_t) r);
-	fuse_reply_buf(req, buf, (size_t) r);
-}
-
-static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
-	Fs *fs = fs_of(req);
-	int r = xattr_check_name(name);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = catalog_begin(fs->catalog);
-	if (r < 0)
-		return (void) fuse_reply_err(req, -r);
-	r = catalog_xattr_remove(fs->catalog, ino, name);
-	if (r >= 0)
-		r = xattr_touch(fs, ino);
-	if (r < 0) {
-		catalog_rollback(fs->catalog);
-		return (void) fuse_reply_err(req, -r);
-	}
-	r = catalog_commit(fs->catalog);
-	if (r >= 0)
-		xattr_cache_set(fs, ino, -1);
-	fuse_reply_err(req, -r);
-}
-
 const struct fuse_lowlevel_ops fs_ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -1451,27 +705,27 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.forget_multi = op_forget_multi,
 	.getattr = op_getattr,
 	.setattr = op_setattr,
-	.readlink = op_readlink,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.unlink = op_unlink,
-	.rmdir = op_rmdir,
-	.symlink = op_symlink,
-	.rename = op_rename,
-	.link = op_link,
+	.readlink = fs_op_readlink,
+	.mknod = fs_op_mknod,
+	.mkdir = fs_op_mkdir,
+	.unlink = fs_op_unlink,
+	.rmdir = fs_op_rmdir,
+	.symlink = fs_op_symlink,
+	.rename = fs_op_rename,
+	.link = fs_op_link,
 	.open = op_open,
 	.create = op_create,
 	.read = op_read,
 	.write_buf = op_write_buf,
 	.release = op_release,
 	.fsync = op_fsync,
-	.readdir = op_readdir,
-	.fsyncdir = op_fsyncdir,
+	.readdir = fs_op_readdir,
+	.fsyncdir = fs_op_fsyncdir,
 	.statfs = op_statfs,
-	.setxattr = op_setxattr,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.removexattr = op_removexattr,
+	.setxattr = fs_op_setxattr,
+	.getxattr = fs_op_getxattr,
+	.listxattr = fs_op_listxattr,
+	.removexattr = fs_op_removexattr,
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
 };
