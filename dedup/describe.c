@@ -8,7 +8,7 @@
  * file: the description must never name a file whose chunks the collector
  * may already have taken, and must follow renames of directories, which
  * change the path of every file below them.  A full snapshot taken from
- * the catalog just before each collection of the tier (fs/tier.c) gets
+ * the catalog just before each collection of the tier (tier/describe.c) gets
  * both with one rule and one atomic rename, and needs no compaction and no
  * recovery of its own: a crash leaves the previous description, complete.
  * The price is a rewrite in O(chunks of the tier) when something changed,
