@@ -124,7 +124,7 @@ bool control_peer_gone(Conn *c);
 bool control_may_access(const Conn *c, const CatalogInode *ci, unsigned mask);
 
 /* report-files.c: the namespace as the peer may see it. */
-/* A raw file's size and staging blocks (and mtime, if ret_mtime_ns): one that cannot be stat'ed reads as empty. */
+/* A raw file's size and staging blocks (and its mtime, if mtime_ns): one that cannot be stat'ed reads as empty. */
 void control_raw_fill(Fs *fs, uint32_t tier, uint64_t ino, uint64_t *size, uint64_t *raw_bytes, int64_t *mtime_ns);
 /* Every regular file, raw ones with their staging file's size and time (the authoritative ones); free ret->items. */
 int control_census(Conn *c, FileVec *ret);

@@ -11,8 +11,6 @@
 #include "common/log.h"
 #include "control/control-internal.h"
 
-/* ---- gc and scrub ---- */
-
 /* Compaction's progress, per tier; Ctrl-C (the client leaving) stops it between two containers. */
 static int gc_progress(uint64_t done, uint64_t total, void *userdata) {
 	Conn *c = userdata;

@@ -14,8 +14,6 @@
 #include "common/log.h"
 #include "control/control-internal.h"
 
-/* ---- migrate and recall ---- */
-
 /* What happens (or would happen) to one file. */
 typedef enum MoveResult {
 	MOVE_PENDING,

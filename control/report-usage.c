@@ -12,8 +12,6 @@
 
 #include "control/control-internal.h"
 
-/* ---- report ---- */
-
 typedef struct Group {
 	int64_t key;
 	uint64_t files, logical, raw, chunk_bytes, zero_bytes;

@@ -119,7 +119,6 @@ int control_row(Conn *c, const char *kind) {
 }
 
 /* Records why a request failed, for the done frame; returns r. */
-int control_fail(Conn *c, int r, const char *format, ...) _printf_(3, 4);
 int control_fail(Conn *c, int r, const char *format, ...) {
 	va_list ap;
 	free(c->error);
@@ -144,6 +143,29 @@ static int conn_done(Conn *c, int r) {
 		q = conn_send(c, &m);
 	ctl_message_done(&m);
 	return q;
+}
+
+int control_progress(Conn *c, const char *phase, uint64_t done, uint64_t total, uint64_t damaged) {
+	CtlMessage m = {};
+	int r = ctl_reply_begin(&m, CTL_REPLY_PROGRESS);
+	if (r >= 0)
+		r = ctl_message_add(&m, "phase", phase);
+	if (r >= 0)
+		r = ctl_message_add_u64(&m, "done", done);
+	if (r >= 0)
+		r = ctl_message_add_u64(&m, "total", total);
+	if (r >= 0)
+		r = ctl_message_add_u64(&m, "damaged", damaged);
+	if (r >= 0)
+		r = conn_send(c, &m);
+	ctl_message_done(&m);
+	return r;
+}
+
+/* Whether the client went away (Ctrl-C): it sends nothing after its request. */
+bool control_peer_gone(Conn *c) {
+	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+	return poll(&p, 1, 0) > 0;
 }
 
 /* ---- who may do what ---- */
@@ -214,29 +236,6 @@ static int authorize(Conn *c, CtlCommand cmd) {
 		return control_fail(c, -EACCES, "permission denied: uid %u may not read the mount's root directory",
 				 (unsigned) uid);
 	return 0;
-}
-
-int control_progress(Conn *c, const char *phase, uint64_t done, uint64_t total, uint64_t damaged) {
-	CtlMessage m = {};
-	int r = ctl_reply_begin(&m, CTL_REPLY_PROGRESS);
-	if (r >= 0)
-		r = ctl_message_add(&m, "phase", phase);
-	if (r >= 0)
-		r = ctl_message_add_u64(&m, "done", done);
-	if (r >= 0)
-		r = ctl_message_add_u64(&m, "total", total);
-	if (r >= 0)
-		r = ctl_message_add_u64(&m, "damaged", damaged);
-	if (r >= 0)
-		r = conn_send(c, &m);
-	ctl_message_done(&m);
-	return r;
-}
-
-/* Whether the client went away (Ctrl-C): it sends nothing after its request. */
-bool control_peer_gone(Conn *c) {
-	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
-	return poll(&p, 1, 0) > 0;
 }
 
 /* ---- one connection ---- */
