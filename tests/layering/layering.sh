@@ -14,25 +14,26 @@ cd "$root"
 allowed() {
 	folder=$1
 	shift
-	for f in $(find "$folder" -name '*.[ch]' | sort); do
-		grep -n '^#include "' "$f" | while IFS= read -r line; do
-			inc=${line#*\"}
-			inc=${inc%%\"*}
-			ok=no
-			for pat in "$@"; do
-				# shellcheck disable=SC2254
-				case "$inc" in $pat) ok=yes ;; esac
-			done
-			case "$inc" in
-			*-internal.h) [ "$(dirname "$inc")" = "$(dirname "$f")" ] || ok=no ;;
-			esac
-			# fs/main.c is the daemon: it starts control/, which sits above fs/.
-			[ "$f" = fs/main.c ] && [ "$inc" = control/control.h ] && ok=yes
-			if [ $ok = no ]; then
-				echo "$f:${line%%:*}: includes $inc, which $folder/ may not use (ARCHITECTURE.md)"
-				echo x >>"$tmp"
-			fi
+	grep -rn --include='*.[ch]' '^#include "' "$folder" | sort | while IFS= read -r line; do
+		f=${line%%:*}
+		rest=${line#*:}
+		n=${rest%%:*}
+		inc=${rest#*\"}
+		inc=${inc%%\"*}
+		ok=no
+		for pat in "$@"; do
+			# shellcheck disable=SC2254
+			case "$inc" in $pat) ok=yes ;; esac
 		done
+		case "$inc" in
+		*-internal.h) [ "${inc%/*}" = "${f%/*}" ] || ok=no ;;
+		esac
+		# fs/main.c is the daemon: it starts control/, which sits above fs/.
+		[ "$f" = fs/main.c ] && [ "$inc" = control/control.h ] && ok=yes
+		if [ $ok = no ]; then
+			echo "$f:$n: includes $inc, which $folder/ may not use (ARCHITECTURE.md)"
+			echo x >>"$tmp"
+		fi
 	done
 }
 
