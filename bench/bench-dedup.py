@@ -6,7 +6,8 @@ Run as root, on demand (not a test):
 
     bench/bench-dedup.py [--scale small|medium|large] [--days D] [--seed N]
                          [--tools LIST] [--fratierfs PATH] [--oragen PATH]
-                         [--workdir DIR] [--fra DIR] [--mount-opts OPTS]
+                         [--tierctl PATH] [--workdir DIR] [--fra DIR]
+                         [--mount-opts OPTS] [--no-migrate]
 
 oragen writes Oracle-like FRA content once (backup pieces, image copies,
 archived logs of D days); every tool then stores the same files in the
@@ -17,8 +18,11 @@ same phases:
   restore    everything read back, checked against SHA-256 of the originals
 
 fratier: files copied into a fratierfs mount in 1 MiB writes, phase time =
-copy + wait until every file is sealed.  Peers: borg (default chunker and
-64 KiB), restic, casync, each a backup per phase.  See bench/README.md.
+copy + wait until every file is sealed.  Then (unless --no-migrate) every
+file moves to the capacity tier (tierctl migrate --to 1, recompressed at
+that tier's level), the collector runs, and everything is read back again
+from there.  Peers: borg (default chunker and 64 KiB), restic, casync, each
+a backup per phase.  See bench/README.md.
 """
 
 import argparse
@@ -61,6 +65,7 @@ SCALES = {
 DEFAULT_SCALE = 'large'
 DEFAULT_FRATIERFS = os.path.join(SRC_ROOT, 'build', 'fs', 'fratierfs')
 DEFAULT_ORAGEN = os.path.join(SRC_ROOT, 'build', 'tools', 'oragen', 'oragen')
+DEFAULT_TIERCTL = os.path.join(SRC_ROOT, 'build', 'tools', 'tierctl', 'tierctl')
 ALL_TOOLS = ('fratier', 'borg', 'borg-64k', 'restic', 'casync')
 PEER_PACKAGES = {'borg': 'borgbackup', 'restic': 'restic', 'casync': 'casync'}
 
@@ -161,6 +166,7 @@ class Tool:
         self.peak_rss = 0
         self.stored = None
         self.stored_after = {}
+        self.stored_migrated = None
 
     def setup(self):
         os.mkdir(self.dir)
@@ -218,9 +224,35 @@ class Fratier(Tool):
         return 0
 
     def stored_bytes(self):
+        """Containers of every tier and the catalog (with its WAL)."""
         hot = os.path.join(self.data, 'hot')
-        return du(os.path.join(hot, 'containers'), os.path.join(hot, 'catalog.db'),
-                  os.path.join(hot, 'catalog.db-wal'))
+        return du(os.path.join(hot, 'containers'), os.path.join(self.data, 'capacity', 'containers'),
+                  os.path.join(hot, 'catalog.db'), os.path.join(hot, 'catalog.db-wal'))
+
+    def tierctl(self, *args):
+        argv = [self.bench.tierctl, '-m', self.mnt] + list(args)
+        p = subprocess.run(argv, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise BenchError(f'{" ".join(argv[:5])} ...: exit {p.returncode}: {p.stderr.strip()}')
+        return p.stdout
+
+    def migrate(self, phases):
+        """Every file to the capacity tier, then a collection of both tiers."""
+        paths = [os.path.join(self.mnt, e['path']) for p in phases for e in p.files]
+        self.bench.drop_caches()
+        cpu0 = self.daemon_cpu()
+        t0 = time.monotonic()
+        self.tierctl('migrate', '--to', '1', *paths)
+        moved = time.monotonic() - t0
+        self.tierctl('gc')
+        wall = time.monotonic() - t0
+        cpu = self.daemon_cpu() - cpu0
+        hot, cap = os.path.join(self.data, 'hot'), os.path.join(self.data, 'capacity')
+        catalog = du(os.path.join(hot, 'catalog.db'), os.path.join(hot, 'catalog.db-wal'))
+        note = f'migrate {moved:.1f} s + gc {wall - moved:.1f} s; store: capacity containers ' \
+               f'{mib(du(os.path.join(cap, "containers"))):.1f} MiB, hot containers ' \
+               f'{mib(du(os.path.join(hot, "containers"))):.1f} MiB, catalog {mib(catalog):.1f} MiB'
+        return wall, cpu, note
 
     def staging_bytes(self):
         return du(os.path.join(self.data, 'hot', 'staging'))
@@ -445,6 +477,7 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.fratierfs = os.path.abspath(args.fratierfs)
+        self.tierctl = os.path.abspath(args.tierctl)
         self.work = None
         self.fra = None
         self.logs = None
@@ -493,6 +526,9 @@ class Bench:
     def check_tools(self):
         if 'fratier' in self.args.tools and not os.access(self.fratierfs, os.X_OK):
             raise BenchError(f'{self.fratierfs} not found: build it or pass --fratierfs PATH')
+        if 'fratier' in self.args.tools and not self.args.no_migrate and \
+                not os.access(self.tierctl, os.X_OK):
+            raise BenchError(f'{self.tierctl} not found: build it, pass --tierctl PATH or --no-migrate')
         if not self.args.fra and not os.access(self.args.oragen, os.X_OK):
             raise BenchError(f'{self.args.oragen} not found: build it (ninja -C build '
                              f'tools/oragen/oragen) or pass --oragen PATH')
@@ -642,6 +678,15 @@ class Bench:
             wall, cpu, note = tool.restore(self.phases)
             tool.results['restore'] = Result(wall, cpu, None, note)
             self.print_row(tool, 'restore', self.logical(), tool.results['restore'])
+            if hasattr(tool, 'migrate') and not self.args.no_migrate:
+                wall, cpu, note = tool.migrate(self.phases)
+                now = tool.stored_bytes()
+                tool.results['migrate'] = Result(wall, cpu, now - prev, note)
+                tool.stored_migrated = now
+                self.print_row(tool, 'migrate', self.logical(), tool.results['migrate'])
+                wall, cpu, note = tool.restore(self.phases)
+                tool.results['restore-cap'] = Result(wall, cpu, None, note + ', from the capacity tier')
+                self.print_row(tool, 'restore', self.logical(), tool.results['restore-cap'])
             tool.cleanup()
             self.tool = None
             shutil.rmtree(tool.dir, ignore_errors=True)
@@ -728,6 +773,16 @@ class Bench:
                   f'{fmt_x(r["day2"]):>10} {r["bmbs"]:>11.1f} {r["bcpu"]:>12.1f} '
                   f'{r["rmbs"]:>12.1f} {r["rnat"]:>9.2f} {r["rcpu"]:>13.1f} '
                   f'{mib(r["rss"]):>12.1f}')
+        for t in self.tools:
+            if t.stored_migrated is None:
+                continue
+            mg, rs = t.results['migrate'], t.results['restore-cap']
+            print(f'{t.name + " (capacity)":<20} {mib(t.stored_migrated):>10.1f} '
+                  f'{fmt_x(logical / t.stored_migrated):>9} {"":>10} '
+                  f'{logical / MB / mg.wall:>11.1f} {mg.cpu:>12.1f} '
+                  f'{logical / MB / rs.wall:>12.1f} {logical / MB / rs.wall / native:>9.2f} '
+                  f'{rs.cpu:>13.1f} {"":>12}   (after tierctl migrate --to 1 + gc; '
+                  f'backup columns: the migration)')
         ideal = self.manifest['ideal']
         print(f'{"ideal, dedup only":<20} {mib(ideal["unique_bytes"]):>10.1f} '
               f'{fmt_x(logical / ideal["unique_bytes"]):>9}   (manifest: each distinct 8 KiB '
@@ -736,6 +791,10 @@ class Bench:
             print(f'{"ideal, + zstd-3":<20} {mib(ideal["zstd3_bytes"]):>10.1f} '
                   f'{fmt_x(logical / ideal["zstd3_bytes"]):>9}   (the same, each block / 8 KiB '
                   f'of log compressed alone)')
+            for t in self.tools:
+                for label, stored in ((t.name, t.stored), (t.name + ' (capacity)', t.stored_migrated)):
+                    if stored:
+                        print(f'  {label:<18} {stored / ideal["zstd3_bytes"]:.3f} x the ideal + zstd-3')
         self.print_versus(rows)
         load = os.getloadavg()
         busy = '  -- busier than its cores: figures are noisy' if load[1] > os.cpu_count() else ''
@@ -788,6 +847,10 @@ def main():
                     help=f'fratierfs binary (default {DEFAULT_FRATIERFS})')
     ap.add_argument('--oragen', default=DEFAULT_ORAGEN,
                     help='oragen binary (default SRC/build/tools/oragen/oragen)')
+    ap.add_argument('--tierctl', default=DEFAULT_TIERCTL,
+                    help='tierctl binary, for the migration (default SRC/build/tools/tierctl/tierctl)')
+    ap.add_argument('--no-migrate', action='store_true',
+                    help='no migration to the capacity tier and no second restore')
     ap.add_argument('--workdir', default='/var/tmp',
                     help='a scratch dir is made in here and removed at the end (default /var/tmp)')
     ap.add_argument('--fra', help='use this existing oragen output (with manifest.json) instead '
