@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Compression regions: encode consecutive chunks as one compressed payload
+ * behind a checksummed header and a table of their ids, and decode one
+ * back, trusting nothing.  Format: docs/FORMAT.md, "Compression region".
+ *
+ * Invariants:
+ *  1. decode interprets no header field before magic, version and the
+ *     header checksum are good, no table entry before the region checksum
+ *     (which covers the table and the payload) is good, and no payload byte
+ *     before the table adds up to plain_size within the format's limits.
+ *  2. decode writes at most plain_size bytes and count table entries to the
+ *     caller's buffers, and succeeds only if exactly plain_size bytes came
+ *     out of the payload (and, when asked, every chunk hashes to its id).
+ *  3. stored_size < plain_size for zstd and == for raw, so a region never
+ *     exceeds dedup_region_size_bound() of its contents.
+ *  4. zstd's size_t error codes are translated here and never returned.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "common/macros.h"
+#include "dedup/frame.h"
+#include "dedup/le-internal.h"
+#include "dedup/region.h"
+
+static const uint8_t region_magic[4] = { 0x89, 'F', 'T', 'R' };
+
+/* Header offsets (docs/FORMAT.md). */
+enum {
+	OFF_MAGIC = 0,
+	OFF_VERSION = 4,
+	OFF_CODEC = 5,
+	OFF_FLAGS = 6,
+	OFF_LEVEL = 8,
+	OFF_RESERVED1 = 9,
+	OFF_COUNT = 12,
+	OFF_PLAIN_SIZE = 16,
+	OFF_STORED_SIZE = 20,
+	OFF_RESERVED2 = 24,
+	OFF_CHECKSUM = 48,
+	OFF_HEADER_CHECKSUM = 56,
+};
+_Static_assert(OFF_HEADER_CHECKSUM + 8 == DEDUP_REGION_HEADER_SIZE, "header layout");
+_Static_assert(4 + DEDUP_CHUNK_ID_SIZE == DEDUP_REGION_ENTRY_SIZE, "table entry layout");
+_Static_assert(DEDUP_REGION_SIZE_MAX <= UINT32_MAX, "a region's size fits u32");
+
+struct DedupRegionEncoder {
+	ZSTD_CCtx *cctx;
+	int level;
+	bool keyed_ids;
+};
+
+struct DedupRegionDecoder {
+	ZSTD_DCtx *dctx;
+};
+
+DEFINE_CLEANUP_FUNC(DedupRegionEncoder, dedup_region_encoder_free);
+DEFINE_CLEANUP_FUNC(DedupRegionDecoder, dedup_region_decoder_free);
+
+/* XXH3-64 of header bytes [0, 48), then the table and the payload (contiguous after the header). */
+static uint64_t region_checksum(const uint8_t *region, size_t rest) {
+	XXH3_state_t st;
+	XXH3_INITSTATE(&st);
+	/* Reset and update only fail for NULL arguments, which cannot happen here. */
+	(void) XXH3_64bits_reset(&st);
+	(void) XXH3_64bits_update(&st, region, OFF_CHECKSUM);
+	(void) XXH3_64bits_update(&st, region + DEDUP_REGION_HEADER_SIZE, rest);
+	return XXH3_64bits_digest(&st);
+}
+
+static bool level_is_valid(int level) {
+	return level >= DEDUP_FRAME_LEVEL_MIN && level <= DEDUP_FRAME_LEVEL_MAX;
+}
+
+DedupRegionEncoder *dedup_region_encoder_free(DedupRegionEncoder *e) {
+	if (!e)
+		return NULL;
+	ZSTD_freeCCtx(e->cctx);
+	free(e);
+	return NULL;
+}
+
+int dedup_region_encoder_new(int level, bool keyed_ids, DedupRegionEncoder **ret) {
+	if (!level_is_valid(level))
+		return -EINVAL;
+
+	_cleanup_(dedup_region_encoder_freep) DedupRegionEncoder *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->level = level;
+	e->keyed_ids = keyed_ids;
+	e->cctx = ZSTD_createCCtx();
+	if (!e->cctx)
+		return -ENOMEM;
+
+	*ret = TAKE_PTR(e);
+	return 0;
+}
+
+int dedup_region_encoder_set_level(DedupRegionEncoder *e, int level) {
+	if (!level_is_valid(level))
+		return -EINVAL;
+	e->level = level;
+	return 0;
+}
+
+int dedup_region_encoder_level(const DedupRegionEncoder *e) {
+	return e->level;
+}
+
+int dedup_region_encode(DedupRegionEncoder *e, const DedupChunkId *ids, const uint32_t *lengths, size_t count,
+			const void *plain, size_t plain_size, void *buf, size_t size, size_t *ret_size) {
+	if (!ids || !lengths || !plain || count == 0 || count > DEDUP_REGION_CHUNKS_MAX || plain_size == 0 ||
+	    plain_size > DEDUP_REGION_PLAIN_MAX)
+		return -EINVAL;
+	size_t sum = 0;
+	for (size_t i = 0; i < count; i++) {
+		if (lengths[i] == 0 || lengths[i] > DEDUP_CHUNK_SIZE_LIMIT_MAX)
+			return -EINVAL;
+		sum += lengths[i];
+	}
+	if (sum != plain_size)
+		return -EINVAL;
+	if (size < dedup_region_size_bound(count, plain_size))
+		return -ENOBUFS;
+
+	uint8_t *out = buf, *table = out + DEDUP_REGION_HEADER_SIZE, *payload = table + count * DEDUP_REGION_ENTRY_SIZE;
+	DedupRegionCodec codec = DEDUP_REGION_CODEC_RAW;
+	size_t stored_size = plain_size;
+
+	/* As for chunk frames: zstd only if it saves 1/32, found out in one pass without a scratch buffer. */
+	size_t stored_max = plain_size - MAX(plain_size / 32, (size_t) 1);
+	if (stored_max > 0) {
+		size_t z = ZSTD_compressCCtx(e->cctx, payload, stored_max, plain, plain_size, e->level);
+		if (!ZSTD_isError(z)) {
+			codec = DEDUP_REGION_CODEC_ZSTD;
+			stored_size = z;
+		} else if (ZSTD_getErrorCode(z) == ZSTD_error_memory_allocation)
+			return -ENOMEM;
+		else if (ZSTD_getErrorCode(z) != ZSTD_error_dstSize_tooSmall)
+			return -EIO;
+	}
+	if (codec == DEDUP_REGION_CODEC_RAW)
+		memcpy(payload, plain, plain_size);
+
+	for (size_t i = 0; i < count; i++) {
+		le32_put(table + i * DEDUP_REGION_ENTRY_SIZE, lengths[i]);
+		memcpy(table + i * DEDUP_REGION_ENTRY_SIZE + 4, ids[i].bytes, DEDUP_CHUNK_ID_SIZE);
+	}
+	memset(out, 0, DEDUP_REGION_HEADER_SIZE);
+	memcpy(out + OFF_MAGIC, region_magic, sizeof(region_magic));
+	out[OFF_VERSION] = DEDUP_REGION_VERSION;
+	out[OFF_CODEC] = (uint8_t) codec;
+	le16_put(out + OFF_FLAGS, e->keyed_ids ? DEDUP_REGION_FLAG_KEYED_IDS : 0);
+	out[OFF_LEVEL] = (uint8_t) (int8_t) e->level;
+	le32_put(out + OFF_COUNT, (uint32_t) count);
+	le32_put(out + OFF_PLAIN_SIZE, (uint32_t) plain_size);
+	le32_put(out + OFF_STORED_SIZE, (uint32_t) stored_size);
+	le64_put(out + OFF_CHECKSUM, region_checksum(out, count * DEDUP_REGION_ENTRY_SIZE + stored_size));
+	le64_put(out + OFF_HEADER_CHECKSUM, XXH3_64bits(out, OFF_HEADER_CHECKSUM));
+
+	*ret_size = dedup_region_size_bound(count, stored_size);
+	return 0;
+}
+
+int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *ret) {
+	const uint8_t *p = buf;
+
+	if (!p || len < DEDUP_REGION_HEADER_SIZE)
+		return -EBADMSG;
+	if (memcmp(p + OFF_MAGIC, region_magic, sizeof(region_magic)) != 0)
+		return -EBADMSG;
+	/* Magic and version stay at offsets 0..4 in every version; nothing else is known to. */
+	if (p[OFF_VERSION] == 0)
+		return -EBADMSG;
+	if (p[OFF_VERSION] > DEDUP_REGION_VERSION)
+		return -EPROTONOSUPPORT;
+	if (XXH3_64bits(p, OFF_HEADER_CHECKSUM) != le64_get(p + OFF_HEADER_CHECKSUM))
+		return -EBADMSG;
+
+	DedupRegionHeader h = {
+		.version = p[OFF_VERSION],
+		.flags = le16_get(p + OFF_FLAGS),
+		.level = (int8_t) p[OFF_LEVEL],
+		.count = le32_get(p + OFF_COUNT),
+		.plain_size = le32_get(p + OFF_PLAIN_SIZE),
+		.stored_size = le32_get(p + OFF_STORED_SIZE),
+		.checksum = le64_get(p + OFF_CHECKSUM),
+	};
+	/* A good checksum only proves these fields were written so: check them anyway. */
+	if (h.flags & ~DEDUP_REGION_FLAGS_KNOWN)
+		return -EBADMSG;
+	if (!le_is_zero(p + OFF_RESERVED1, OFF_COUNT - OFF_RESERVED1) ||
+	    !le_is_zero(p + OFF_RESERVED2, OFF_CHECKSUM - OFF_RESERVED2))
+		return -EBADMSG;
+	if (!level_is_valid(h.level))
+		return -EBADMSG;
+	if (h.count == 0 || h.count > DEDUP_REGION_CHUNKS_MAX)
+		return -EBADMSG;
+	/* Every chunk has at least one byte. */
+	if (h.plain_size < h.count || h.plain_size > DEDUP_REGION_PLAIN_MAX)
+		return -EBADMSG;
+	switch (p[OFF_CODEC]) {
+	case DEDUP_REGION_CODEC_RAW:
+		if (h.stored_size != h.plain_size)
+			return -EBADMSG;
+		break;
+	case DEDUP_REGION_CODEC_ZSTD:
+		if (h.stored_size == 0 || h.stored_size >= h.plain_size)
+			return -EBADMSG;
+		break;
+	default:
+		return -EBADMSG;
+	}
+	h.codec = (DedupRegionCodec) p[OFF_CODEC];
+
+	*ret = h;
+	return 0;
+}
+
+DedupRegionDecoder *dedup_region_decoder_free(DedupRegionDecoder *d) {
+	if (!d)
+		return NULL;
+	ZSTD_freeDCtx(d->dctx);
+	free(d);
+	return NULL;
+}
+
+int dedup_region_decoder_new(DedupRegionDecoder **ret) {
+	_cleanup_(dedup_region_decoder_freep) DedupRegionDecoder *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->dctx = ZSTD_createDCtx();
+	if (!d->dctx)
+		return -ENOMEM;
+
+	*ret = TAKE_PTR(d);
+	return 0;
+}
+
+int dedup_region_check(const void *region, size_t len, DedupRegionHeader *ret) {
+	const uint8_t *p = region;
+	DedupRegionHeader h;
+	int r;
+
+	r = dedup_region_header_parse(region, len, &h);
+	if (r < 0)
+		return r;
+	/* count and stored_size are bounded by the parse: no overflow. */
+	size_t table_size = (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
+	if (dedup_region_header_region_size(&h) > len)
+		return -EBADMSG;
+	if (region_checksum(p, table_size + h.stored_size) != h.checksum)
+		return -EBADMSG;
+
+	const uint8_t *table = p + DEDUP_REGION_HEADER_SIZE;
+	uint64_t sum = 0;
+	for (size_t i = 0; i < h.count; i++) {
+		uint32_t n = le32_get(table + i * DEDUP_REGION_ENTRY_SIZE);
+		if (n == 0 || n > DEDUP_CHUNK_SIZE_LIMIT_MAX)
+			return -EBADMSG;
+		sum += n;
+	}
+	if (sum != h.plain_size)
+		return -EBADMSG;
+	*ret = h;
+	return 0;
+}
+
+void dedup_region_table_get(const void *region, size_t i, uint32_t *ret_length, DedupChunkId *ret_id) {
+	const uint8_t *e = (const uint8_t *) region + DEDUP_REGION_HEADER_SIZE + i * DEDUP_REGION_ENTRY_SIZE;
+	*ret_length = le32_get(e);
+	memcpy(ret_id->bytes, e + 4, DEDUP_CHUNK_ID_SIZE);
+}
+
+int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, DedupHasher *verify, void *plain,
+			size_t plain_cap, uint32_t *lengths, DedupChunkId *ids, size_t entries_cap,
+			DedupRegionHeader *ret_header) {
+	DedupRegionHeader h;
+	int r;
+
+	r = dedup_region_check(region, len, &h);
+	if (r < 0)
+		return r;
+	if (verify && dedup_hasher_is_keyed(verify) != !!(h.flags & DEDUP_REGION_FLAG_KEYED_IDS))
+		return -ENOKEY;
+	if (!plain || plain_cap < h.plain_size || ((lengths || ids) && entries_cap < h.count))
+		return -ENOBUFS;
+
+	const uint8_t *payload = (const uint8_t *) region + DEDUP_REGION_HEADER_SIZE + (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
+	if (h.codec == DEDUP_REGION_CODEC_RAW)
+		memcpy(plain, payload, h.plain_size);
+	else {
+		/* Capacity exactly plain_size: a payload that would expand further fails inside zstd. */
+		size_t n = ZSTD_decompressDCtx(d->dctx, plain, h.plain_size, payload, h.stored_size);
+		if (ZSTD_isError(n))
+			return ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation ? -ENOMEM : -EBADMSG;
+		if (n != h.plain_size)
+			return -EBADMSG;
+	}
+
+	const uint8_t *at = plain;
+	for (size_t i = 0; i < h.count; i++) {
+		DedupChunkId want;
+		uint32_t n;
+		dedup_region_table_get(region, i, &n, &want);
+		if (verify) {
+			DedupChunkId id;
+			r = dedup_hasher_digest(verify, at, n, &id);
+			if (r < 0)
+				return r;
+			if (!dedup_chunk_id_equal(&id, &want))
+				return -EBADMSG;
+		}
+		if (lengths)
+			lengths[i] = n;
+		if (ids)
+			ids[i] = want;
+		at += n;
+	}
+
+	if (ret_header)
+		*ret_header = h;
+	return 0;
+}
