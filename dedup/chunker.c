@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/macros.h"
 #include "dedup/chunker.h"
@@ -147,6 +148,7 @@ int dedup_chunker_params_validate(const DedupChunkerParams *p) {
 
 	switch (p->mode) {
 	case DEDUP_CHUNKER_CDC:
+	case DEDUP_CHUNKER_ORACLE:
 		return is_power_of_two(p->avg_size) ? 0 : -EINVAL;
 	case DEDUP_CHUNKER_FIXED:
 		return p->min_size == p->max_size ? 0 : -EINVAL;
@@ -161,7 +163,10 @@ int dedup_chunker_init(DedupChunker *c, const DedupChunkerParams *p) {
 		return r;
 
 	*c = (DedupChunker) { .params = *p };
-	if (p->mode == DEDUP_CHUNKER_CDC) {
+	if (p->mode == DEDUP_CHUNKER_ORACLE)
+		/* The chunker cuts the gaps between blocks, by CDC; the blocks are the splitter's. */
+		c->params.mode = DEDUP_CHUNKER_CDC;
+	if (c->params.mode == DEDUP_CHUNKER_CDC) {
 		/*
 		 * Normalization level 2: before the average a cut is 4x less
 		 * likely than 1/avg, after it 4x more likely.  avg >= 64 makes
@@ -326,6 +331,115 @@ int dedup_chunker_split(const DedupChunkerParams *p, const void *buf, size_t len
 		sizes[n++] = off - start;
 
 	*ret_sizes = TAKE_PTR(sizes);
+	*ret_n = n;
+	return 0;
+}
+
+bool dedup_oracle_block_at(const uint8_t *p) {
+	/* Cheapest tests first: most offsets fail at the format byte. */
+	if (p[1] != 0xa2 || p[0] == 0 || p[2] != 0 || p[3] != 0)
+		return false;
+	uint32_t scn_base = (uint32_t) p[8] | (uint32_t) p[9] << 8 | (uint32_t) p[10] << 16 | (uint32_t) p[11] << 24;
+	const uint8_t *t = p + DEDUP_ORACLE_BLOCK_SIZE - 4;
+	uint32_t tail = (uint32_t) t[0] | (uint32_t) t[1] << 8 | (uint32_t) t[2] << 16 | (uint32_t) t[3] << 24;
+	return tail == ((scn_base & 0xffff) << 16 | (uint32_t) p[0] << 8 | p[14]);
+}
+
+/* The first offset in [0, n) where a block starts in buf[0, len), or n. */
+static size_t oracle_find(const uint8_t *buf, size_t len, size_t n) {
+	for (size_t i = 0; i < n;) {
+		const uint8_t *q = memchr(buf + i + 1, 0xa2, n - i);
+		if (!q)
+			return n;
+		i = (size_t) (q - buf) - 1;
+		if (i + DEDUP_ORACLE_BLOCK_SIZE <= len && dedup_oracle_block_at(buf + i))
+			return i;
+		i++;
+	}
+	return n;
+}
+
+bool dedup_oracle_next(DedupOracleSplitter *s, const uint8_t *buf, size_t len, bool final, DedupOraclePiece *ret) {
+	/* Offsets where a block could start and be seen whole. */
+	size_t testable = len >= DEDUP_ORACLE_BLOCK_SIZE ? len - DEDUP_ORACLE_BLOCK_SIZE + 1 : 0;
+	size_t at = oracle_find(buf, len, testable);
+
+	if (at < testable || final) {
+		/* The gap ends at a block, or with the stream. */
+		size_t end = at < testable ? at : len;
+		if (end == 0) {
+			if (len == 0)
+				return false;
+			*ret = (DedupOraclePiece) { .kind = DEDUP_ORACLE_BLOCK, .len = DEDUP_ORACLE_BLOCK_SIZE };
+			return true;
+		}
+		if (s->gap == 0 && end <= DEDUP_ORACLE_LITERAL_MAX)
+			*ret = (DedupOraclePiece) { .kind = DEDUP_ORACLE_LITERAL, .len = end };
+		else
+			*ret = (DedupOraclePiece) { .kind = DEDUP_ORACLE_GAP, .len = end, .gap_end = true };
+		s->gap = 0;
+		return true;
+	}
+	/*
+	 * No block starts before `testable`: those bytes are gap, CDC's once the
+	 * gap is too long for a literal.  The last of them is held back, so that
+	 * the gap never ends right where this piece does (the piece that ends it
+	 * has at least that byte).
+	 */
+	if (testable <= 1 || s->gap + testable - 1 <= DEDUP_ORACLE_LITERAL_MAX)
+		return false;
+	*ret = (DedupOraclePiece) { .kind = DEDUP_ORACLE_GAP, .len = testable - 1 };
+	s->gap += testable - 1;
+	return true;
+}
+
+int dedup_oracle_split(const DedupChunkerParams *p, const void *buf, size_t len, DedupOraclePiece **ret_pieces,
+		       size_t *ret_n) {
+	DedupOracleSplitter s;
+	DedupChunker c;
+	const uint8_t *b = buf;
+	int r;
+
+	if (!p || p->mode != DEDUP_CHUNKER_ORACLE)
+		return -EINVAL;
+	r = dedup_chunker_init(&c, p);
+	if (r < 0)
+		return r;
+	dedup_oracle_splitter_init(&s);
+
+	/* At most a CDC chunk per min_size bytes, and per block itself, a literal and the end of a gap. */
+	size_t cap = len / p->min_size + 3 * (len / DEDUP_ORACLE_BLOCK_SIZE) + 3, n = 0;
+	_cleanup_free_ DedupOraclePiece *pieces = malloc(cap * sizeof(*pieces));
+	if (!pieces)
+		return -ENOMEM;
+
+	size_t off = 0, chunk_start = 0;
+	DedupOraclePiece piece;
+	while (dedup_oracle_next(&s, b + off, len - off, true, &piece)) {
+		if (piece.kind != DEDUP_ORACLE_GAP) {
+			pieces[n++] = piece;
+			off += piece.len;
+			chunk_start = off;
+			continue;
+		}
+		/* CDC over the gap's bytes, with a cut where the gap ends. */
+		for (size_t end = off + piece.len; off < end;) {
+			size_t k;
+			bool cut = dedup_chunker_scan(&c, b + off, end - off, &k);
+			off += k;
+			if (cut) {
+				pieces[n++] = (DedupOraclePiece) { .kind = DEDUP_ORACLE_GAP, .len = off - chunk_start };
+				chunk_start = off;
+			}
+		}
+		if (piece.gap_end && off > chunk_start) {
+			pieces[n++] = (DedupOraclePiece) { .kind = DEDUP_ORACLE_GAP, .len = off - chunk_start, .gap_end = true };
+			chunk_start = off;
+			dedup_chunker_reset(&c);
+		} else if (piece.gap_end)
+			dedup_chunker_reset(&c);
+	}
+	*ret_pieces = TAKE_PTR(pieces);
 	*ret_n = n;
 	return 0;
 }

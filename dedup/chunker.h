@@ -25,8 +25,9 @@
 #include "dedup/limits.h"
 
 typedef enum DedupChunkerMode {
-	DEDUP_CHUNKER_CDC,   /* content-defined (FastCDC) */
-	DEDUP_CHUNKER_FIXED, /* every chunk avg_size bytes, the last one shorter */
+	DEDUP_CHUNKER_CDC,    /* content-defined (FastCDC) */
+	DEDUP_CHUNKER_FIXED,  /* every chunk avg_size bytes, the last one shorter */
+	DEDUP_CHUNKER_ORACLE, /* every Oracle block a chunk of its own, CDC between them (see below) */
 	_DEDUP_CHUNKER_MODE_MAX,
 	_DEDUP_CHUNKER_MODE_INVALID = -22, /* -EINVAL */
 } DedupChunkerMode;
@@ -37,6 +38,8 @@ typedef enum DedupChunkerMode {
  * min_size; up to avg_size a cut is taken at each byte with probability
  * 1/(4*avg_size), after it 4/avg_size; max_size always cuts.
  * FIXED: min_size == avg_size == max_size, any value within the limits.
+ * ORACLE: the parameters (as CDC's) of the CDC that cuts what lies between
+ * Oracle blocks.
  * Chunks are not tagged with the parameters: record them with the recipe.
  */
 typedef struct DedupChunkerParams {
@@ -111,6 +114,72 @@ static inline size_t dedup_chunker_pending(const DedupChunker *c) {
  */
 int dedup_chunker_split(const DedupChunkerParams *p, const void *buf, size_t len, size_t **ret_sizes,
 			size_t *ret_n);
+
+/*
+ * Oracle-aware cutting (DEDUP_CHUNKER_ORACLE): an RMAN backup piece and an
+ * image copy of the same datafile hold the same Oracle blocks, but the piece
+ * puts other bytes between them (headers, per-block framing) and skips
+ * never-formatted ones, so no chunk of several blocks is ever the same in
+ * both.  Cut every Oracle block out as a chunk of its own (found by its
+ * cache header and tail, as Oracle checks them: type != 0, format 0xa2,
+ * two zero bytes, and a tail of the SCN's low 16 bits, type and sequence)
+ * and both classes store each block once.  What lies between two blocks (a
+ * *gap*) is kept in the recipe when it is at most DEDUP_ORACLE_LITERAL_MAX
+ * bytes (a literal: per-block framing costs no chunk), else cut by CDC
+ * with the recipe's parameters, ending at the next block.
+ *
+ * Whether a block starts at an offset depends on the 8 KiB from there only,
+ * and the first block at or after the end of the previous one is taken, so
+ * the pieces depend only on the bytes, never on how the stream was fed.
+ * The format fixes this for good, as it fixes CDC (docs/FORMAT.md).
+ */
+#define DEDUP_ORACLE_BLOCK_SIZE 8192u
+#define DEDUP_ORACLE_LITERAL_MAX 32u
+
+/* Whether an Oracle block starts at p (DEDUP_ORACLE_BLOCK_SIZE bytes readable). */
+bool dedup_oracle_block_at(const uint8_t *p);
+
+typedef enum DedupOraclePieceKind {
+	DEDUP_ORACLE_BLOCK,   /* an Oracle block: one chunk */
+	DEDUP_ORACLE_LITERAL, /* a whole gap of 1 .. DEDUP_ORACLE_LITERAL_MAX bytes: kept in the recipe */
+	DEDUP_ORACLE_GAP,     /* bytes of a longer gap: CDC's; gap_end: the gap ends with them (cut there) */
+	_DEDUP_ORACLE_PIECE_MAX,
+} DedupOraclePieceKind;
+
+typedef struct DedupOraclePiece {
+	DedupOraclePieceKind kind;
+	size_t len;
+	bool gap_end;
+} DedupOraclePiece;
+
+/* What the splitter remembers between pieces: no data, only how much of the current gap it handed out. */
+typedef struct DedupOracleSplitter {
+	uint64_t gap;
+} DedupOracleSplitter;
+
+/* Bytes of lookahead that always let dedup_oracle_next() decide (before the end of the stream). */
+#define DEDUP_ORACLE_LOOKAHEAD (DEDUP_ORACLE_BLOCK_SIZE + DEDUP_ORACLE_LITERAL_MAX + 1)
+
+static inline void dedup_oracle_splitter_init(DedupOracleSplitter *s) {
+	s->gap = 0;
+}
+
+/*
+ * The next piece of the stream, whose bytes from the end of the previous
+ * piece are buf[0, len); final: no byte follows them.  Returns true and
+ * *ret (len >= 1), or false if more bytes are needed to decide: never with
+ * final, nor with len >= DEDUP_ORACLE_LOOKAHEAD.  Can't fail.
+ */
+bool dedup_oracle_next(DedupOracleSplitter *s, const uint8_t *buf, size_t len, bool final, DedupOraclePiece *ret);
+
+/*
+ * One-shot, for whole buffers (tests and tools): the pieces of buf[0, len)
+ * cut with p (mode DEDUP_CHUNKER_ORACLE), each a chunk (kind BLOCK, or GAP
+ * for a CDC chunk of a gap) or a literal, in a newly allocated array.
+ * Returns: 0, -EINVAL, -ENOMEM.
+ */
+int dedup_oracle_split(const DedupChunkerParams *p, const void *buf, size_t len, DedupOraclePiece **ret_pieces,
+		       size_t *ret_n);
 
 /*
  * The 256-entry gear table (read-only, static lifetime).  Exposed because it is

@@ -37,15 +37,17 @@ enum {
 _Static_assert(R_ENTRIES == DEDUP_RECIPE_HEADER_SIZE, "recipe header layout");
 _Static_assert(DEDUP_RECIPE_SEGMENT_SIZE_MAX <= (1u << 20), "a segment fits CATALOG_RECIPE_SEGMENT_MAX");
 
-static bool entry_is_valid(const DedupRecipeEntry *e) {
+static bool entry_is_valid(const DedupRecipeEntry *e, bool oracle) {
 	if (e->length == 0)
 		return false;
 	if (e->chunk == 0)
 		return e->length <= DEDUP_RECIPE_ZERO_RUN_MAX;
+	if (e->chunk == DEDUP_RECIPE_LITERAL)
+		return oracle && e->length <= DEDUP_RECIPE_LITERAL_MAX;
 	return e->length <= DEDUP_CHUNK_SIZE_LIMIT_MAX;
 }
 
-/* XXH3-64 of the entries, seeded with XXH3-64 of header bytes 0..31: covers every byte but itself. */
+/* XXH3-64 of the entries and literals, seeded with XXH3-64 of header bytes 0..31: covers every byte but itself. */
 static uint64_t checksum(const uint8_t *p, size_t len) {
 	return XXH3_64bits_withSeed(p + R_ENTRIES, len - R_ENTRIES, XXH3_64bits(p, R_CHECKSUM));
 }
@@ -53,22 +55,30 @@ static uint64_t checksum(const uint8_t *p, size_t len) {
 int dedup_recipe_segment_encode(const DedupChunkerParams *p, uint64_t start, const DedupRecipeEntry *entries,
 				size_t n, void *buf, size_t size, size_t *ret_size) {
 	uint64_t end = start;
+	size_t literals = 0;
 
 	if (!p || dedup_chunker_params_validate(p) < 0 || n == 0 || n > DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
 		return -EINVAL;
+	bool oracle = p->mode == DEDUP_CHUNKER_ORACLE;
 	for (size_t i = 0; i < n; i++) {
-		if (!entry_is_valid(entries + i) || __builtin_add_overflow(end, entries[i].length, &end))
+		if (!entry_is_valid(entries + i, oracle) || __builtin_add_overflow(end, entries[i].length, &end))
 			return -EINVAL;
+		if (entries[i].chunk == DEDUP_RECIPE_LITERAL) {
+			if (!entries[i].literal)
+				return -EINVAL;
+			literals += entries[i].length;
+		}
 	}
 	if (end > DEDUP_RECIPE_FILE_SIZE_MAX)
 		return -EINVAL;
-	size_t need = dedup_recipe_segment_size(n);
+	size_t need = dedup_recipe_segment_size(n, literals);
 	if (size < need)
 		return -ENOBUFS;
 
-	uint8_t *b = buf;
+	uint8_t *b = buf, *lit = b + R_ENTRIES + n * DEDUP_RECIPE_ENTRY_SIZE;
 	memcpy(b + R_MAGIC, recipe_magic, sizeof(recipe_magic));
-	b[R_VERSION] = DEDUP_RECIPE_VERSION;
+	/* Version 1 for what version 1 can say: older readers still read it, and the encoding stays canonical. */
+	b[R_VERSION] = oracle ? 2 : 1;
 	b[R_MODE] = (uint8_t) p->mode;
 	le16_put(b + R_FLAGS, 0);
 	le32_put(b + R_MIN, (uint32_t) p->min_size);
@@ -80,6 +90,10 @@ int dedup_recipe_segment_encode(const DedupChunkerParams *p, uint64_t start, con
 		uint8_t *e = b + R_ENTRIES + i * DEDUP_RECIPE_ENTRY_SIZE;
 		le64_put(e, entries[i].chunk);
 		le32_put(e + 8, entries[i].length);
+		if (entries[i].chunk == DEDUP_RECIPE_LITERAL) {
+			memcpy(lit, entries[i].literal, entries[i].length);
+			lit += entries[i].length;
+		}
 	}
 	le64_put(b + R_CHECKSUM, checksum(b, need));
 	*ret_size = need;
@@ -97,7 +111,8 @@ int dedup_recipe_segment_decode(const void *buf, size_t len, DedupRecipeSegment 
 		return -EPROTONOSUPPORT;
 
 	uint32_t n = le32_get(b + R_COUNT);
-	if (n == 0 || n > DEDUP_RECIPE_SEGMENT_ENTRIES_MAX || len != dedup_recipe_segment_size(n))
+	if (n == 0 || n > DEDUP_RECIPE_SEGMENT_ENTRIES_MAX || len < dedup_recipe_segment_size(n, 0) ||
+	    len > dedup_recipe_segment_size(n, (size_t) n * DEDUP_RECIPE_LITERAL_MAX))
 		return -EBADMSG;
 	if (checksum(b, len) != le64_get(b + R_CHECKSUM))
 		return -EBADMSG;
@@ -110,24 +125,41 @@ int dedup_recipe_segment_decode(const void *buf, size_t len, DedupRecipeSegment 
 		.avg_size = le32_get(b + R_AVG),
 		.max_size = le32_get(b + R_MAX),
 	};
-	if (dedup_chunker_params_validate(&p) < 0)
+	/* Canonical: version 2 exactly for Oracle chunking (the only one with literals). */
+	bool oracle = p.mode == DEDUP_CHUNKER_ORACLE;
+	if (dedup_chunker_params_validate(&p) < 0 || b[R_VERSION] != (oracle ? 2 : 1))
 		return -EBADMSG;
 
 	uint64_t start = le64_get(b + R_START), end = start;
 	if (start > DEDUP_RECIPE_FILE_SIZE_MAX)
 		return -EBADMSG;
 
-	DedupRecipeSegment *s = malloc(sizeof(*s) + (size_t) n * sizeof(DedupRecipeEntry));
+	size_t literals = len - dedup_recipe_segment_size(n, 0);
+	DedupRecipeSegment *s = malloc(sizeof(*s) + (size_t) n * sizeof(DedupRecipeEntry) + literals);
 	if (!s)
 		return -ENOMEM;
+	uint8_t *lit = (uint8_t *) (s->entries + n);
+	memcpy(lit, b + dedup_recipe_segment_size(n, 0), literals);
+	size_t used = 0;
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *e = b + R_ENTRIES + i * DEDUP_RECIPE_ENTRY_SIZE;
 		s->entries[i] = (DedupRecipeEntry) { .chunk = le64_get(e), .length = le32_get(e + 8) };
-		if (!entry_is_valid(s->entries + i) || __builtin_add_overflow(end, s->entries[i].length, &end) ||
-		    end > DEDUP_RECIPE_FILE_SIZE_MAX) {
+		bool ok = entry_is_valid(s->entries + i, oracle) && !__builtin_add_overflow(end, s->entries[i].length, &end) &&
+			  end <= DEDUP_RECIPE_FILE_SIZE_MAX;
+		if (ok && s->entries[i].chunk == DEDUP_RECIPE_LITERAL) {
+			ok = s->entries[i].length <= literals - used;
+			s->entries[i].literal = lit + used;
+			used += s->entries[i].length;
+		}
+		if (!ok) {
 			free(s);
 			return -EBADMSG;
 		}
+	}
+	/* Every literal byte belongs to a literal entry. */
+	if (used != literals) {
+		free(s);
+		return -EBADMSG;
 	}
 	s->params = p;
 	s->start = start;

@@ -3,9 +3,10 @@
 
 /*
  * Recipe segments: how a sealed file's bytes are put back together.  A file's
- * recipe is the ordered list of its pieces, each either a stored chunk
- * (referenced by its catalog chunk id) or a run of zero bytes, which is
- * never stored.  The list is cut into segments of at most
+ * recipe is the ordered list of its pieces, each a stored chunk (referenced
+ * by its catalog chunk id), a run of zero bytes, which is never stored, or
+ * a literal: up to DEDUP_RECIPE_LITERAL_MAX bytes kept in the recipe itself
+ * (what lies between two Oracle blocks cut by DEDUP_CHUNKER_ORACLE).  The list is cut into segments of at most
  * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX entries; each is one blob in the catalog,
  * keyed by the file offset of its first byte, and opaque to it.  Layout:
  * docs/FORMAT.md, "Recipes".
@@ -17,27 +18,41 @@
  * (bad arguments to the encoder), -ENOBUFS, -ENOMEM.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "dedup/chunker.h"
 
-#define DEDUP_RECIPE_VERSION 1
+/* Version 2: Oracle chunking and its literals; every other segment is written as version 1. */
+#define DEDUP_RECIPE_VERSION 2
 #define DEDUP_RECIPE_HEADER_SIZE 40u
 #define DEDUP_RECIPE_ENTRY_SIZE 12u
 #define DEDUP_RECIPE_SEGMENT_ENTRIES_MAX 4096u
+/* The chunk id of a literal entry (no catalog id is ever this), and the most bytes one holds. */
+#define DEDUP_RECIPE_LITERAL UINT64_MAX
+#define DEDUP_RECIPE_LITERAL_MAX DEDUP_ORACLE_LITERAL_MAX
 /* Longest zero run one entry may describe (longer runs take several entries). */
 #define DEDUP_RECIPE_ZERO_RUN_MAX (UINT32_C(1) << 30)
 /* Files end before 2^63: every offset fits off_t. */
 #define DEDUP_RECIPE_FILE_SIZE_MAX ((uint64_t) INT64_MAX)
 #define DEDUP_RECIPE_SEGMENT_SIZE_MAX \
-	(DEDUP_RECIPE_HEADER_SIZE + DEDUP_RECIPE_SEGMENT_ENTRIES_MAX * DEDUP_RECIPE_ENTRY_SIZE)
+	(DEDUP_RECIPE_HEADER_SIZE + DEDUP_RECIPE_SEGMENT_ENTRIES_MAX * (DEDUP_RECIPE_ENTRY_SIZE + DEDUP_RECIPE_LITERAL_MAX))
 
-/* chunk == 0: `length` zero bytes; else `length` bytes of catalog chunk `chunk`. */
+/*
+ * chunk == 0: `length` zero bytes; DEDUP_RECIPE_LITERAL: the `length` bytes
+ * at `literal`; else `length` bytes of catalog chunk `chunk`.
+ */
 typedef struct DedupRecipeEntry {
 	uint64_t chunk;
 	uint32_t length;
+	const uint8_t *literal; /* literals only; in a decoded segment, inside its allocation */
 } DedupRecipeEntry;
+
+/* Whether the entry names a stored chunk (not zeros, not a literal). */
+static inline bool dedup_recipe_entry_is_chunk(const DedupRecipeEntry *e) {
+	return e->chunk != 0 && e->chunk != DEDUP_RECIPE_LITERAL;
+}
 
 typedef struct DedupRecipeSegment {
 	DedupChunkerParams params; /* what the file was chunked with */
@@ -47,16 +62,19 @@ typedef struct DedupRecipeSegment {
 	DedupRecipeEntry entries[];
 } DedupRecipeSegment;
 
-static inline size_t dedup_recipe_segment_size(size_t n_entries) {
-	return DEDUP_RECIPE_HEADER_SIZE + n_entries * DEDUP_RECIPE_ENTRY_SIZE;
+/* Bytes of a segment of n_entries entries whose literals hold literal_bytes in all. */
+static inline size_t dedup_recipe_segment_size(size_t n_entries, size_t literal_bytes) {
+	return DEDUP_RECIPE_HEADER_SIZE + n_entries * DEDUP_RECIPE_ENTRY_SIZE + literal_bytes;
 }
 
 /*
  * Encodes entries[0, n) (1 <= n <= DEDUP_RECIPE_SEGMENT_ENTRIES_MAX; lengths
  * >= 1, chunk entries at most DEDUP_CHUNK_SIZE_LIMIT_MAX, zero runs at most
- * DEDUP_RECIPE_ZERO_RUN_MAX; start + total within DEDUP_RECIPE_FILE_SIZE_MAX)
- * of a file chunked with p, starting at file offset start, into buf[0, size).
- * *ret_size gets dedup_recipe_segment_size(n).
+ * DEDUP_RECIPE_ZERO_RUN_MAX, literals at most DEDUP_RECIPE_LITERAL_MAX and
+ * only with p's mode DEDUP_CHUNKER_ORACLE; start + total within
+ * DEDUP_RECIPE_FILE_SIZE_MAX) of a file chunked with p, starting at file
+ * offset start, into buf[0, size), which DEDUP_RECIPE_SEGMENT_SIZE_MAX
+ * always suffices for.  *ret_size gets the segment's length.
  * Returns: 0, -EINVAL, -ENOBUFS.
  */
 int dedup_recipe_segment_encode(const DedupChunkerParams *p, uint64_t start, const DedupRecipeEntry *entries,

@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Chunker: parameter checks, the frozen gear table and boundaries (format),
- * size limits, streaming == one-shot, shift resistance, fixed mode, zeros.
+ * size limits, streaming == one-shot, shift resistance, fixed mode, zeros;
+ * Oracle chunking: blocks found by header and tail, literals and CDC
+ * between them, the same pieces however the stream is handed over, and an
+ * image copy and a backup piece of the same datafile cut into the same
+ * block chunks.
  */
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/macros.h"
 #include "dedup/chunker.h"
 #include "dedup/fingerprint.h"
 #include "tests/dedup/dedup-test.h"
+#include "tests/dedup/oracle-test.h"
 
 #define KiB ((size_t) 1 << 10)
 #define MiB ((size_t) 1 << 20)
@@ -378,6 +384,137 @@ static void test_short(void) {
 	free(buf);
 }
 
+static void test_oracle_block_at(void) {
+	TestRng rng = { 50 };
+	uint8_t *b = test_malloc(ORA_BLOCK);
+	ora_block(b, 0x06, 77, 0x12345678, 9, &rng);
+	ASSERT(dedup_oracle_block_at(b));
+	/* Each checked field wrong: not a block. */
+	static const size_t fields[] = { 0, 1, 2, 3, 8, 9, 14, ORA_BLOCK - 4, ORA_BLOCK - 3, ORA_BLOCK - 2, ORA_BLOCK - 1 };
+	for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+		uint8_t keep = b[fields[i]];
+		b[fields[i]] = fields[i] == 0 ? 0 : (uint8_t) (keep ^ 0x40);
+		ASSERT(!dedup_oracle_block_at(b));
+		b[fields[i]] = keep;
+	}
+	/* The rest of the header and the body are not looked at. */
+	b[4] ^= 1;
+	b[10] ^= 1;
+	b[4000] ^= 1;
+	ASSERT(dedup_oracle_block_at(b));
+	memset(b, 0, ORA_BLOCK);
+	ASSERT(!dedup_oracle_block_at(b));
+	free(b);
+}
+
+/* Pieces of buf handed over in windows of random size (as a writer's feeds come), until the end. */
+static size_t oracle_stream(const uint8_t *buf, size_t len, DedupOraclePiece *out, size_t cap, TestRng *rng) {
+	DedupOracleSplitter s;
+	size_t n = 0, pos = 0, have = 0;
+	dedup_oracle_splitter_init(&s);
+	while (pos < len) {
+		size_t step = (size_t) (test_rng_next(rng) % (3 * ORA_BLOCK));
+		have = MIN(len, MAX(have, pos) + step);
+		DedupOraclePiece p;
+		while (dedup_oracle_next(&s, buf + pos, have - pos, have == len, &p)) {
+			ASSERT(n < cap && p.len > 0 && p.len <= have - pos);
+			out[n++] = p;
+			pos += p.len;
+		}
+		ASSERT(have == len || have - pos < DEDUP_ORACLE_LOOKAHEAD);
+	}
+	return n;
+}
+
+static void test_oracle_split(void) {
+	TestRng rng = { 51 };
+	DedupChunkerParams p = DEDUP_CHUNKER_PARAMS_CDC(8 * KiB);
+	p.mode = DEDUP_CHUNKER_ORACLE;
+	OraFile f = ora_file(40, 1, &rng);
+	DedupOraclePiece *pieces;
+	size_t n;
+
+	/* The piece: its header block, then per block a 16-byte literal and the block. */
+	ASSERT_OK(dedup_oracle_split(&p, f.piece, f.piece_len, &pieces, &n));
+	ASSERT(n == 1 + 2 * f.formatted);
+	ASSERT(pieces[0].kind == DEDUP_ORACLE_BLOCK);
+	for (size_t i = 0; i < f.formatted; i++)
+		ASSERT(pieces[1 + 2 * i].kind == DEDUP_ORACLE_LITERAL && pieces[1 + 2 * i].len == ORA_FRAME &&
+		       pieces[2 + 2 * i].kind == DEDUP_ORACLE_BLOCK && pieces[2 + 2 * i].len == ORA_BLOCK);
+
+	/* The same pieces whatever the windows (streaming == one-shot). */
+	DedupOraclePiece *streamed = test_malloc(4 * n * sizeof(*streamed));
+	for (int round = 0; round < 20; round++) {
+		/* A stream's pieces cover it: the gaps' bytes (CDC's to cut) come as one or more GAP pieces. */
+		size_t m = oracle_stream(f.piece, f.piece_len, streamed, 4 * n, &rng), k = 0;
+		for (size_t i = 0; i < m; i++) {
+			ASSERT(streamed[i].kind != DEDUP_ORACLE_GAP);
+			ASSERT(streamed[i].kind == pieces[k].kind && streamed[i].len == pieces[k].len);
+			k++;
+		}
+		ASSERT(k == n);
+	}
+
+	/* The image copy: block 0 and the never-formatted blocks are gaps (CDC: zeros), the rest block chunks. */
+	DedupOraclePiece *ip;
+	size_t in;
+	ASSERT_OK(dedup_oracle_split(&p, f.image, f.image_len, &ip, &in));
+	size_t blocks = 0, covered = 0;
+	for (size_t i = 0; i < in; i++) {
+		ASSERT(ip[i].kind != DEDUP_ORACLE_LITERAL);
+		blocks += ip[i].kind == DEDUP_ORACLE_BLOCK;
+		covered += ip[i].len;
+	}
+	ASSERT(blocks == f.formatted && covered == f.image_len);
+
+	/* Both meet: every block chunk of the copy is a block chunk of the piece, byte for byte. */
+	DedupHasher *h;
+	ASSERT_OK(dedup_hasher_new(&h));
+	size_t io = 0, matched = 0;
+	for (size_t i = 0; i < in; io += ip[i].len, i++) {
+		if (ip[i].kind != DEDUP_ORACLE_BLOCK)
+			continue;
+		size_t po = 0;
+		for (size_t j = 0; j < n; po += pieces[j].len, j++)
+			if (pieces[j].kind == DEDUP_ORACLE_BLOCK && memcmp(f.piece + po, f.image + io, ORA_BLOCK) == 0) {
+				matched++;
+				break;
+			}
+	}
+	ASSERT(matched == f.formatted);
+	dedup_hasher_free(h);
+
+	/* A long gap of random bytes (no block): CDC chunks, the last ending where the next block starts. */
+	size_t len = 100 * KiB + ORA_BLOCK;
+	uint8_t *mixed = test_malloc(len);
+	test_rng_fill(&rng, mixed, 100 * KiB);
+	ora_block(mixed + 100 * KiB, 0x06, 5, 7, 1, &rng);
+	DedupOraclePiece *mp;
+	size_t mn;
+	ASSERT_OK(dedup_oracle_split(&p, mixed, len, &mp, &mn));
+	ASSERT(mn >= 3 && mp[mn - 1].kind == DEDUP_ORACLE_BLOCK && mp[mn - 2].kind == DEDUP_ORACLE_GAP && mp[mn - 2].gap_end);
+	size_t gap = 0;
+	for (size_t i = 0; i + 1 < mn; i++) {
+		ASSERT(mp[i].kind == DEDUP_ORACLE_GAP && (mp[i].len >= p.min_size || mp[i].gap_end));
+		gap += mp[i].len;
+	}
+	ASSERT(gap == 100 * KiB);
+	/* A short stream is a literal; an empty one has no piece. */
+	ASSERT_OK(dedup_oracle_split(&p, mixed, 20, &mp, &mn));
+	ASSERT(mn == 1 && mp[0].kind == DEDUP_ORACLE_LITERAL && mp[0].len == 20);
+	free(mp);
+	ASSERT_OK(dedup_oracle_split(&p, mixed, 0, &mp, &mn));
+	ASSERT(mn == 0);
+	free(mp);
+	ASSERT_RET(dedup_oracle_split(&param_sets[0], mixed, len, &mp, &mn), -EINVAL);
+
+	free(mixed);
+	free(ip);
+	free(streamed);
+	free(pieces);
+	ora_file_free(&f);
+}
+
 int main(void) {
 	test_params();
 	test_gear_table();
@@ -388,6 +525,8 @@ int main(void) {
 	test_fixed();
 	test_all_zero();
 	test_short();
+	test_oracle_block_at();
+	test_oracle_split();
 	printf("test-chunker: ok\n");
 	return EXIT_SUCCESS;
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Recipe segments: the layout of docs/FORMAT.md, round trips, the limits
- * (entry count, lengths, zero runs, file size), and rejection of every
- * single-bit flip, every truncation, and impossible values behind a good
- * checksum.
+ * (entry count, lengths, zero runs, literals, file size), and rejection of
+ * every single-bit flip, every truncation, and impossible values behind a
+ * good checksum; version 2 (Oracle chunking, literals) exactly when needed.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 #include "tests/dedup/dedup-test.h"
 
 static const DedupChunkerParams cdc = DEDUP_CHUNKER_PARAMS_DEFAULT;
+static const DedupChunkerParams oracle = { DEDUP_CHUNKER_ORACLE, 2048, 8192, 32768 };
 
 static void reseal(uint8_t *b, size_t len) {
 	le64_put(b + 32, XXH3_64bits_withSeed(b + 40, len - 40, XXH3_64bits(b, 32)));
@@ -56,7 +57,22 @@ static void test_limits(void) {
 
 	ASSERT_OK(dedup_recipe_segment_encode(&cdc, 0, e, DEDUP_RECIPE_SEGMENT_ENTRIES_MAX, buf,
 					      DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size));
+	ASSERT(size == dedup_recipe_segment_size(DEDUP_RECIPE_SEGMENT_ENTRIES_MAX, 0));
+	/* The largest: every entry a literal of the most bytes. */
+	uint8_t lit[DEDUP_RECIPE_LITERAL_MAX + 1] = "0123456789abcdef0123456789abcdefX";
+	for (size_t i = 0; i < DEDUP_RECIPE_SEGMENT_ENTRIES_MAX; i++)
+		e[i] = (DedupRecipeEntry) { .chunk = DEDUP_RECIPE_LITERAL, .length = DEDUP_RECIPE_LITERAL_MAX, .literal = lit };
+	ASSERT_OK(dedup_recipe_segment_encode(&oracle, 0, e, DEDUP_RECIPE_SEGMENT_ENTRIES_MAX, buf,
+					      DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size));
 	ASSERT(size == DEDUP_RECIPE_SEGMENT_SIZE_MAX);
+	e[0].length = DEDUP_RECIPE_LITERAL_MAX + 1; /* a literal too long */
+	ASSERT_RET(dedup_recipe_segment_encode(&oracle, 0, e, 1, buf, DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size), -EINVAL);
+	e[0].length = 5; /* literals only with Oracle chunking */
+	ASSERT_RET(dedup_recipe_segment_encode(&cdc, 0, e, 1, buf, DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size), -EINVAL);
+	e[0].literal = NULL;
+	ASSERT_RET(dedup_recipe_segment_encode(&oracle, 0, e, 1, buf, DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size), -EINVAL);
+	for (size_t i = 0; i <= DEDUP_RECIPE_SEGMENT_ENTRIES_MAX; i++)
+		e[i] = (DedupRecipeEntry) { .chunk = i + 1, .length = 1 };
 	ASSERT_RET(dedup_recipe_segment_encode(&cdc, 0, e, DEDUP_RECIPE_SEGMENT_ENTRIES_MAX + 1, buf,
 					       DEDUP_RECIPE_SEGMENT_SIZE_MAX + 100, &size), -EINVAL);
 	ASSERT_RET(dedup_recipe_segment_encode(&cdc, 0, e, 0, buf, 100, &size), -EINVAL);
@@ -95,8 +111,10 @@ static void test_bad_fields(void) {
 		int want;
 	} cases[] = {
 		{ 4, 1, 0, -EBADMSG },                    /* version 0 */
-		{ 4, 1, 2, -EPROTONOSUPPORT },            /* a newer version */
-		{ 5, 1, 2, -EBADMSG },                    /* chunker mode */
+		{ 4, 1, 2, -EBADMSG },                    /* version 2 where version 1 says it all (not canonical) */
+		{ 4, 1, 3, -EPROTONOSUPPORT },            /* a newer version */
+		{ 5, 1, 2, -EBADMSG },                    /* Oracle chunking in version 1 */
+		{ 5, 1, 3, -EBADMSG },                    /* chunker mode */
 		{ 6, 2, 1, -EBADMSG },                    /* flags */
 		{ 12, 4, 10000, -EBADMSG },               /* avg not a power of two */
 		{ 8, 4, 1u << 20, -EBADMSG },             /* min > avg */
@@ -154,8 +172,68 @@ static void test_flips_and_truncation(void) {
 	free(seg);
 }
 
+/* Oracle chunking: version 2, literal bytes after the entries, in order. */
+static void test_literals(void) {
+	DedupRecipeEntry e[] = {
+		{ .chunk = 5, .length = 8192 },
+		{ .chunk = DEDUP_RECIPE_LITERAL, .length = 16, .literal = (const uint8_t *) "frame one ......" },
+		{ .chunk = 6, .length = 8192 },
+		{ .chunk = DEDUP_RECIPE_LITERAL, .length = 3, .literal = (const uint8_t *) "end" },
+		{ .chunk = 0, .length = 100 },
+	};
+	uint8_t b[DEDUP_RECIPE_HEADER_SIZE + 5 * DEDUP_RECIPE_ENTRY_SIZE + 19 + 1], c[sizeof(b)];
+	DedupRecipeSegment *seg;
+	size_t size;
+	ASSERT_OK(dedup_recipe_segment_encode(&oracle, 64, e, 5, b, sizeof(b), &size));
+	ASSERT(size == sizeof(b) - 1 && size == dedup_recipe_segment_size(5, 19));
+	ASSERT(b[4] == 2 && b[5] == DEDUP_CHUNKER_ORACLE);
+	ASSERT(le64_get(b + 40 + 12) == UINT64_MAX && le32_get(b + 40 + 12 + 8) == 16);
+	ASSERT(memcmp(b + 40 + 5 * 12, "frame one ......end", 19) == 0);
+	ASSERT_OK(dedup_recipe_segment_decode(b, size, &seg));
+	ASSERT(seg->n_entries == 5 && seg->length == 8192 * 2 + 19 + 100 && seg->params.mode == DEDUP_CHUNKER_ORACLE);
+	ASSERT(memcmp(seg->entries[1].literal, "frame one ......", 16) == 0 && memcmp(seg->entries[3].literal, "end", 3) == 0);
+	ASSERT(!dedup_recipe_entry_is_chunk(&seg->entries[1]) && !dedup_recipe_entry_is_chunk(&seg->entries[4]) &&
+	       dedup_recipe_entry_is_chunk(&seg->entries[0]));
+	free(seg);
+
+	/* Without literals, still version 2 with Oracle chunking. */
+	ASSERT_OK(dedup_recipe_segment_encode(&oracle, 0, e, 1, c, sizeof(c), &size));
+	ASSERT(c[4] == 2 && size == dedup_recipe_segment_size(1, 0));
+
+	/* A literal byte too many, or too few, behind a good checksum. */
+	size = dedup_recipe_segment_size(5, 19);
+	memcpy(c, b, size);
+	c[size] = 'x';
+	reseal(c, size + 1);
+	ASSERT_RET(dedup_recipe_segment_decode(c, size + 1, &seg), -EBADMSG);
+	memcpy(c, b, size);
+	reseal(c, size - 1);
+	ASSERT_RET(dedup_recipe_segment_decode(c, size - 1, &seg), -EBADMSG);
+	/* A literal longer than allowed, or in a CDC segment. */
+	memcpy(c, b, size);
+	le32_put(c + 40 + 12 + 8, DEDUP_RECIPE_LITERAL_MAX + 1);
+	reseal(c, size);
+	ASSERT_RET(dedup_recipe_segment_decode(c, size, &seg), -EBADMSG);
+	memcpy(c, b, size);
+	c[4] = 1;
+	c[5] = DEDUP_CHUNKER_CDC;
+	reseal(c, size);
+	ASSERT_RET(dedup_recipe_segment_decode(c, size, &seg), -EBADMSG);
+
+	/* Every bit flip and every truncation. */
+	for (size_t i = 0; i < size * 8; i++) {
+		b[i / 8] ^= (uint8_t) (1u << (i % 8));
+		int r = dedup_recipe_segment_decode(b, size, &seg);
+		ASSERT(r == -EBADMSG || r == -EPROTONOSUPPORT);
+		b[i / 8] ^= (uint8_t) (1u << (i % 8));
+	}
+	for (size_t len = 0; len < size; len++)
+		ASSERT_RET(dedup_recipe_segment_decode(b, len, &seg), -EBADMSG);
+}
+
 int main(void) {
 	test_layout();
+	test_literals();
 	test_limits();
 	test_bad_fields();
 	test_flips_and_truncation();
