@@ -78,6 +78,8 @@ typedef enum StatementId {
 	STMT_CHUNKS_IN_CONTAINER,
 	STMT_CHUNKS_TIER,
 	STMT_CHUNKS_DEAD,
+	STMT_TIER_MOVED_ADD,
+	STMT_TIER_MOVED_GET,
 	STMT_RECIPE_PUT,
 	STMT_RECIPE_FIND,
 	STMT_RECIPE_ALL,
@@ -145,22 +147,28 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_CONTAINER_LIVE] = "UPDATE containers SET live_bytes = live_bytes + ? WHERE id = ?",
 	[STMT_CONTAINERS_ALL] = "SELECT id, tier, size, live_bytes, full FROM containers ORDER BY id",
 	[STMT_CONTAINERS_TIER] = "SELECT id, tier, size, live_bytes, full FROM containers WHERE tier = ? ORDER BY id",
-	[STMT_CHUNK_FIND] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs FROM chunks "
-			    "WHERE tier = ? AND digest = ?",
-	[STMT_CHUNK_GET] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs FROM chunks "
-			   "WHERE id = ?",
-	[STMT_CHUNK_ADD] = "INSERT INTO chunks (tier, digest, container, offset, frame_size, plain_size, refs) "
-			   "VALUES (?, ?, ?, ?, ?, ?, ?)",
+	[STMT_CHUNK_FIND] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
+			    "region_offset FROM chunks WHERE tier = ? AND digest = ?",
+	[STMT_CHUNK_GET] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
+			   "region_offset FROM chunks WHERE id = ?",
+	[STMT_CHUNK_ADD] = "INSERT INTO chunks (tier, digest, container, offset, frame_size, plain_size, refs, "
+			   "region_size, region_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[STMT_CHUNK_REF] = "UPDATE chunks SET refs = refs + ? WHERE id = ? RETURNING refs, container, frame_size",
-	[STMT_CHUNK_MOVE] = "UPDATE chunks SET container = ?, offset = ? WHERE id = ?",
+	[STMT_CHUNK_MOVE] = "UPDATE chunks SET container = ?, offset = ?, frame_size = ?, region_size = ?, "
+			    "region_offset = ? WHERE id = ?",
 	[STMT_CHUNK_RETIRE] = "UPDATE chunks SET digest = ? WHERE id = ?",
 	[STMT_CHUNK_DELETE] = "DELETE FROM chunks WHERE id = ? AND refs = 0",
-	[STMT_CHUNKS_IN_CONTAINER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs "
-				     "FROM chunks WHERE container = ? ORDER BY offset",
-	[STMT_CHUNKS_TIER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs "
-			     "FROM chunks WHERE tier = ?",
-	[STMT_CHUNKS_DEAD] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs "
-			     "FROM chunks WHERE tier = ? AND refs = 0",
+	[STMT_CHUNKS_IN_CONTAINER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, "
+				     "region_size, region_offset FROM chunks WHERE container = ? "
+				     "ORDER BY offset, region_offset",
+	[STMT_CHUNKS_TIER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
+			     "region_offset FROM chunks WHERE tier = ?",
+	[STMT_CHUNKS_DEAD] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
+			     "region_offset FROM chunks WHERE tier = ? AND refs = 0",
+	[STMT_TIER_MOVED_ADD] = "INSERT INTO tier_moves (tier, files, logical, source_stored, stored) "
+				"VALUES (?1, 1, ?2, ?3, ?4) ON CONFLICT (tier) DO UPDATE SET files = files + 1, "
+				"logical = logical + ?2, source_stored = source_stored + ?3, stored = stored + ?4",
+	[STMT_TIER_MOVED_GET] = "SELECT files, logical, source_stored, stored FROM tier_moves WHERE tier = ?",
 	[STMT_RECIPE_PUT] = "INSERT OR REPLACE INTO recipes (ino, offset, segment) VALUES (?, ?, ?)",
 	[STMT_RECIPE_FIND] = "SELECT offset, segment FROM recipes WHERE ino = ? AND offset <= ? "
 			     "ORDER BY offset DESC LIMIT 1",
@@ -290,6 +298,24 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	 * whose raw files may be elsewhere.
 	 */
 	"UPDATE inodes SET tier = 0 WHERE state = 0;",
+
+	/*
+	 * 6 -> 7: compression regions.  A chunk stored in a region (container
+	 * version 2) names the region's bytes (region_size, at offset) and
+	 * where in its plain bytes the chunk starts; frame_size becomes its
+	 * share of the region.  Chunks written before (chunk frames, container
+	 * version 1) keep region_size 0: nothing is rewritten.  tier_moves
+	 * counts what moves into each tier brought, before and after it was
+	 * compressed again there (tierctl report).
+	 */
+	"ALTER TABLE chunks ADD COLUMN region_size INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE chunks ADD COLUMN region_offset INTEGER NOT NULL DEFAULT 0;"
+	"CREATE TABLE tier_moves ("
+	"  tier INTEGER PRIMARY KEY,"
+	"  files INTEGER NOT NULL,"
+	"  logical INTEGER NOT NULL,"
+	"  source_stored INTEGER NOT NULL,"
+	"  stored INTEGER NOT NULL);",
 };
 
 struct Catalog {
@@ -485,7 +511,16 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	 * daemon as soon as it returns; catalog_sync() adds power-loss safety
 	 * when the filesystem user asks for it (fsync).
 	 */
-	r = exec(c, "PRAGMA journal_mode = WAL");
+	/*
+	 * A new catalog gives freed pages back to the filesystem (at each
+	 * checkpoint, catalog_checkpoint()): a migration adds the target's chunk
+	 * rows before the source's go, and without it the file would keep that
+	 * high-water mark for good.  Only possible before the first table; an
+	 * older catalog keeps its mode (changing it means rewriting the file).
+	 */
+	r = version == 0 ? exec(c, "PRAGMA auto_vacuum = INCREMENTAL") : 0;
+	if (r >= 0)
+		r = exec(c, "PRAGMA journal_mode = WAL");
 	if (r >= 0)
 		r = exec(c, "PRAGMA synchronous = NORMAL");
 	if (r >= 0)
@@ -562,7 +597,10 @@ int catalog_checkpoint(Catalog *c) {
 		return -EBUSY;
 	}
 	uint64_t target = c->commits;
-	r = catalog_result(sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL));
+	/* Free pages back to the filesystem first (a no-op without auto_vacuum), so the checkpoint carries them. */
+	r = exec(c, "PRAGMA incremental_vacuum");
+	if (r >= 0)
+		r = catalog_result(sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL));
 	unlock(c);
 	if (r < 0)
 		return r;
@@ -1298,7 +1336,7 @@ out:
 	return r;
 }
 
-/* Columns: id, tier, digest, container, offset, frame_size, plain_size, refs. */
+/* Columns: id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, region_offset. */
 static int chunk_from_row(sqlite3_stmt *s, CatalogChunk *ret) {
 	const void *digest = sqlite3_column_blob(s, 2);
 	if (!digest || sqlite3_column_bytes(s, 2) != CATALOG_DIGEST_SIZE)
@@ -1311,6 +1349,8 @@ static int chunk_from_row(sqlite3_stmt *s, CatalogChunk *ret) {
 		.frame_size = (uint32_t) sqlite3_column_int64(s, 5),
 		.plain_size = (uint32_t) sqlite3_column_int64(s, 6),
 		.refs = (uint64_t) sqlite3_column_int64(s, 7),
+		.region_size = (uint32_t) sqlite3_column_int64(s, 8),
+		.region_offset = (uint32_t) sqlite3_column_int64(s, 9),
 	};
 	memcpy(ret->digest, digest, CATALOG_DIGEST_SIZE);
 	return 0;
@@ -1388,6 +1428,8 @@ int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
 	sqlite3_bind_int64(s, 5, ch->frame_size);
 	sqlite3_bind_int64(s, 6, ch->plain_size);
 	sqlite3_bind_int64(s, 7, (sqlite3_int64) ch->refs);
+	sqlite3_bind_int64(s, 8, ch->region_size);
+	sqlite3_bind_int64(s, 9, ch->region_offset);
 	r = step_done(c, s);
 	if (r < 0)
 		goto out;
@@ -1438,12 +1480,12 @@ out:
 	return r;
 }
 
-int catalog_chunk_move(Catalog *c, uint64_t id, uint64_t container, uint64_t offset) {
+int catalog_chunk_move(Catalog *c, const CatalogChunk *to) {
 	CatalogChunk ch;
 	int r;
 
 	lock(c);
-	r = catalog_chunk_get(c, id, &ch);
+	r = catalog_chunk_get(c, to->id, &ch);
 	if (r < 0)
 		goto out;
 	sqlite3_stmt *s = stmt(c, STMT_CHUNK_MOVE);
@@ -1451,14 +1493,17 @@ int catalog_chunk_move(Catalog *c, uint64_t id, uint64_t container, uint64_t off
 		r = catalog_result(sqlite3_errcode(c->db));
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, (sqlite3_int64) container);
-	sqlite3_bind_int64(s, 2, (sqlite3_int64) offset);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64) id);
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) to->container);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) to->offset);
+	sqlite3_bind_int64(s, 3, to->frame_size);
+	sqlite3_bind_int64(s, 4, to->region_size);
+	sqlite3_bind_int64(s, 5, to->region_offset);
+	sqlite3_bind_int64(s, 6, (sqlite3_int64) to->id);
 	r = step_done(c, s);
-	if (r >= 0 && ch.refs > 0 && container != ch.container) {
+	if (r >= 0 && ch.refs > 0 && (to->container != ch.container || to->frame_size != ch.frame_size)) {
 		r = container_live_add(c, ch.container, -(int64_t) ch.frame_size);
 		if (r >= 0)
-			r = container_live_add(c, container, ch.frame_size);
+			r = container_live_add(c, to->container, to->frame_size);
 	}
 out:
 	unlock(c);
@@ -1639,6 +1684,51 @@ static int check_pragma(Catalog *c, const char *sql, bool ok_row_expected) {
 	if (r == 0 && rc != SQLITE_DONE)
 		r = catalog_result(rc);
 	sqlite3_finalize(s);
+	return r;
+}
+
+int catalog_tier_moved_add(Catalog *c, uint32_t tier, uint64_t logical, uint64_t source_stored, uint64_t stored) {
+	int r;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_TIER_MOVED_ADD);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, tier);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) logical);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) source_stored);
+	sqlite3_bind_int64(s, 4, (sqlite3_int64) stored);
+	r = step_done(c, s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_tier_moved_get(Catalog *c, uint32_t tier, CatalogTierMoved *ret) {
+	int r, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_TIER_MOVED_GET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, tier);
+	*ret = (CatalogTierMoved) {};
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*ret = (CatalogTierMoved) {
+			.files = (uint64_t) sqlite3_column_int64(s, 0),
+			.logical = (uint64_t) sqlite3_column_int64(s, 1),
+			.source_stored = (uint64_t) sqlite3_column_int64(s, 2),
+			.stored = (uint64_t) sqlite3_column_int64(s, 3),
+		};
+	r = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
 	return r;
 }
 

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 6
+#define CATALOG_SCHEMA_VERSION 7
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -73,7 +73,15 @@ typedef struct CatalogContainer {
 	bool full;             /* no more appends */
 } CatalogContainer;
 
-/* Where one unique chunk of a tier is stored. */
+/*
+ * Where one unique chunk of a tier is stored: in a compression region
+ * (region_size > 0: the region's region_size bytes start at offset, and the
+ * chunk's plain_size bytes at region_offset in what they decompress to), or
+ * in a chunk frame of its own (region_size 0: frame_size bytes at offset;
+ * containers written before regions).  frame_size is what the chunk costs
+ * in its container, its share of the region: the live bytes of a container
+ * are the frame sizes of its referenced chunks.
+ */
 typedef struct CatalogChunk {
 	uint64_t id;
 	uint32_t tier;
@@ -83,6 +91,8 @@ typedef struct CatalogChunk {
 	uint32_t frame_size;
 	uint32_t plain_size;
 	uint64_t refs;
+	uint32_t region_size;
+	uint32_t region_offset;
 } CatalogChunk;
 
 typedef struct CatalogDirent {
@@ -227,8 +237,12 @@ int catalog_chunk_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_D
 int catalog_chunk_get(Catalog *c, uint64_t id, CatalogChunk *ret);
 int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
 int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta);
-/* Points a chunk at a new location (compaction); live bytes move with it. */
-int catalog_chunk_move(Catalog *c, uint64_t id, uint64_t container, uint64_t offset);
+/*
+ * Points chunk to->id at a new location (compaction): to's container,
+ * offset, frame_size, region_size and region_offset; live bytes move with
+ * it.
+ */
+int catalog_chunk_move(Catalog *c, const CatalogChunk *to);
 /*
  * Takes a damaged chunk out of the index: its digest is replaced by one no
  * chunk can have (0xff x 8, then its id), so new data with that content is
@@ -323,6 +337,26 @@ int catalog_history_add(Catalog *c, const CatalogHistoryTier *tiers, size_t n_ti
 /* Visits the samples since a time: every tier row in time order, then every class row; cbs must not call into c. */
 int catalog_history_foreach(Catalog *c, int64_t since, int (*tier_cb)(const CatalogHistoryTier *h, void *userdata),
 			    int (*class_cb)(const CatalogHistoryClass *h, void *userdata), void *userdata);
+
+/*
+ * What moves into a tier brought (files migrated or recalled there, each
+ * counted once per move): logical bytes, what their chunks took on the
+ * tiers they came from, and what they take on this one after being
+ * compressed again at its level.  Both sides are the frame bytes of each
+ * file's distinct chunks (dedup_file_usage()), so dedup does not blur the
+ * comparison.
+ */
+typedef struct CatalogTierMoved {
+	uint64_t files;
+	uint64_t logical;
+	uint64_t source_stored;
+	uint64_t stored;
+} CatalogTierMoved;
+
+/* Adds one moved file to tier's counters. */
+int catalog_tier_moved_add(Catalog *c, uint32_t tier, uint64_t logical, uint64_t source_stored, uint64_t stored);
+/* The counters of tier (all zero if nothing moved there). */
+int catalog_tier_moved_get(Catalog *c, uint32_t tier, CatalogTierMoved *ret);
 
 /* Integrity check of the database file (PRAGMA integrity_check + foreign_key_check). */
 int catalog_check(Catalog *c);

@@ -73,6 +73,7 @@ static const char *const class_table[_CONFIG_CLASS_MAX] = {
 static const char *const chunking_table[_CONFIG_CHUNKING_MAX] = {
 	[CONFIG_CHUNKING_CDC] = "cdc",
 	[CONFIG_CHUNKING_FIXED] = "fixed",
+	[CONFIG_CHUNKING_ORACLE] = "oracle",
 };
 
 static const char *const log_level_table[LOG_DEBUG + 1] = {
@@ -127,31 +128,45 @@ ConfigChunking config_chunking_from_string(const char *s) {
 	return _CONFIG_CHUNKING_INVALID;
 }
 
+/* Restored front to back: a region read whole is never wasted (bench/README.md, "region-sizes"). */
+#define REGION_SIZE_DEFAULT (128u << 10)
+
 ConfigClassPolicy config_class_default(ConfigClass c) {
 	assert(c >= 0 && c < _CONFIG_CLASS_MAX);
 	switch (c) {
 	case CONFIG_CLASS_BACKUPPIECE:
 		/*
-		 * A changed 8 KiB block costs about a block plus an average chunk
-		 * in the next full backup: 8 KiB chunks store a second full with
-		 * 5% changed blocks ~1.4x smaller than 16 KiB ones, for a first
-		 * full ~10% larger (README, "Why these chunk sizes").
+		 * Every Oracle block a chunk of its own, wherever RMAN put it: a
+		 * changed block costs itself in the next full backup, and the
+		 * blocks an image copy of the same datafile holds are stored once
+		 * (README, "Dedup across classes").  Between blocks (headers), CDC
+		 * of 8 KiB.
 		 */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 8u << 10, 3, 1, CONFIG_MIGRATE_AFTER_DEFAULT };
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, 3, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
+					     REGION_SIZE_DEFAULT };
 	case CONFIG_CLASS_IMAGECOPY:
 		/*
-		 * Image copies keep Oracle's block alignment: fixed chunks of two
-		 * 8 KiB blocks.  RECOVER COPY rewrites them in place every day, so
-		 * they stay hot: moved, they would come back at the next change.
+		 * Cut as backup pieces are, so that both meet block for block.
+		 * RECOVER COPY rewrites them in place every day, so they stay
+		 * hot: moved, they would come back at the next change.
 		 */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_FIXED, 16u << 10, 3, 0, 0 };
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, 3, 0, 0, false, REGION_SIZE_DEFAULT };
 	case CONFIG_CLASS_ARCHIVELOG:
 		/* Read again only for a recovery: a day on the hot tier covers the usual restore of last night's backup. */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3, 1, CONFIG_MIGRATE_AFTER_DEFAULT };
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
+					     REGION_SIZE_DEFAULT };
 	default:
 		/* Nothing is known of what it is, so nothing is moved without being asked. */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3, 0, 0 };
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3, 0, 0, false, REGION_SIZE_DEFAULT };
 	}
+}
+
+/* Colder means smaller: a lower tier without a zstd_level of its own gets the cold one. */
+static void config_tier_default_level(ConfigTier *t) {
+	if (t->role == TIER_ROLE_HOT || t->has_zstd_level)
+		return;
+	t->has_zstd_level = true;
+	t->zstd_level = CONFIG_ZSTD_LEVEL_COLD;
 }
 
 static void config_classes_default(Config *c) {
@@ -367,6 +382,7 @@ int config_default(const char *data_dir, Config *ret) {
 	r = config_add_tier(&c, "capacity", TIER_ROLE_CAPACITY, TIER_BACKEND_DIR, "capacity");
 	if (r < 0)
 		return r;
+	config_tier_default_level(&c.tiers[1]);
 	c.tiers[0].high_watermark = CONFIG_WATERMARK_HIGH_DEFAULT;
 	c.tiers[0].low_watermark = CONFIG_WATERMARK_LOW_DEFAULT;
 	config_classes_default(&c);
@@ -812,7 +828,7 @@ static int parse_reserve(Parser *p, const char *key, const char *value) {
 static int parse_chunking(Parser *p, const char *key, const char *value) {
 	ConfigChunking c = config_chunking_from_string(value);
 	if (c < 0)
-		return parser_fail(p, p->line, "invalid chunking '%s' for '%s' (expected cdc or fixed)", ESC(value), key);
+		return parser_fail(p, p->line, "invalid chunking '%s' for '%s' (expected oracle, cdc or fixed)", ESC(value), key);
 	p->config.classes[p->klass].chunking = c;
 	p->chunking_line[p->klass] = p->line;
 	return 0;
@@ -840,6 +856,18 @@ static int parse_level(Parser *p, const char *key, const char *value, int *ret) 
 		return parser_fail(p, p->line, "invalid '%s' '%s' (expected an integer from %d to %d)", key, ESC(value),
 				   CONFIG_ZSTD_LEVEL_MIN, CONFIG_ZSTD_LEVEL_MAX);
 	*ret = (int) v;
+	return 0;
+}
+
+static int parse_region_size(Parser *p, const char *key, const char *value) {
+	uint64_t v;
+	int r = parse_size_key(p, key, value, &v);
+	if (r < 0)
+		return r;
+	if (v < CONFIG_REGION_SIZE_MIN || v > CONFIG_REGION_SIZE_MAX)
+		return parser_fail(p, p->line, "'%s' must be from %uK to %uM, got '%s'", key, CONFIG_REGION_SIZE_MIN >> 10,
+				   CONFIG_REGION_SIZE_MAX >> 20, ESC(value));
+	p->config.classes[p->klass].region_size = (uint32_t) v;
 	return 0;
 }
 
@@ -890,6 +918,7 @@ static const KeyDef class_keys[] = {
 	{ "chunking", parse_chunking },
 	{ "chunk_size", parse_chunk_size },
 	{ "zstd_level", parse_zstd_level },
+	{ "region_size", parse_region_size },
 	{ "migrate_after", parse_migrate_after },
 	{ "target", parse_target },
 	{ "pin", parse_pin },
@@ -1163,6 +1192,7 @@ static int parser_finish(Parser *p) {
 		}
 		if (ts->backend_line == 0)
 			t->backend = t->role == TIER_ROLE_NFS ? TIER_BACKEND_NFS : TIER_BACKEND_DIR;
+		config_tier_default_level(t);
 
 		if (ts->nfs_line > 0 && t->backend != TIER_BACKEND_NFS)
 			return parser_fail(p, ts->nfs_line, "timeout and retries belong to NFS tiers, not to tier '%s' (backend %s)",
@@ -1267,12 +1297,13 @@ static int parser_finish(Parser *p) {
 		if (line == 0)
 			continue;
 		/* Switching to fixed without a size keeps the default's size; it fits both. */
-		if (cp->chunking == CONFIG_CHUNKING_CDC &&
+		if (cp->chunking != CONFIG_CHUNKING_FIXED &&
 		    (cp->chunk_size < CONFIG_CDC_SIZE_MIN || cp->chunk_size > CONFIG_CDC_SIZE_MAX ||
 		     (cp->chunk_size & (cp->chunk_size - 1)) != 0))
 			return parser_fail(p, line,
-					   "chunk_size of class %s (cdc) must be a power of two from %uK to %uM, got %u",
-					   name, CONFIG_CDC_SIZE_MIN >> 10, CONFIG_CDC_SIZE_MAX >> 20, cp->chunk_size);
+					   "chunk_size of class %s (%s) must be a power of two from %uK to %uM, got %u",
+					   name, config_chunking_to_string(cp->chunking), CONFIG_CDC_SIZE_MIN >> 10,
+					   CONFIG_CDC_SIZE_MAX >> 20, cp->chunk_size);
 		if (cp->chunking == CONFIG_CHUNKING_FIXED &&
 		    (cp->chunk_size < CONFIG_FIXED_SIZE_MIN || cp->chunk_size % 512 != 0))
 			return parser_fail(p, line,

@@ -29,8 +29,9 @@
  *                                 ; (default: 4 x the largest archived log, at most 10% of the disk)
  *   high_watermark = 85%          ; hot tier only: above this use, demote the coldest files ...
  *   low_watermark = 70%           ; ... until use is below this one
- *   zstd_level = 9                ; optional: level of chunks new to this tier when files move
- *                                 ; here (colder data, stronger compression); default: the class's
+ *   zstd_level = 9                ; level of chunks new to this tier when files move here (colder
+ *                                 ; data, stronger compression); default: the class's on the hot
+ *                                 ; tier, CONFIG_ZSTD_LEVEL_COLD on capacity and nfs tiers
  *   timeout = 10s                 ; NFS tiers: each attempt of a call (and each connect), 1s..600s
  *   retries = 2                   ; NFS tiers: attempts after a failed one, 0..10; a dead server
  *                                 ; fails a call after at most (retries + 1) x 2 x timeout
@@ -38,9 +39,12 @@
  *   target = filer                ; ... to this tier, which must come after this one (no circles)
  *
  *   [class backuppiece]           ; "class NAME", NAME = archivelog | backuppiece | imagecopy | other
- *   chunking = cdc                ; cdc (content-defined) | fixed
- *   chunk_size = 8K               ; cdc: the average, a power of two (min = /4, max = x4); fixed: the size
+ *   chunking = oracle             ; oracle (each Oracle block a chunk, cdc between them) | cdc
+ *                                 ; (content-defined) | fixed
+ *   chunk_size = 8K               ; cdc, oracle: the average, a power of two (min = /4, max = x4); fixed: the size
  *   zstd_level = 3                ; -7 .. 19 (negative: zstd's fast levels)
+ *   region_size = 128K            ; new chunks of a file compressed together, up to this many bytes
+ *                                 ; (CONFIG_REGION_SIZE_MIN .. CONFIG_REGION_SIZE_MAX)
  *   migrate_after = 1d            ; move sealed files this long after their last change (s m h d); 0 = never
  *   target = capacity             ; the tier they move to, by age or above the high watermark: a name, or
  *                                 ; a number (1 = the first tier after hot); default: 1 for archivelog and
@@ -124,6 +128,7 @@ typedef enum ConfigClass {
 typedef enum ConfigChunking {
 	CONFIG_CHUNKING_CDC,
 	CONFIG_CHUNKING_FIXED,
+	CONFIG_CHUNKING_ORACLE, /* each Oracle block a chunk, CDC of chunk_size between blocks */
 	_CONFIG_CHUNKING_MAX,
 	_CONFIG_CHUNKING_INVALID = -22,
 } ConfigChunking;
@@ -135,6 +140,15 @@ typedef enum ConfigChunking {
 #define CONFIG_FIXED_SIZE_MAX (4u << 20)
 #define CONFIG_ZSTD_LEVEL_MIN (-7)
 #define CONFIG_ZSTD_LEVEL_MAX 19
+/*
+ * What capacity and nfs tiers compress at unless they say: read rarely,
+ * kept long (bench/README.md, "region-sizes": level 9 stores ~9% less than
+ * 3 and decompresses as fast; higher levels store no less).
+ */
+#define CONFIG_ZSTD_LEVEL_COLD 9
+/* The compression regions dedup/ accepts (DEDUP_REGION_TARGET_MIN..MAX). */
+#define CONFIG_REGION_SIZE_MIN (4u << 10)
+#define CONFIG_REGION_SIZE_MAX (1u << 20)
 #define CONFIG_WATERMARK_HIGH_DEFAULT 85
 #define CONFIG_WATERMARK_LOW_DEFAULT 70
 #define CONFIG_POLICY_INTERVAL_DEFAULT 60
@@ -157,6 +171,7 @@ typedef struct ConfigClassPolicy {
 	uint32_t target_tier;  /* tier number files move to by age or watermark; 0 (or a tier not there) = none */
 	uint64_t migrate_after; /* seconds since a sealed file's mtime before it moves; 0 = never by age */
 	bool pinned;           /* pin = yes: its files stay on the hot tier (no target; tierctl migrate skips them) */
+	uint32_t region_size;  /* new chunks of a file are compressed together up to this many bytes */
 } ConfigClassPolicy;
 
 typedef struct ConfigTier {
@@ -169,7 +184,8 @@ typedef struct ConfigTier {
 	bool has_reserve;      /* reserve was given; otherwise the hot tier's comes from the rule in config.h */
 	unsigned high_watermark; /* hot tier: percent of use above which files are demoted ... */
 	unsigned low_watermark;  /* ... down to this percent */
-	bool has_zstd_level;   /* files moved to this tier are compressed at zstd_level, not their class's */
+	bool has_zstd_level;   /* files moved to this tier are compressed at zstd_level, not their class's
+				* (always so for capacity and nfs tiers: given, or CONFIG_ZSTD_LEVEL_COLD) */
 	int zstd_level;
 	unsigned nfs_timeout;  /* NFS tiers: seconds per attempt of a call, 0 = the backend's default */
 	bool has_nfs_retries;  /* retries was given; otherwise the backend's default */

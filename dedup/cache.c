@@ -1,36 +1,46 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Chunk cache: a chained hash on the chunk id plus an LRU list.
+ * Region cache: a chained hash on (container, offset) plus an LRU list, and
+ * claim placeholders so that a unit is loaded by one thread at a time.
  *
  * Invariants (all under c->lock):
- *  1. An entry is in the hash and the LRU list iff `cached`; `bytes` is the
- *     sum of the sizes of cached entries and stays <= max_bytes after every
- *     insert.
- *  2. An entry is freed exactly when it is not cached and its last
- *     reference is released.
+ *  1. A filled entry is in the hash and the LRU list iff `cached`; `bytes`
+ *     is the sum of the costs of cached entries and stays <= max_bytes after
+ *     every publish.
+ *  2. A claim is a placeholder in the hash (`loading`, never in the LRU,
+ *     costing nothing), at most one per key, and no filled entry has its
+ *     key meanwhile; publish or abandon removes it and wakes every waiter.
+ *  3. A filled entry is freed exactly when it is not cached and its last
+ *     reference is released; a placeholder when its claim ends.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "common/macros.h"
 #include "dedup/cache.h"
 
-struct DedupChunkCache {
+/* What an entry costs beyond its plain bytes and table (the struct and the allocator's share). */
+#define ENTRY_OVERHEAD 128u
+
+struct DedupRegionCache {
 	pthread_mutex_t lock;
+	pthread_cond_t loaded; /* a claim ended */
 	size_t max_bytes;
 	size_t bytes;
 	size_t n_buckets; /* power of two */
-	DedupCachedChunk **buckets;
-	DedupCachedChunk *lru_head, *lru_tail; /* head = most recently used */
+	DedupCachedRegion **buckets;
+	DedupCachedRegion *lru_head, *lru_tail; /* head = most recently used */
+	uint64_t entries, hits, misses, loads, waits;
 };
 
-int dedup_chunk_cache_new(size_t max_bytes, DedupChunkCache **ret) {
-	DedupChunkCache *c = calloc(1, sizeof(*c));
+int dedup_region_cache_new(size_t max_bytes, DedupRegionCache **ret) {
+	DedupRegionCache *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	/* About one bucket per 8 KiB of data: short chains for chunks of 4 KiB and up. */
+	/* About one bucket per 32 KiB of data: short chains for regions of 64 KiB and up, and for frames. */
 	size_t n = 64;
-	while (n < max_bytes / 8192 && n < (SIZE_MAX / 2) / sizeof(void *))
+	while (n < max_bytes / 32768 && n < (SIZE_MAX / 2) / sizeof(void *))
 		n *= 2;
 	c->buckets = calloc(n, sizeof(*c->buckets));
 	if (!c->buckets) {
@@ -40,152 +50,250 @@ int dedup_chunk_cache_new(size_t max_bytes, DedupChunkCache **ret) {
 	c->n_buckets = n;
 	c->max_bytes = max_bytes;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->loaded, NULL);
 	*ret = c;
 	return 0;
 }
 
-DedupChunkCache *dedup_chunk_cache_free(DedupChunkCache *c) {
+DedupRegionCache *dedup_region_cache_free(DedupRegionCache *c) {
 	if (!c)
 		return NULL;
-	for (DedupCachedChunk *ch = c->lru_head, *next; ch; ch = next) {
-		next = ch->lru_next;
-		free(ch);
+	for (DedupCachedRegion *r = c->lru_head, *next; r; r = next) {
+		next = r->lru_next;
+		free(r);
 	}
 	free(c->buckets);
+	pthread_cond_destroy(&c->loaded);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 	return NULL;
 }
 
-DedupCachedChunk *dedup_cached_chunk_new(uint64_t id, uint32_t size) {
-	DedupCachedChunk *ch = malloc(sizeof(*ch) + size);
-	if (!ch)
+size_t dedup_cached_region_cost(uint32_t count, uint32_t plain_size) {
+	return (size_t) plain_size + (size_t) count * (sizeof(uint32_t) + sizeof(DedupChunkId)) + ENTRY_OVERHEAD;
+}
+
+DedupCachedRegion *dedup_cached_region_new(uint64_t container, uint64_t offset, uint32_t count, uint32_t plain_size) {
+	/* The struct, then ids, ends and data in one allocation (ids first: they need the alignment). */
+	size_t ids = (size_t) count * sizeof(DedupChunkId), ends = (size_t) count * sizeof(uint32_t);
+	DedupCachedRegion *r = malloc(sizeof(*r) + ids + ends + plain_size);
+	if (!r)
 		return NULL;
-	*ch = (DedupCachedChunk) { .id = id, .size = size, .refs = 1 };
-	return ch;
+	uint8_t *p = (uint8_t *) (r + 1);
+	*r = (DedupCachedRegion) {
+		.container = container,
+		.offset = offset,
+		.plain_size = plain_size,
+		.count = count,
+		.ids = (DedupChunkId *) p,
+		.ends = (uint32_t *) (p + ids),
+		.data = p + ids + ends,
+		.refs = 1,
+	};
+	return r;
 }
 
-static size_t bucket_of(const DedupChunkCache *c, uint64_t id) {
-	/* Chunk ids are sequential: mix them so neighbours spread. */
-	id ^= id >> 33;
-	id *= UINT64_C(0xff51afd7ed558ccd);
-	id ^= id >> 33;
-	return (size_t) (id & (c->n_buckets - 1));
+static size_t bucket_of(const DedupRegionCache *c, uint64_t container, uint64_t offset) {
+	uint64_t h = container * UINT64_C(0x9e3779b97f4a7c15) ^ offset;
+	h ^= h >> 33;
+	h *= UINT64_C(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	return (size_t) (h & (c->n_buckets - 1));
 }
 
-static DedupCachedChunk *lookup(DedupChunkCache *c, uint64_t id) {
-	for (DedupCachedChunk *ch = c->buckets[bucket_of(c, id)]; ch; ch = ch->hash_next)
-		if (ch->id == id)
-			return ch;
+static DedupCachedRegion *find(DedupRegionCache *c, uint64_t container, uint64_t offset) {
+	for (DedupCachedRegion *r = c->buckets[bucket_of(c, container, offset)]; r; r = r->hash_next)
+		if (r->container == container && r->offset == offset)
+			return r;
 	return NULL;
 }
 
-static void lru_unlink(DedupChunkCache *c, DedupCachedChunk *ch) {
-	if (ch->lru_prev)
-		ch->lru_prev->lru_next = ch->lru_next;
-	else
-		c->lru_head = ch->lru_next;
-	if (ch->lru_next)
-		ch->lru_next->lru_prev = ch->lru_prev;
-	else
-		c->lru_tail = ch->lru_prev;
-	ch->lru_prev = ch->lru_next = NULL;
-}
-
-static void lru_push_front(DedupChunkCache *c, DedupCachedChunk *ch) {
-	ch->lru_prev = NULL;
-	ch->lru_next = c->lru_head;
-	if (c->lru_head)
-		c->lru_head->lru_prev = ch;
-	else
-		c->lru_tail = ch;
-	c->lru_head = ch;
-}
-
-/* Unlinks ch from hash and LRU; returns it if it must be freed now (no references). */
-static DedupCachedChunk *uncache(DedupChunkCache *c, DedupCachedChunk *ch) {
-	DedupCachedChunk **p = &c->buckets[bucket_of(c, ch->id)];
-	while (*p != ch)
+static void hash_remove(DedupRegionCache *c, DedupCachedRegion *r) {
+	DedupCachedRegion **p = &c->buckets[bucket_of(c, r->container, r->offset)];
+	while (*p != r)
 		p = &(*p)->hash_next;
-	*p = ch->hash_next;
-	ch->hash_next = NULL;
-	lru_unlink(c, ch);
-	ch->cached = false;
-	c->bytes -= ch->size;
-	return ch->refs == 0 ? ch : NULL;
+	*p = r->hash_next;
+	r->hash_next = NULL;
 }
 
-DedupCachedChunk *dedup_chunk_cache_insert(DedupChunkCache *c, DedupCachedChunk *ch) {
-	DedupCachedChunk *victims = NULL, *existing;
+static void hash_insert(DedupRegionCache *c, DedupCachedRegion *r) {
+	size_t b = bucket_of(c, r->container, r->offset);
+	r->hash_next = c->buckets[b];
+	c->buckets[b] = r;
+}
 
-	if (ch->size > c->max_bytes)
-		return ch;
+static void lru_unlink(DedupRegionCache *c, DedupCachedRegion *r) {
+	if (r->lru_prev)
+		r->lru_prev->lru_next = r->lru_next;
+	else
+		c->lru_head = r->lru_next;
+	if (r->lru_next)
+		r->lru_next->lru_prev = r->lru_prev;
+	else
+		c->lru_tail = r->lru_prev;
+	r->lru_prev = r->lru_next = NULL;
+}
+
+static void lru_push_front(DedupRegionCache *c, DedupCachedRegion *r) {
+	r->lru_prev = NULL;
+	r->lru_next = c->lru_head;
+	if (c->lru_head)
+		c->lru_head->lru_prev = r;
+	else
+		c->lru_tail = r;
+	c->lru_head = r;
+}
+
+/* Unlinks a cached entry; returns it if it must be freed now (no references). */
+static DedupCachedRegion *uncache(DedupRegionCache *c, DedupCachedRegion *r) {
+	hash_remove(c, r);
+	lru_unlink(c, r);
+	r->cached = false;
+	c->bytes -= dedup_cached_region_cost(r->count, r->plain_size);
+	c->entries--;
+	return r->refs == 0 ? r : NULL;
+}
+
+/* Under the lock: the hit, a new claim, or what is in the way. */
+static DedupRegionLookup lookup_locked(DedupRegionCache *c, uint64_t container, uint64_t offset, bool claim,
+				       DedupCachedRegion **ret) {
+	DedupCachedRegion *r = find(c, container, offset);
+	*ret = NULL;
+	if (r && r->loading)
+		return DEDUP_REGION_BUSY;
+	if (r) {
+		r->refs++;
+		lru_unlink(c, r);
+		lru_push_front(c, r);
+		c->hits++;
+		*ret = r;
+		return DEDUP_REGION_HIT;
+	}
+	c->misses++;
+	if (!claim)
+		return DEDUP_REGION_MISS;
+	DedupCachedRegion *placeholder = calloc(1, sizeof(*placeholder));
+	if (!placeholder)
+		/* Not claiming only costs a possible second load of the unit. */
+		return DEDUP_REGION_MISS;
+	*placeholder = (DedupCachedRegion) { .container = container, .offset = offset, .loading = true };
+	hash_insert(c, placeholder);
+	return DEDUP_REGION_CLAIMED;
+}
+
+DedupRegionLookup dedup_region_cache_lookup(DedupRegionCache *c, uint64_t container, uint64_t offset, bool claim,
+					    DedupCachedRegion **ret) {
+	pthread_mutex_lock(&c->lock);
+	DedupRegionLookup l = lookup_locked(c, container, offset, claim, ret);
+	pthread_mutex_unlock(&c->lock);
+	return l;
+}
+
+DedupRegionLookup dedup_region_cache_wait(DedupRegionCache *c, uint64_t container, uint64_t offset,
+					  DedupCachedRegion **ret) {
+	DedupRegionLookup l;
+	bool waited = false;
 
 	pthread_mutex_lock(&c->lock);
-	existing = lookup(c, ch->id);
-	if (existing) {
-		existing->refs++;
-		lru_unlink(c, existing);
-		lru_push_front(c, existing);
-		pthread_mutex_unlock(&c->lock);
-		free(ch); /* only the caller held it */
-		return existing;
+	while ((l = lookup_locked(c, container, offset, true, ret)) == DEDUP_REGION_BUSY) {
+		if (!waited)
+			c->waits++;
+		waited = true;
+		pthread_cond_wait(&c->loaded, &c->lock);
 	}
-	while (c->bytes + ch->size > c->max_bytes && c->lru_tail) {
-		DedupCachedChunk *dead = uncache(c, c->lru_tail);
-		if (dead) {
-			dead->hash_next = victims;
-			victims = dead;
+	pthread_mutex_unlock(&c->lock);
+	return l;
+}
+
+/* Under the lock: removes the claim on r's key, if any; returns the placeholder to free. */
+static DedupCachedRegion *unclaim(DedupRegionCache *c, uint64_t container, uint64_t offset) {
+	DedupCachedRegion *p = find(c, container, offset);
+	if (!p || !p->loading)
+		return NULL;
+	hash_remove(c, p);
+	pthread_cond_broadcast(&c->loaded);
+	return p;
+}
+
+DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRegion *r) {
+	DedupCachedRegion *victims = NULL, *placeholder;
+	size_t cost = dedup_cached_region_cost(r->count, r->plain_size);
+
+	pthread_mutex_lock(&c->lock);
+	placeholder = unclaim(c, r->container, r->offset);
+	c->loads++;
+	/* Published twice (a load without a claim raced another): the first copy stays. */
+	if (cost <= c->max_bytes && !find(c, r->container, r->offset)) {
+		while (c->bytes + cost > c->max_bytes && c->lru_tail) {
+			DedupCachedRegion *dead = uncache(c, c->lru_tail);
+			if (dead) {
+				dead->hash_next = victims;
+				victims = dead;
+			}
 		}
+		hash_insert(c, r);
+		lru_push_front(c, r);
+		r->cached = true;
+		c->bytes += cost;
+		c->entries++;
 	}
-	size_t b = bucket_of(c, ch->id);
-	ch->hash_next = c->buckets[b];
-	c->buckets[b] = ch;
-	lru_push_front(c, ch);
-	ch->cached = true;
-	c->bytes += ch->size;
 	pthread_mutex_unlock(&c->lock);
 
+	free(placeholder);
 	while (victims) {
-		DedupCachedChunk *next = victims->hash_next;
+		DedupCachedRegion *next = victims->hash_next;
 		free(victims);
 		victims = next;
 	}
-	return ch;
+	return r;
 }
 
-DedupCachedChunk *dedup_chunk_cache_get(DedupChunkCache *c, uint64_t id) {
+void dedup_region_cache_abandon(DedupRegionCache *c, uint64_t container, uint64_t offset) {
 	pthread_mutex_lock(&c->lock);
-	DedupCachedChunk *ch = lookup(c, id);
-	if (ch) {
-		ch->refs++;
-		lru_unlink(c, ch);
-		lru_push_front(c, ch);
-	}
+	DedupCachedRegion *placeholder = unclaim(c, container, offset);
 	pthread_mutex_unlock(&c->lock);
-	return ch;
+	free(placeholder);
 }
 
-bool dedup_chunk_cache_contains(DedupChunkCache *c, uint64_t id) {
-	pthread_mutex_lock(&c->lock);
-	bool found = lookup(c, id) != NULL;
-	pthread_mutex_unlock(&c->lock);
-	return found;
-}
-
-void dedup_chunk_cache_release(DedupChunkCache *c, DedupCachedChunk *ch) {
-	if (!ch)
+void dedup_region_cache_release(DedupRegionCache *c, DedupCachedRegion *r) {
+	if (!r)
 		return;
 	pthread_mutex_lock(&c->lock);
-	bool dead = --ch->refs == 0 && !ch->cached;
+	bool dead = --r->refs == 0 && !r->cached;
 	pthread_mutex_unlock(&c->lock);
 	if (dead)
-		free(ch);
+		free(r);
 }
 
-size_t dedup_chunk_cache_bytes(DedupChunkCache *c) {
+void dedup_region_cache_stats(DedupRegionCache *c, DedupRegionCacheStats *ret) {
 	pthread_mutex_lock(&c->lock);
-	size_t n = c->bytes;
+	*ret = (DedupRegionCacheStats) {
+		.bytes = c->bytes,
+		.max_bytes = c->max_bytes,
+		.entries = c->entries,
+		.hits = c->hits,
+		.misses = c->misses,
+		.loads = c->loads,
+		.waits = c->waits,
+	};
 	pthread_mutex_unlock(&c->lock);
-	return n;
+}
+
+int dedup_cached_region_find(const DedupCachedRegion *r, uint32_t region_offset, uint32_t length,
+			     const DedupChunkId *id) {
+	/* The first chunk whose end lies past region_offset starts at or before it. */
+	size_t lo = 0, hi = r->count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (r->ends[mid] <= region_offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == r->count)
+		return -1;
+	uint32_t start = lo == 0 ? 0 : r->ends[lo - 1];
+	if (start != region_offset || r->ends[lo] - start != length || !dedup_chunk_id_equal(&r->ids[lo], id))
+		return -1;
+	return (int) lo;
 }

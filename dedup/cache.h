@@ -2,55 +2,118 @@
 #pragma once
 
 /*
- * The chunk cache: decompressed, verified chunks by catalog chunk id, least
- * recently used evicted first, bounded by the bytes of chunk data it holds.
- * A chunk's content never changes while its id exists and ids are never
- * reused, so entries need no invalidation.
+ * The region cache: decompressed, checked storage units (compression
+ * regions, or chunk frames of version 1 containers, which are units of one
+ * chunk) by where they are stored (container id, offset), least recently
+ * used evicted first, bounded by the bytes it holds (plain bytes and
+ * tables).  Container ids are never reused and a container's bytes never
+ * change, so an entry can never go stale: a unit the collector moved is
+ * simply looked up at its new place.
+ *
+ * So that a sequential reader, or several read-ahead threads, decompress
+ * each unit once, a miss may *claim* the unit: the claimer loads it and
+ * publishes it (or abandons the claim), and other threads asking for it
+ * meanwhile wait for that instead of loading it a second time.  A thread
+ * must not wait while it holds claims of its own (load yours first).
  *
  * Entries are reference counted: a reader holds a reference while it copies
  * out of one, and eviction only unlinks an entry, which is freed when its
- * last reference goes.  All calls are thread-safe (one internal mutex, a leaf
- * lock: nothing else is taken while it is held).
+ * last reference goes.  All calls are thread-safe (one internal mutex and
+ * condition variable, a leaf lock: nothing else is taken while it is held).
  */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct DedupChunkCache DedupChunkCache;
+#include "dedup/fingerprint.h"
 
-typedef struct DedupCachedChunk {
-	uint64_t id;
-	uint32_t size;
+typedef struct DedupRegionCache DedupRegionCache;
+
+typedef struct DedupCachedRegion {
+	uint64_t container;
+	uint64_t offset;
+	uint32_t plain_size; /* bytes in data */
+	uint32_t count;      /* chunks: entries of ends and ids */
+	uint32_t *ends;      /* ends[i]: where chunk i ends in data (starts at ends[i - 1], or 0) */
+	DedupChunkId *ids;
 	/* Private to cache.c: */
 	unsigned refs;
-	bool cached;
-	struct DedupCachedChunk *hash_next, *lru_prev, *lru_next;
-	uint8_t data[]; /* size bytes */
-} DedupCachedChunk;
+	bool cached, loading;
+	struct DedupCachedRegion *hash_next, *lru_prev, *lru_next;
+	uint8_t *data; /* plain_size bytes, in the same allocation */
+} DedupCachedRegion;
+
+typedef struct DedupRegionCacheStats {
+	size_t bytes;      /* held by cached entries now */
+	size_t max_bytes;  /* the bound */
+	uint64_t entries;  /* cached now */
+	uint64_t hits;     /* lookups answered from the cache */
+	uint64_t misses;   /* lookups that were not */
+	uint64_t loads;    /* units published (decompressed and checked) */
+	uint64_t waits;    /* lookups that waited for another thread's load */
+} DedupRegionCacheStats;
 
 /* Returns: 0, -ENOMEM. */
-int dedup_chunk_cache_new(size_t max_bytes, DedupChunkCache **ret);
-/* Every reference must have been released.  Accepts NULL; returns NULL. */
-DedupChunkCache *dedup_chunk_cache_free(DedupChunkCache *c);
+int dedup_region_cache_new(size_t max_bytes, DedupRegionCache **ret);
+/* Every reference and claim must have been released.  Accepts NULL; returns NULL. */
+DedupRegionCache *dedup_region_cache_free(DedupRegionCache *c);
 
-/* A new chunk of `size` bytes for id, one reference held by the caller, data to fill; NULL on OOM. */
-DedupCachedChunk *dedup_cached_chunk_new(uint64_t id, uint32_t size);
+/* Bytes an entry of count chunks and plain_size bytes accounts for. */
+size_t dedup_cached_region_cost(uint32_t count, uint32_t plain_size);
 
 /*
- * Inserts ch (filled) and returns the entry the caller now holds a
- * reference on: ch itself, or an entry for the same id that was cached
- * meanwhile (ch is then released).  A chunk larger than the whole cache is
- * not inserted, but still returned.  Can't fail.
+ * A new entry for the unit at (container, offset) with room for count
+ * chunks and plain_size bytes, one reference held by the caller, to fill
+ * (data, ends, ids) before dedup_region_cache_publish(); NULL on OOM.
  */
-DedupCachedChunk *dedup_chunk_cache_insert(DedupChunkCache *c, DedupCachedChunk *ch);
+DedupCachedRegion *dedup_cached_region_new(uint64_t container, uint64_t offset, uint32_t count, uint32_t plain_size);
 
-/* The entry for id with a reference taken, or NULL. */
-DedupCachedChunk *dedup_chunk_cache_get(DedupChunkCache *c, uint64_t id);
-bool dedup_chunk_cache_contains(DedupChunkCache *c, uint64_t id);
+typedef enum DedupRegionLookup {
+	DEDUP_REGION_HIT,     /* *ret holds the entry, with a reference */
+	DEDUP_REGION_CLAIMED, /* not cached: the caller loads it, then publishes or abandons */
+	DEDUP_REGION_BUSY,    /* another thread is loading it: wait (holding no claim) or skip it */
+	DEDUP_REGION_MISS,    /* not cached and claim was false */
+} DedupRegionLookup;
 
-/* Drops a reference from get/insert/new.  Accepts NULL. */
-void dedup_chunk_cache_release(DedupChunkCache *c, DedupCachedChunk *ch);
+/*
+ * Looks up the unit at (container, offset).  With claim, a miss claims it.
+ * Can't fail.
+ */
+DedupRegionLookup dedup_region_cache_lookup(DedupRegionCache *c, uint64_t container, uint64_t offset, bool claim,
+					    DedupCachedRegion **ret);
 
-/* Bytes of chunk data currently cached. */
-size_t dedup_chunk_cache_bytes(DedupChunkCache *c);
+/*
+ * Waits until no thread is loading the unit, then looks it up as
+ * dedup_region_cache_lookup() with claim: HIT or CLAIMED (the loader gave
+ * up, or it was evicted since: load it yourself).  The caller must hold no
+ * claim.  Can't fail.
+ */
+DedupRegionLookup dedup_region_cache_wait(DedupRegionCache *c, uint64_t container, uint64_t offset,
+					  DedupCachedRegion **ret);
+
+/*
+ * Inserts the filled entry r (made by dedup_cached_region_new(), the
+ * caller's reference kept) in place of the caller's claim on its unit, if
+ * any, and wakes the threads waiting for it.  An entry larger than the
+ * whole cache is not inserted but still handed over.  Returns r.  Can't
+ * fail.
+ */
+DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRegion *r);
+
+/* Gives up the caller's claim on (container, offset), waking its waiters. */
+void dedup_region_cache_abandon(DedupRegionCache *c, uint64_t container, uint64_t offset);
+
+/* Drops a reference from lookup/wait/new/publish.  Accepts NULL. */
+void dedup_region_cache_release(DedupRegionCache *c, DedupCachedRegion *r);
+
+/* Can't fail. */
+void dedup_region_cache_stats(DedupRegionCache *c, DedupRegionCacheStats *ret);
+
+/*
+ * Index of the chunk of r that starts at region_offset and is length bytes
+ * long with id `id`, or -1 if r has no such chunk (the catalog and the
+ * stored unit disagree: damage).
+ */
+int dedup_cached_region_find(const DedupCachedRegion *r, uint32_t region_offset, uint32_t length,
+			     const DedupChunkId *id);

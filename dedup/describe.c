@@ -67,6 +67,8 @@ _Static_assert(DEDUP_DESCRIPTION_ATTRS_MAX <= UINT16_MAX, "attrs_len is a u16");
 #define RECORD_FLAG_RECIPE 0x01u
 #define ENTRY_CHUNK 0u
 #define ENTRY_ZERO 1u
+#define ENTRY_LITERAL 2u /* version 2 */
+_Static_assert(DEDUP_RECIPE_LITERAL_MAX <= DEDUP_CHUNK_ID_SIZE, "a literal fits an entry's id field");
 
 struct DedupDescribeWriter {
 	DedupStore *store;
@@ -78,6 +80,8 @@ struct DedupDescribeWriter {
 	size_t cap;
 	DedupRecipeEntry *entries;  /* the recipe of the record being built */
 	size_t n_entries, cap_entries;
+	uint8_t *literals;          /* the bytes of its literals, in entry order */
+	size_t n_literals, cap_literals;
 	DedupChunkerParams params;  /* its first segment's */
 	uint64_t recipe_end;        /* where the segments collected so far end */
 	int error;           /* sticky: a failed write leaves the object unusable */
@@ -94,6 +98,7 @@ DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w) {
 	XXH3_freeState(w->hash);
 	free(w->buf);
 	free(w->entries);
+	free(w->literals);
 	free(w);
 	return NULL;
 }
@@ -177,6 +182,18 @@ static int collect_segment(uint64_t start, const void *blob, size_t size, void *
 	}
 	if (w->n_entries == 0)
 		w->params = seg->params;
+	/* A literal's bytes live in the segment, freed below: keep a copy (its pointer is not used again). */
+	for (size_t i = 0; i < seg->n_entries; i++) {
+		if (seg->entries[i].chunk != DEDUP_RECIPE_LITERAL)
+			continue;
+		r = reserve(&w->literals, &w->cap_literals, w->n_literals + seg->entries[i].length);
+		if (r < 0) {
+			free(seg);
+			return r;
+		}
+		memcpy(w->literals + w->n_literals, seg->entries[i].literal, seg->entries[i].length);
+		w->n_literals += seg->entries[i].length;
+	}
 	memcpy(w->entries + w->n_entries, seg->entries, seg->n_entries * sizeof(DedupRecipeEntry));
 	w->n_entries += seg->n_entries;
 	w->recipe_end += seg->length;
@@ -193,6 +210,7 @@ int dedup_describe_add(DedupDescribeWriter *w, const void *attrs, size_t attrs_l
 	if (attrs_len > DEDUP_DESCRIPTION_ATTRS_MAX || (attrs_len > 0 && !attrs))
 		return -EINVAL;
 	w->n_entries = 0;
+	w->n_literals = 0;
 	w->recipe_end = 0;
 	/* An empty file has no segment: any valid parameters will do to describe it. */
 	w->params = DEDUP_CHUNKER_PARAMS_DEFAULT;
@@ -220,6 +238,7 @@ int dedup_describe_add(DedupDescribeWriter *w, const void *attrs, size_t attrs_l
 
 	if (with_recipe) {
 		uint64_t total = 0;
+		size_t literal = 0;
 		uint8_t *e = b + R_ATTRS + attrs_len;
 		for (size_t i = 0; i < w->n_entries; i++, e += DEDUP_DESCRIPTION_ENTRY_SIZE) {
 			const DedupRecipeEntry *re = w->entries + i;
@@ -228,6 +247,12 @@ int dedup_describe_add(DedupDescribeWriter *w, const void *attrs, size_t attrs_l
 			total += re->length;
 			if (re->chunk == 0) {
 				le32_put(e + 4, ENTRY_ZERO);
+				continue;
+			}
+			if (re->chunk == DEDUP_RECIPE_LITERAL) {
+				le32_put(e + 4, ENTRY_LITERAL);
+				memcpy(e + 8, w->literals + literal, re->length);
+				literal += re->length;
 				continue;
 			}
 			CatalogChunk ch;
@@ -312,8 +337,11 @@ int dedup_description_load(DedupBackend *b, void **ret_buf, size_t *ret_len) {
 	return 0;
 }
 
-/* Parses and checks one record's body b[0, len); entries go to *entries (grown as needed). */
-static int record_parse(const uint8_t *b, size_t len, DedupDescribedEntry **entries, size_t *cap,
+/*
+ * Parses and checks one record's body b[0, len) of a description of
+ * `version`; entries go to *entries (grown as needed).
+ */
+static int record_parse(uint8_t version, const uint8_t *b, size_t len, DedupDescribedEntry **entries, size_t *cap,
 			DedupDescribedFile *ret) {
 	if (len < DEDUP_DESCRIPTION_RECORD_HEADER_SIZE)
 		return -EBADMSG;
@@ -339,7 +367,8 @@ static int record_parse(const uint8_t *b, size_t len, DedupDescribedEntry **entr
 			return -EBADMSG;
 		return 0;
 	}
-	if (b[R_MODE] >= _DEDUP_CHUNKER_MODE_MAX)
+	/* Oracle chunking and its literals came with version 2. */
+	if (b[R_MODE] >= _DEDUP_CHUNKER_MODE_MAX || (version < 2 && b[R_MODE] == DEDUP_CHUNKER_ORACLE))
 		return -EBADMSG;
 	ret->params = (DedupChunkerParams) {
 		.mode = (DedupChunkerMode) b[R_MODE],
@@ -363,11 +392,14 @@ static int record_parse(const uint8_t *b, size_t len, DedupDescribedEntry **entr
 		uint32_t kind = le32_get(e + 4);
 		d->length = le32_get(e);
 		d->zero = kind == ENTRY_ZERO;
+		d->literal = kind == ENTRY_LITERAL;
 		memcpy(d->id.bytes, e + 8, DEDUP_CHUNK_ID_SIZE);
-		if (kind > ENTRY_ZERO || d->length == 0)
+		if (kind > ENTRY_LITERAL || d->length == 0)
 			return -EBADMSG;
 		if (d->zero ? d->length > DEDUP_RECIPE_ZERO_RUN_MAX || !le_is_zero(e + 8, DEDUP_CHUNK_ID_SIZE)
-			    : d->length > DEDUP_CHUNK_SIZE_LIMIT_MAX)
+		    : d->literal ? ret->params.mode != DEDUP_CHUNKER_ORACLE || d->length > DEDUP_RECIPE_LITERAL_MAX ||
+				   !le_is_zero(e + 8 + d->length, DEDUP_CHUNK_ID_SIZE - d->length)
+				 : d->length > DEDUP_CHUNK_SIZE_LIMIT_MAX)
 			return -EBADMSG;
 		if (__builtin_add_overflow(total, d->length, &total))
 			return -EBADMSG;
@@ -412,7 +444,7 @@ int dedup_description_parse(const void *buf, size_t len,
 		if (XXH3_64bits(p + off, 4 + body) != le64_get(p + off + 4 + body))
 			return -EBADMSG;
 		DedupDescribedFile f;
-		int r = record_parse(p + off + 4, body, &entries, &cap, &f);
+		int r = record_parse(p[H_VERSION], p + off + 4, body, &entries, &cap, &f);
 		if (r < 0)
 			return r;
 		if (seen >= count)
@@ -438,9 +470,11 @@ int dedup_description_parse(const void *buf, size_t len,
 /* Salvage: where each frame found is, by chunk id. */
 typedef struct SalvageFrame {
 	DedupChunkId id;
-	uint64_t offset;
-	uint32_t frame_size;
-	uint32_t object;     /* index into names */
+	uint64_t offset;        /* of the chunk's unit */
+	uint32_t unit_size;
+	uint32_t region_offset; /* regions: where the chunk starts in the region */
+	uint32_t object;        /* index into names */
+	bool region;
 } SalvageFrame;
 
 struct DedupSalvage {
@@ -450,9 +484,11 @@ struct DedupSalvage {
 	SalvageFrame *frames;
 	size_t n_frames, cap_frames;
 	DedupSalvageStats stats;
-	DedupFrameDecoder *decoder;
-	DedupHasher *hasher;
-	uint8_t *frame;      /* DEDUP_FRAME_SIZE_MAX bytes */
+	StoreDecoded dec;    /* the unit decoded last (a restore reads a region's chunks in a row) */
+	bool dec_valid;
+	uint32_t dec_object;
+	uint64_t dec_offset;
+	uint8_t *unit;       /* DEDUP_REGION_SIZE_MAX bytes */
 };
 
 DedupSalvage *dedup_salvage_free(DedupSalvage *s) {
@@ -462,9 +498,8 @@ DedupSalvage *dedup_salvage_free(DedupSalvage *s) {
 		free(s->names[i]);
 	free(s->names);
 	free(s->frames);
-	dedup_frame_decoder_free(s->decoder);
-	dedup_hasher_free(s->hasher);
-	free(s->frame);
+	store_decoded_done(&s->dec);
+	free(s->unit);
 	free(s);
 	return NULL;
 }
@@ -474,7 +509,7 @@ DEFINE_CLEANUP_FUNC(DedupSalvage, dedup_salvage_free);
 static int collect_name(const char *name, void *userdata) {
 	DedupSalvage *s = userdata;
 	uint64_t id;
-	/* Only containers: anything else in c/ (a temporary file of a backend) holds no frames of ours. */
+	/* Only containers: anything else in c/ (a temporary file of a backend) holds nothing of ours. */
 	if (dedup_container_name_parse(name, &id) < 0)
 		return 0;
 	if (s->n_names == s->cap_names) {
@@ -497,7 +532,9 @@ typedef struct SalvageWalk {
 	uint32_t object;
 } SalvageWalk;
 
-static int salvage_add(DedupSalvage *s, uint32_t object, const DedupChunkId *id, uint64_t offset, uint32_t frame_size) {
+static int walk_entry(const DedupContainerEntry *e, void *userdata) {
+	SalvageWalk *sw = userdata;
+	DedupSalvage *s = sw->s;
 	if (s->n_frames == s->cap_frames) {
 		size_t n = MAX(s->cap_frames * 2, (size_t) 1024);
 		SalvageFrame *p = realloc(s->frames, n * sizeof(*p));
@@ -506,18 +543,52 @@ static int salvage_add(DedupSalvage *s, uint32_t object, const DedupChunkId *id,
 		s->frames = p;
 		s->cap_frames = n;
 	}
-	s->frames[s->n_frames++] = (SalvageFrame) { .id = *id, .offset = offset, .frame_size = frame_size, .object = object };
+	s->frames[s->n_frames++] = (SalvageFrame) {
+		.id = e->id,
+		.offset = e->offset,
+		.unit_size = e->frame_size,
+		.region_offset = e->region_offset,
+		.object = sw->object,
+		.region = e->region,
+	};
 	s->stats.chunks++;
 	return 0;
 }
 
-static int walk_entry(const DedupContainerEntry *e, void *userdata) {
-	SalvageWalk *sw = userdata;
-	return salvage_add(sw->s, sw->object, &e->id, e->offset, e->frame_size);
-}
-
 static int frame_cmp(const void *a, const void *b) {
 	return memcmp(((const SalvageFrame *) a)->id.bytes, ((const SalvageFrame *) b)->id.bytes, DEDUP_CHUNK_ID_SIZE);
+}
+
+/*
+ * A region that fails its checks but whose header holds: its chunks are
+ * indexed by what its table says (unverified: their reads then fail with
+ * -EIO, every chunk being re-hashed), and the walk goes on after it, so one
+ * damaged region does not hide the rest of the container.  *ret_size is 0
+ * when the walk cannot go on.
+ */
+static int damaged_region(SalvageWalk *sw, uint8_t version, uint64_t offset, const uint8_t *p, size_t len,
+			  size_t *ret_size) {
+	DedupRegionHeader h;
+	*ret_size = 0;
+	if (version != DEDUP_CONTAINER_VERSION || dedup_region_header_parse(p, len, &h) < 0 ||
+	    dedup_region_header_region_size(&h) > len)
+		return 0;
+	uint32_t at = 0;
+	for (size_t i = 0; i < h.count; i++) {
+		DedupContainerEntry e = {
+			.offset = offset,
+			.frame_size = (uint32_t) dedup_region_header_region_size(&h),
+			.region = true,
+			.region_offset = at,
+		};
+		dedup_region_table_get(p, i, &e.plain_size, &e.id);
+		at += e.plain_size;
+		int r = walk_entry(&e, sw);
+		if (r < 0)
+			return r;
+	}
+	*ret_size = dedup_region_header_region_size(&h);
+	return 0;
 }
 
 static int salvage_container(DedupSalvage *s, uint32_t object) {
@@ -539,16 +610,16 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 		return r;
 
 	SalvageWalk sw = { .s = s, .object = object };
-	r = dedup_container_walk(buf, (size_t) size, DEDUP_CONTAINER_ANY, NULL, NULL, walk_entry, &sw, NULL);
+	r = dedup_container_walk(buf, (size_t) size, DEDUP_CONTAINER_ANY, NULL, NULL, NULL, walk_entry, &sw, NULL);
 	if (r == -ENOMEM)
 		return r;
 	if (r >= 0)
 		return 0;
 
 	/*
-	 * The walk validates the whole container before handing over a frame,
+	 * The walk validates the whole container before handing over a chunk,
 	 * so nothing of it was indexed.  An open container whose last append
-	 * was cut by a crash still holds good frames before the cut: keep them.
+	 * was cut by a crash still holds good units before the cut: keep them.
 	 */
 	DedupContainerHeader h;
 	if (dedup_container_header_parse(buf, (size_t) size, &h) < 0) {
@@ -557,16 +628,18 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 	}
 	s->stats.torn_containers++;
 	for (uint64_t off = DEDUP_CONTAINER_HEADER_SIZE; off < size;) {
-		DedupFrameHeader fh;
-		if (dedup_frame_header_parse(buf + off, (size_t) (size - off), &fh) < 0)
-			break;
-		uint64_t fs = dedup_frame_header_frame_size(&fh);
-		if (fs > size - off)
-			break;
-		r = salvage_add(s, object, &fh.id, off, (uint32_t) fs);
-		if (r < 0)
+		size_t unit;
+		r = dedup_container_unit_parse(h.version, off, buf + off, (size_t) (size - off), walk_entry, &sw, &unit);
+		if (r == -ENOMEM)
 			return r;
-		off += fs;
+		if (r < 0) {
+			r = damaged_region(&sw, h.version, off, buf + off, (size_t) (size - off), &unit);
+			if (r < 0)
+				return r;
+			if (unit == 0)
+				break;
+		}
+		off += unit;
 	}
 	return 0;
 }
@@ -576,15 +649,10 @@ int dedup_salvage_open(DedupBackend *b, DedupSalvage **ret) {
 	if (!s)
 		return -ENOMEM;
 	s->backend = b;
-	int r = dedup_frame_decoder_new(&s->decoder);
-	if (r >= 0)
-		r = dedup_hasher_new(&s->hasher);
-	if (r < 0)
-		return r;
-	s->frame = malloc(DEDUP_FRAME_SIZE_MAX);
-	if (!s->frame)
+	s->unit = malloc(DEDUP_REGION_SIZE_MAX);
+	if (!s->unit)
 		return -ENOMEM;
-	r = dedup_backend_list(b, "c", collect_name, s);
+	int r = dedup_backend_list(b, "c", collect_name, s);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < s->n_names; i++) {
@@ -603,6 +671,24 @@ void dedup_salvage_stats(const DedupSalvage *s, DedupSalvageStats *ret) {
 	*ret = s->stats;
 }
 
+/* Reads and decodes f's unit (every chunk in it re-hashed), unless it is the one decoded last. */
+static int salvage_unit(DedupSalvage *s, const SalvageFrame *f) {
+	if (s->dec_valid && s->dec_object == f->object && s->dec_offset == f->offset)
+		return 0;
+	s->dec_valid = false;
+	if (f->unit_size > DEDUP_REGION_SIZE_MAX)
+		return -EIO;
+	int r = dedup_backend_pread_full(s->backend, s->names[f->object], s->unit, f->unit_size, f->offset);
+	if (r >= 0)
+		r = store_unit_decode(f->region, s->unit, f->unit_size, true, &s->dec);
+	if (r < 0)
+		return r == -ENOMEM ? r : -EIO;
+	s->dec_valid = true;
+	s->dec_object = f->object;
+	s->dec_offset = f->offset;
+	return 0;
+}
+
 ssize_t dedup_salvage_read(DedupSalvage *s, const DedupChunkId *id, void *buf, size_t size) {
 	size_t lo = 0, hi = s->n_frames;
 	while (lo < hi) {
@@ -616,21 +702,31 @@ ssize_t dedup_salvage_read(DedupSalvage *s, const DedupChunkId *id, void *buf, s
 	/* Several copies: compaction and interrupted writes leave them; any one that checks out will do. */
 	for (size_t i = lo; i < s->n_frames && dedup_chunk_id_equal(&s->frames[i].id, id); i++) {
 		const SalvageFrame *f = s->frames + i;
-		DedupFrameHeader h;
-		if (f->frame_size > DEDUP_FRAME_SIZE_MAX) {
+		int k = salvage_unit(s, f);
+		if (k == -ENOMEM)
+			return k;
+		if (k < 0) {
 			r = -EIO;
 			continue;
 		}
-		int k = dedup_backend_pread_full(s->backend, s->names[f->object], s->frame, f->frame_size, f->offset);
-		if (k == -ENOMEM)
-			return k;
-		if (k >= 0)
-			k = dedup_frame_decode(s->decoder, s->frame, f->frame_size, s->hasher, buf, size, &h);
-		if (k == -ENOMEM || k == -ENOBUFS)
-			return k;
-		if (k >= 0)
-			return (ssize_t) h.plain_size;
-		r = -EIO;
+		/* The unit is whole and every chunk in it hashes to its id: find ours in it. */
+		const DedupCachedRegion view = { .count = s->dec.count, .ends = s->dec.ends, .ids = s->dec.ids };
+		uint32_t start = f->region_offset, len = 0;
+		for (size_t c = 0; c < s->dec.count; c++) {
+			uint32_t begin = c == 0 ? 0 : s->dec.ends[c - 1];
+			if (begin == start) {
+				len = s->dec.ends[c] - begin;
+				break;
+			}
+		}
+		if (len == 0 || dedup_cached_region_find(&view, start, len, id) < 0) {
+			r = -EIO;
+			continue;
+		}
+		if (size < len)
+			return -ENOBUFS;
+		memcpy(buf, s->dec.plain + start, len);
+		return (ssize_t) len;
 	}
 	return r;
 }

@@ -36,7 +36,8 @@
 
 #define DEDUP_DESCRIPTION_NAME "d/description.ftd"
 #define DEDUP_DESCRIPTION_TMP_NAME "d/description.tmp"
-#define DEDUP_DESCRIPTION_VERSION 1
+/* Version 2: literal entries and Oracle chunking (version 1 descriptions are still read). */
+#define DEDUP_DESCRIPTION_VERSION 2
 #define DEDUP_DESCRIPTION_HEADER_SIZE 64u
 #define DEDUP_DESCRIPTION_TRAILER_SIZE 32u
 #define DEDUP_DESCRIPTION_RECORD_HEADER_SIZE 32u
@@ -48,11 +49,15 @@
 /* No description object is read back if larger (64 GiB): a claim beyond it is corrupt. */
 #define DEDUP_DESCRIPTION_SIZE_MAX (UINT64_C(1) << 36)
 
-/* One piece of a described file: `length` zero bytes, or the chunk whose content id is `id`. */
+/*
+ * One piece of a described file: `length` zero bytes, `length` literal
+ * bytes (held in id.bytes), or the chunk whose content id is `id`.
+ */
 typedef struct DedupDescribedEntry {
-	DedupChunkId id; /* all zero for a zero run */
+	DedupChunkId id; /* all zero for a zero run; a literal's bytes, then zeros */
 	uint32_t length;
 	bool zero;
+	bool literal;
 } DedupDescribedEntry;
 
 /* One record, as the parser hands it over: valid during the callback only. */

@@ -15,12 +15,15 @@
  *     next collection (objects are listed before rows are read, and a row is
  *     always created before its object, so a listed object without a row is
  *     never one being created).
- *  3. Compaction copies frames byte for byte after checking each one, fsyncs
- *     the copies, moves the chunks and deletes the old row in one
- *     transaction, makes that transaction durable (catalog_sync()), and only
- *     then unlinks the old object.  A crash at any point leaves the chunks
- *     either all in the old container or all in the new one; the other copy
- *     is garbage.
+ *  3. Compaction checks every unit it copies (decoded, and each chunk where
+ *     the catalog says), copies a region whose chunks all live byte for
+ *     byte and compresses the live chunks of the others (and of version 1
+ *     frames) into new regions, at the level the region had (frames: the
+ *     store's level), fsyncs the copies, moves the chunks and deletes the
+ *     old row in one transaction, makes that transaction durable
+ *     (catalog_sync()), and only then unlinks the old object.  A crash at
+ *     any point leaves the chunks either all in the old container or all in
+ *     the new one; the other copy is garbage.
  *  4. Only containers that are neither open nor pinned are compacted: a
  *     container that is not open never gets new frames, so none can appear
  *     in it while it is being copied.
@@ -30,14 +33,16 @@
  *   exclusive_begin --> list objects --> delete dead chunks (batches) -->
  *   remove orphan objects --> remove containers without chunks --> rebuild
  *   the filter if full --> exclusive_end --> compact each sparse container
- *   (copy, fsync, move + delete row, sync, unlink)
+ *   (copy or compress again, fsync, move + delete row, sync, unlink)
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/macros.h"
+#include "dedup/frame.h"
 #include "dedup/store-internal.h"
 
 /* Chunks deleted per transaction: keeps the catalog lock short for everyone else. */
@@ -188,63 +193,230 @@ static int collect_chunk(const CatalogChunk *ch, void *userdata) {
 	return 0;
 }
 
-/*
- * Copies the frames of ct's chunks into the open container and moves the
- * chunks there (invariant 3).  Returns 0, -EIO if a frame failed its checks
- * (ct is then left alone), or another error.
- */
-static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *st) {
-	StoreChunkVec v = {};
-	StorePins pins = {};
-	StoreFrame *frames = NULL;
-	uint8_t *buf = NULL;
-	uint64_t copied = 0;
+/* One compaction: the live chunks of a container going into new regions. */
+typedef struct Compaction {
+	DedupStore *s;
+	StoreChunkVec v;          /* the container's chunks, by unit and offset in it */
+	CatalogChunk *to;         /* where each goes: v.items[k] -> to[k] */
+	size_t *pending;          /* indexes into v of the chunks in the builder (gathered or encoded) */
+	size_t n_pending, n_gathered_from; /* [n_gathered_from, n_pending) are in the region being gathered */
+	StoreRegionBuilder builder;
+	int level;                /* the builder's level, or INT_MIN before its first chunk */
+	StorePins pins;
+	StoreDecoded dec;
+	uint8_t *buf;             /* one unit read from the old container */
+	DedupGcStats *st;
+} Compaction;
+
+/* Appends the builder's encoded regions and records where their chunks went. */
+static int compaction_flush(Compaction *c) {
+	StoreRegionBuilder *b = &c->builder;
+	if (b->n_units == 0)
+		return 0;
+	int r = store_append(c->s, b->out, b->units, b->n_units, &c->pins);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < c->n_gathered_from; i++) {
+		CatalogChunk *to = c->to + c->pending[i];
+		const StoreUnit *u = b->units + to->container; /* the unit index, until now */
+		to->container = u->container;
+		to->offset = u->offset;
+	}
+	memmove(c->pending, c->pending + c->n_gathered_from, (c->n_pending - c->n_gathered_from) * sizeof(size_t));
+	c->n_pending -= c->n_gathered_from;
+	c->n_gathered_from = 0;
+	store_builder_reset_output(b);
+	return 0;
+}
+
+/* Encodes the region being gathered; its chunks learn their unit (in to->container, for now) and share. */
+static int compaction_encode(Compaction *c) {
+	StoreRegionBuilder *b = &c->builder;
+	size_t unit;
+	int r = store_builder_encode(b, &unit);
+	if (r == -ENOBUFS) {
+		r = compaction_flush(c);
+		if (r >= 0)
+			r = store_builder_encode(b, &unit);
+	}
+	if (r <= 0)
+		return r;
+	for (size_t i = c->n_gathered_from; i < c->n_pending; i++) {
+		CatalogChunk *to = c->to + c->pending[i];
+		to->container = unit;
+		to->frame_size = b->shares[i - c->n_gathered_from];
+		to->region_size = b->units[unit].size;
+	}
+	c->n_gathered_from = c->n_pending;
+	c->st->regions_rewritten++;
+	return 0;
+}
+
+/* Compresses the live chunk v.items[k] (its bytes in c->dec) again, into the region being gathered. */
+static int compaction_gather(Compaction *c, size_t k, const uint8_t *data, int level) {
+	StoreRegionBuilder *b = &c->builder;
+	uint32_t len = c->v.items[k].plain_size;
 	int r;
 
-	r = catalog_chunks_foreach_in_container(s->catalog, ct->id, collect_chunk, &v);
-	if (r < 0 || v.n == 0)
+	if (level != c->level || store_builder_is_full(b, len)) {
+		r = compaction_encode(c);
+		if (r < 0)
+			return r;
+		if (level != c->level) {
+			r = dedup_region_encoder_set_level(b->encoder, level);
+			if (r < 0)
+				return r;
+			c->level = level;
+		}
+	}
+	c->to[k].region_offset = store_builder_add(b, (const DedupChunkId *) c->v.items[k].digest, data, len);
+	c->pending[c->n_pending++] = k;
+	return 0;
+}
+
+/*
+ * A region whose chunks all live goes as it is: after what was gathered
+ * before it (so the order of chunks is kept), byte for byte.
+ */
+static int compaction_copy(Compaction *c, size_t k0, size_t k1, const uint8_t *unit, uint32_t size) {
+	StoreRegionBuilder *b = &c->builder;
+	int r = compaction_encode(c);
+	if (r >= 0 && (b->out_cap - b->out_len < size || b->n_units == b->cap_units))
+		r = compaction_flush(c);
+	if (r < 0)
+		return r;
+	if (b->n_units == b->cap_units) {
+		size_t cap = MAX(b->cap_units * 2, (size_t) 64);
+		StoreUnit *u = realloc(b->units, cap * sizeof(*u));
+		if (!u)
+			return -ENOMEM;
+		b->units = u;
+		b->cap_units = cap;
+	}
+	size_t unit_index = b->n_units++;
+	b->units[unit_index] = (StoreUnit) { .size = size, .count = c->dec.count, .plain_size = c->dec.plain_size };
+	memcpy(b->out + b->out_len, unit, size);
+	b->out_len += size;
+	for (size_t k = k0; k < k1; k++) {
+		c->to[k].container = unit_index;
+		c->pending[c->n_pending++] = k;
+	}
+	c->n_gathered_from = c->n_pending;
+	return 0;
+}
+
+/*
+ * Reads, checks and copies (or compresses again) the unit of chunks
+ * v.items[k0, k1) (all in one unit).  -EIO if the unit or a chunk fails its
+ * checks.
+ */
+static int compaction_unit(Compaction *c, uint64_t container, size_t k0, size_t k1) {
+	DedupStore *s = c->s;
+	const CatalogChunk *first = c->v.items + k0;
+	uint32_t size = store_chunk_unit_size(first);
+	bool region = first->region_size > 0;
+	char name[DEDUP_CONTAINER_NAME_MAX];
+	int r;
+
+	if (size <= DEDUP_FRAME_HEADER_SIZE || size > DEDUP_REGION_SIZE_MAX)
+		return -EIO;
+	/* Only the collector moves or unlinks containers, and it is the caller: no epoch check. */
+	pthread_rwlock_rdlock(&s->io_lock);
+	r = dedup_backend_pread_full(s->backend, dedup_container_name(container, name), c->buf, size, first->offset);
+	pthread_rwlock_unlock(&s->io_lock);
+	if (r < 0)
+		return r == -ENOMEM ? r : -EIO;
+	r = store_unit_decode(region, c->buf, size, s->verify_content, &c->dec);
+	if (r < 0)
+		return r;
+	c->st->bytes_copied += size;
+
+	bool all = region && c->dec.count == k1 - k0;
+	for (size_t k = k0; k < k1; k++) {
+		const CatalogChunk *ch = c->v.items + k;
+		DedupCachedRegion view = {
+			.count = c->dec.count,
+			.ends = c->dec.ends,
+			.ids = c->dec.ids,
+		};
+		if (store_chunk_unit_size(ch) != size || (ch->region_size > 0) != region ||
+		    dedup_cached_region_find(&view, ch->region_offset, ch->plain_size,
+					     (const DedupChunkId *) ch->digest) < 0)
+			return -EIO;
+		c->to[k] = *ch;
+	}
+	if (all)
+		return compaction_copy(c, k0, k1, c->buf, size);
+	int level = region ? c->dec.level : s->opts.zstd_level;
+	for (size_t k = k0; k < k1; k++) {
+		r = compaction_gather(c, k, c->dec.plain + c->v.items[k].region_offset, level);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void compaction_done(Compaction *c) {
+	store_pins_release(c->s, &c->pins);
+	free(c->pins.pins);
+	store_builder_done(&c->builder);
+	store_decoded_done(&c->dec);
+	free(c->to);
+	free(c->pending);
+	free(c->buf);
+	free(c->v.items);
+}
+
+/*
+ * Copies the live chunks of ct into the open container and moves them there
+ * (invariant 3).  Returns 0, -EIO if a unit failed its checks (ct is then
+ * left alone), or another error.
+ */
+static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *st) {
+	Compaction c = { .s = s, .st = st, .level = INT_MIN };
+	int r;
+
+	r = catalog_chunks_foreach_in_container(s->catalog, ct->id, collect_chunk, &c.v);
+	if (r < 0 || c.v.n == 0)
 		goto out;
-	frames = calloc(v.n, sizeof(*frames));
-	buf = malloc(STORE_RUN_MAX + DEDUP_FRAME_SIZE_MAX);
-	if (!frames || !buf) {
+	c.to = calloc(c.v.n, sizeof(*c.to));
+	c.pending = calloc(c.v.n, sizeof(*c.pending));
+	c.buf = malloc(DEDUP_REGION_SIZE_MAX);
+	if (!c.to || !c.pending || !c.buf) {
 		r = -ENOMEM;
 		goto out;
 	}
+	/* Version 1 frames hold chunks of up to 4 MiB: the builder takes any chunk. */
+	r = store_builder_init(&c.builder, s->opts.zstd_level, s->opts.region_size, DEDUP_CHUNK_SIZE_LIMIT_MIN,
+			       DEDUP_CHUNK_SIZE_LIMIT_MAX);
+	if (r < 0)
+		goto out;
+	c.level = s->opts.zstd_level;
 
-	for (size_t i = 0; i < v.n;) {
-		size_t j = i + 1, bytes = v.items[i].frame_size;
-		while (j < v.n && bytes + v.items[j].frame_size <= STORE_RUN_MAX)
-			bytes += v.items[j++].frame_size;
-		for (size_t k = i; k < j; k++) {
-			if (v.items[k].frame_size <= DEDUP_FRAME_HEADER_SIZE || v.items[k].frame_size > DEDUP_FRAME_SIZE_MAX) {
-				r = -EIO;
-				goto out;
-			}
-		}
-		r = store_read_container_frames(s, ct->id, v.items + i, j - i, buf);
+	for (size_t k0 = 0; k0 < c.v.n;) {
+		size_t k1 = k0 + 1;
+		while (k1 < c.v.n && c.v.items[k1].offset == c.v.items[k0].offset)
+			k1++;
+		r = compaction_unit(&c, ct->id, k0, k1);
 		if (r < 0)
 			goto out;
-		for (size_t k = i; k < j; k++) {
-			frames[k] = (StoreFrame) { .frame_size = v.items[k].frame_size, .plain_size = v.items[k].plain_size };
-			memcpy(frames[k].id.bytes, v.items[k].digest, DEDUP_CHUNK_ID_SIZE);
-		}
-		r = store_append(s, buf, frames + i, j - i, &pins);
-		if (r < 0)
-			goto out;
-		copied += bytes;
-		i = j;
+		k0 = k1;
 	}
-	r = store_pins_sync(s, &pins);
+	r = compaction_encode(&c);
+	if (r >= 0)
+		r = compaction_flush(&c);
+	if (r >= 0)
+		r = store_pins_sync(s, &c.pins);
 	if (r < 0)
 		goto out;
 
 	r = catalog_begin(s->catalog);
 	if (r < 0)
 		goto out;
-	for (size_t k = 0; r >= 0 && k < v.n; k++)
-		r = catalog_chunk_move(s->catalog, v.items[k].id, frames[k].container, frames[k].offset);
+	for (size_t k = 0; r >= 0 && k < c.v.n; k++)
+		r = catalog_chunk_move(s->catalog, &c.to[k]);
 	if (r >= 0)
-		r = store_pins_commit_sizes(s, &pins);
+		r = store_pins_commit_sizes(s, &c.pins);
 	if (r >= 0)
 		r = catalog_container_delete(s->catalog, ct->id);
 	if (r < 0) {
@@ -256,18 +428,13 @@ static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *
 		r = catalog_sync(s->catalog);
 	if (r < 0)
 		goto out;
-	store_pins_release(s, &pins);
+	store_pins_release(s, &c.pins);
 
 	st->containers_compacted++;
-	st->bytes_copied += copied;
 	st->bytes_freed += ct->size;
 	r = store_unlink_containers(s, &ct->id, 1);
 out:
-	store_pins_release(s, &pins);
-	free(pins.pins);
-	free(frames);
-	free(buf);
-	free(v.items);
+	compaction_done(&c);
 	return r;
 }
 
@@ -326,6 +493,11 @@ int dedup_store_gc(DedupStore *s, const DedupGcOptions *o, DedupGcStats *ret) {
 	if (r >= 0 && opts.live_threshold > 0.0)
 		r = compact(s, &opts, &st);
 	pthread_mutex_unlock(&s->gc_lock);
+	/*
+	 * The rows deleted free catalog pages: give them back now (best effort,
+	 * space only; a reader holding the WAL makes it wait for the next time).
+	 */
+	(void) catalog_checkpoint(s->catalog);
 
 	if (ret)
 		*ret = st;

@@ -17,8 +17,12 @@
  *   io_lock                 shared around every pread of a container object,
  *                           exclusive around unlinking one; nothing else is
  *                           taken while it is held
- *   read_lock, writers_lock, the chunk cache, the locality cache,
+ *   read_lock, writers_lock, the region cache, the locality cache,
  *   the backend's own locks  leaves
+ *
+ * (!) A thread holding a claim on a unit of the region cache holds no lock
+ * while it loads it, and waits for another thread's claim only while it
+ * holds none itself (see dedup/cache.h).
  *
  * The caller's catalog transaction may be open around dedup_writer_commit(),
  * dedup_file_drop() and reads: none of them takes gc_lock, waits for writer
@@ -34,9 +38,10 @@
 #include "dedup/container.h"
 #include "dedup/locality.h"
 #include "dedup/recipe.h"
+#include "dedup/region.h"
 #include "dedup/store.h"
 
-/* Frames a reader fetches with one pread at most. */
+/* Units (regions, frames) a reader fetches with one pread at most. */
 #define STORE_RUN_MAX ((size_t) 8 << 20)
 /* Recipe entries one read step looks at (needed plus read-ahead). */
 #define STORE_READ_WINDOW 1024u
@@ -47,19 +52,19 @@
 #define STORE_CTX_BUFFER_KEEP ((size_t) 4 << 20)
 /* New chunks a writer keeps before registering them, whatever their size. */
 #define STORE_PENDING_MAX 16384u
-/* Encoded frames a writer collects before appending them in one write. */
+/* Encoded regions a writer collects before appending them in one write. */
 #define STORE_WRITE_BUFFER ((size_t) 1 << 20)
 
 /* A container this process has appended to (or may append to). */
 typedef struct StoreContainer {
 	uint64_t id;
 	char name[DEDUP_CONTAINER_NAME_MAX];
-	DedupBackendFile *file;     /* open for appends while the struct lives */
-	uint64_t size;              /* bytes written: where the next frame goes */
-	uint64_t synced;            /* bytes known durable */
-	unsigned pins;              /* writers (and the collector) with unregistered frames here */
-	bool retired;               /* no more appends (sealed, or abandoned after an error) */
-	DedupContainerEntry *index; /* every frame, for the trailer */
+	DedupBackendFile *file;      /* open for appends while the struct lives */
+	uint64_t size;               /* bytes written: where the next region goes */
+	uint64_t synced;             /* bytes known durable */
+	unsigned pins;               /* writers (and the collector) with unregistered regions here */
+	bool retired;                /* no more appends (sealed, or abandoned after an error) */
+	DedupContainerRegion *index; /* every region, for the trailer */
 	size_t n_index, cap_index;
 	struct StoreContainer *next;
 } StoreContainer;
@@ -75,14 +80,58 @@ typedef struct StorePins {
 	size_t n, cap;
 } StorePins;
 
-/* What a frame handed to store_append() is. */
-typedef struct StoreFrame {
-	DedupChunkId id;
-	uint32_t frame_size;
-	uint32_t plain_size;
-	uint64_t container; /* out: where it went */
+/* A region handed to store_append(). */
+typedef struct StoreUnit {
+	uint32_t size;       /* bytes of the encoded region */
+	uint32_t count;      /* its chunks */
+	uint32_t plain_size; /* their bytes */
+	uint64_t container;  /* out: where it went */
 	uint64_t offset;
-} StoreFrame;
+} StoreUnit;
+
+/*
+ * Gathers chunks into regions and encodes them into a buffer of units, for
+ * writers and for compaction.  Not thread-safe.
+ */
+typedef struct StoreRegionBuilder {
+	DedupRegionEncoder *encoder;
+	size_t target;    /* a region is encoded before it would grow past this (unless it holds one chunk) */
+	size_t count_cap; /* and when it holds this many chunks */
+	/* The region being gathered. */
+	uint8_t *plain;
+	size_t plain_len, plain_cap;
+	DedupChunkId *ids;
+	uint32_t *lengths;
+	uint32_t *shares; /* after encoding: each chunk's share of the region's bytes */
+	size_t count;
+	/* Encoded regions, back to back, not appended yet. */
+	uint8_t *out;
+	size_t out_len, out_cap;
+	StoreUnit *units;
+	size_t n_units, cap_units;
+} StoreRegionBuilder;
+
+/*
+ * Sets up a builder for regions of target plain bytes at zstd level, fed
+ * chunks of at most max_chunk bytes and at least min_chunk (except one
+ * smaller chunk per region).  Returns: 0, -EINVAL, -ENOMEM.
+ */
+int store_builder_init(StoreRegionBuilder *b, int level, size_t target, size_t min_chunk, size_t max_chunk);
+void store_builder_done(StoreRegionBuilder *b);
+/* Whether adding a chunk of len bytes first needs the gathered region encoded. */
+bool store_builder_is_full(const StoreRegionBuilder *b, size_t len);
+/* Adds a chunk to the region being gathered (store_builder_is_full() must be false); returns its offset in it. */
+uint32_t store_builder_add(StoreRegionBuilder *b, const DedupChunkId *id, const void *data, size_t len);
+/*
+ * Encodes the gathered region as the next unit in out; b->shares then holds
+ * its chunks' shares of the region's bytes, and b->ids/lengths its table,
+ * until the next add.  Returns 1 and *ret_unit, 0 if nothing was gathered,
+ * -ENOBUFS when out has no room for it (append the units, reset the
+ * output, and call again), or another negative errno.
+ */
+int store_builder_encode(StoreRegionBuilder *b, size_t *ret_unit);
+/* Forgets the encoded units (after they were appended). */
+void store_builder_reset_output(StoreRegionBuilder *b);
 
 /* A decoded recipe segment held by readers (see store-read.c). */
 typedef struct StoreSegment StoreSegment;
@@ -117,7 +166,7 @@ struct DedupStore {
 
 	DedupBloom *filter; /* replaced only under writer exclusion */
 	DedupLocality *locality;
-	DedupChunkCache *chunk_cache;
+	DedupRegionCache *cache;
 
 	pthread_mutex_t read_lock;
 	StoreSegment **segments; /* protected by read_lock: opts.segment_cache slots */
@@ -139,12 +188,12 @@ bool store_exclusive_try_begin(DedupStore *s);
 void store_exclusive_end(DedupStore *s);
 
 /*
- * Appends the n frames in buf (back to back, described by frames[]) to the
+ * Appends the n regions in buf (back to back, described by units[]) to the
  * open container(s), sealing full ones and creating new ones as needed, and
- * pins every container written in pins.  Sets frames[i].container/offset.
- * Frames are written, not durable: see store_pins_sync().
+ * pins every container written in pins.  Sets units[i].container/offset.
+ * Regions are written, not durable: see store_pins_sync().
  */
-int store_append(DedupStore *s, const uint8_t *buf, StoreFrame *frames, size_t n, StorePins *pins);
+int store_append(DedupStore *s, const uint8_t *buf, StoreUnit *units, size_t n, StorePins *pins);
 /* fsyncs the pinned containers as far as the pins reach. */
 int store_pins_sync(DedupStore *s, StorePins *pins);
 /* Inside a catalog transaction: raises each pinned container's committed size to its pin's end. */
@@ -181,13 +230,44 @@ int store_read_setup(DedupStore *s);
 void store_read_done(DedupStore *s);
 /* Forgets cached recipe segments of ino (its recipe changed). */
 void store_recipe_invalidate(DedupStore *s, uint64_t ino);
+
 /*
- * Reads and checks the frames of chunks (sorted by offset, all in one
- * container) into frames_buf (capacity: the sum of their frame sizes),
- * under the io lock.  Returns 0 or -EIO on any failure of any frame.
+ * A stored unit (a region, or a chunk frame of a version 1 container),
+ * decoded and checked, and the decoders to do it: one per thread, reused.
  */
-int store_read_container_frames(DedupStore *s, uint64_t container, const CatalogChunk *chunks, size_t n,
-				uint8_t *frames_buf);
+typedef struct StoreDecoded {
+	int level;         /* regions: the level it was compressed at; frames: -1 */
+	uint32_t count;
+	uint32_t plain_size;
+	uint8_t *plain;    /* plain_size bytes */
+	uint32_t *ends;    /* count entries: where each chunk ends in plain */
+	DedupChunkId *ids; /* count entries */
+	/* Buffers, grown as needed and reused. */
+	size_t plain_cap, entries_cap;
+	DedupFrameDecoder *frame_decoder;
+	DedupRegionDecoder *region_decoder;
+	DedupHasher *hasher;
+} StoreDecoded;
+
+void store_decoded_done(StoreDecoded *d);
+
+/*
+ * Decodes the unit buf[0, len), a region or (not region) a chunk frame,
+ * into d: every checksum, the exact decompressed size and, with verify,
+ * every chunk's hash against its id.
+ * Returns: 0, -EIO (any failure of the stored bytes), -ENOMEM.
+ */
+int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d);
+
+/* Where a chunk's unit is: its offset and how many bytes to read. */
+static inline uint32_t store_chunk_unit_size(const CatalogChunk *ch) {
+	return ch->region_size > 0 ? ch->region_size : ch->frame_size;
+}
+
+/* store-write.c: the frame bytes of the distinct chunks of a finished writer's file. */
+int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret);
+/* Sorts ids and sums the frame sizes of the distinct ones. */
+int store_catalog_stored_distinct(Catalog *c, uint64_t *ids, size_t n, uint64_t *ret);
 
 /* Sorts ids and calls catalog_chunk_ref(id, sign * occurrences) once per distinct id. */
 int store_refs_apply(DedupStore *s, uint64_t *ids, size_t n, int sign);

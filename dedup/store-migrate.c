@@ -8,8 +8,9 @@
  * a writer of the target store chunked with the parameters the recipe
  * records.  Identical bytes cut with identical parameters give identical
  * chunks, so the copy deduplicates against what the target already holds
- * chunk for chunk, and only chunks new to it are compressed (at the level
- * asked for, which is how cold data gets a higher zstd level) and stored.
+ * chunk for chunk, and only chunks new to it are gathered into regions,
+ * compressed (at the level asked for, which is how cold data gets a higher
+ * zstd level: colder means smaller) and stored.
  *
  * Invariants:
  *  1. Nothing of the source is touched until dedup_migration_commit(): the
@@ -44,6 +45,9 @@
 struct DedupMigration {
 	DedupStore *from, *to;
 	uint64_t ino;
+	uint64_t logical;
+	uint64_t source_stored; /* frame bytes of the file's distinct chunks on `from` */
+	uint64_t stored;        /* the same on `to` */
 	DedupWriter *writer;
 };
 
@@ -68,8 +72,9 @@ static int params_of_first(uint64_t start, const void *blob, size_t size, void *
 }
 
 int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t file_size, int zstd_level,
-		       int (*progress)(uint64_t done, uint64_t total, void *userdata), void *userdata,
-		       DedupMigration **ret) {
+		       uint32_t region_size, int (*progress)(uint64_t done, uint64_t total, void *userdata),
+		       void *userdata, DedupMigration **ret) {
+	DedupFileUsage u = {};
 	DedupChunkerParams params = DEDUP_CHUNKER_PARAMS_DEFAULT;
 	int r;
 
@@ -87,7 +92,15 @@ int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t 
 	m->from = from;
 	m->to = to;
 	m->ino = ino;
-	r = dedup_writer_new(to, &params, zstd_level, &m->writer);
+	m->logical = file_size;
+	if (r >= 0) {
+		/* What the file takes where it is, for the target's counters (commit()). */
+		r = dedup_file_usage(from->catalog, ino, &u);
+		if (r < 0)
+			return r;
+		m->source_stored = u.unique + u.shared;
+	}
+	r = dedup_writer_new(to, &params, zstd_level, region_size, &m->writer);
 	if (r < 0)
 		return r;
 
@@ -111,6 +124,8 @@ int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t 
 		}
 	}
 	r = dedup_writer_finish(m->writer);
+	if (r >= 0)
+		r = store_writer_stored_distinct(m->writer, &m->stored);
 	if (r < 0)
 		return r;
 	*ret = TAKE_PTR(m);
@@ -120,9 +135,11 @@ int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t 
 int dedup_migration_commit(DedupMigration *m) {
 	/* Drop first: the target writer refuses an inode that still has a recipe. */
 	int r = dedup_file_drop(m->from, m->ino);
-	if (r < 0)
-		return r;
-	return dedup_writer_commit(m->writer, m->ino);
+	if (r >= 0)
+		r = dedup_writer_commit(m->writer, m->ino);
+	if (r >= 0)
+		r = catalog_tier_moved_add(m->to->catalog, m->to->tier, m->logical, m->source_stored, m->stored);
+	return r;
 }
 
 void dedup_migration_stats(const DedupMigration *m, DedupWriterStats *ret) {

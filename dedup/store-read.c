@@ -4,19 +4,21 @@
  * dropping recipes.
  *
  * A read finds the recipe segment covering its offset (a small cache of
- * decoded segments, each with the chunk locations resolved so far), takes the
- * chunks it needs from the chunk cache, and fetches the rest: consecutive
- * frames of one container are read with one pread, and a sequential reader
- * gets the following chunks of the recipe fetched and cached as well
- * (read-ahead).  Every fetched frame is fully checked before its bytes are
- * cached or copied.
+ * decoded segments, each with the chunk locations resolved so far), finds
+ * the units (regions, or version 1 frames) holding the chunks it needs in
+ * the region cache, and fetches the rest: units stored back to back in one
+ * container are read with one pread, and a sequential reader gets the units
+ * of the following chunks of the recipe fetched and cached as well
+ * (read-ahead).  Every fetched unit is fully checked before it is cached,
+ * and each unit is decoded once: a miss claims the unit in the cache, and
+ * another thread needing it meanwhile waits for the claimer.
  *
  * Invariants:
- *  1. No byte reaches a caller or the chunk cache unless its frame passed
- *     dedup_frame_decode() (both checksums, exact decompression, and the
- *     content hash when verify_content), and the frame's id, plain size and
- *     frame size equal what the catalog says of the chunk.  Any failure on a
- *     needed chunk is -EIO for the whole read.
+ *  1. No byte reaches a caller or the region cache unless its unit passed
+ *     store_unit_decode() (checksums, exact decompression, and the content
+ *     hash of every chunk when verify_content), and the chunk is in the unit
+ *     where the catalog says (offset in the region, length and id).  Any
+ *     failure on a needed chunk is -EIO for the whole read.
  *  2. A location (container, offset) is used only if it was resolved in the
  *     current epoch, and the pread runs under io_lock shared after checking
  *     that the epoch is still the same: the collector unlinks container
@@ -27,6 +29,8 @@
  *     between reading it from the catalog and inserting it; changes
  *     (commit, drop) invalidate the file's segments.
  *  4. No catalog call is made with io_lock or read_lock held.
+ *  5. A read waits for another thread's claim only once it holds no claim
+ *     of its own: it loads what it claimed first (dedup/cache.h).
  */
 #include <errno.h>
 #include <limits.h>
@@ -38,13 +42,31 @@
 #include "dedup/frame.h"
 #include "dedup/store-internal.h"
 
+/* Where a recipe entry's chunk is: its unit, and the chunk in it. */
 typedef struct StoreLoc {
 	uint64_t epoch; /* 0: not resolved */
 	uint64_t container;
-	uint64_t offset;
-	uint32_t frame_size;
+	uint64_t offset;    /* of the unit */
+	uint32_t size;      /* of the unit */
+	bool region;        /* a region (else a version 1 frame) */
+	uint32_t region_offset;
+	uint64_t chunk;     /* catalog id */
 	DedupChunkId id;
 } StoreLoc;
+
+/* A distinct unit a read step needs or reads ahead. */
+typedef struct StoreUnitRef {
+	uint64_t container, offset;
+	uint32_t size;
+	bool region;
+	bool needed;
+	DedupRegionLookup state;
+	DedupCachedRegion *held;
+	uint32_t first; /* the window entry that named it first (for damage reports) */
+} StoreUnitRef;
+
+/* Open-addressing map of the units of one read step: twice the window, never half full. */
+#define UNIT_MAP_SLOTS (2 * STORE_READ_WINDOW)
 
 struct StoreSegment {
 	uint64_t ino, start, end;
@@ -58,13 +80,15 @@ struct StoreSegment {
 };
 
 struct StoreReadCtx {
-	DedupFrameDecoder *decoder;
-	DedupHasher *hasher; /* when verifying content */
+	StoreDecoded dec;
 	uint8_t *buf;
 	size_t cap;
 	StoreLoc locs[STORE_READ_WINDOW];
-	DedupCachedChunk *held[STORE_READ_WINDOW];
-	bool miss[STORE_READ_WINDOW];
+	uint32_t unit_of[STORE_READ_WINDOW]; /* the entry's index in units, or UINT32_MAX */
+	StoreUnitRef units[STORE_READ_WINDOW];
+	size_t n_units;
+	uint32_t unit_map[UNIT_MAP_SLOTS];
+	uint32_t order[STORE_READ_WINDOW]; /* claimed units by container and offset */
 };
 
 static void segment_free(StoreSegment *seg) {
@@ -79,8 +103,7 @@ static void segment_free(StoreSegment *seg) {
 static StoreReadCtx *ctx_free(StoreReadCtx *ctx) {
 	if (!ctx)
 		return NULL;
-	dedup_frame_decoder_free(ctx->decoder);
-	dedup_hasher_free(ctx->hasher);
+	store_decoded_done(&ctx->dec);
 	free(ctx->buf);
 	free(ctx);
 	return NULL;
@@ -111,7 +134,6 @@ void store_read_done(DedupStore *s) {
 
 static int ctx_get(DedupStore *s, StoreReadCtx **ret) {
 	StoreReadCtx *ctx = NULL;
-	int r;
 
 	pthread_mutex_lock(&s->read_lock);
 	if (s->n_ctx_pool > 0)
@@ -125,13 +147,6 @@ static int ctx_get(DedupStore *s, StoreReadCtx **ret) {
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	r = dedup_frame_decoder_new(&ctx->decoder);
-	if (r >= 0 && s->verify_content)
-		r = dedup_hasher_new(&ctx->hasher);
-	if (r < 0) {
-		ctx_free(ctx);
-		return r;
-	}
 	*ret = ctx;
 	return 0;
 }
@@ -316,65 +331,146 @@ static size_t segment_find(const StoreSegment *seg, uint64_t pos) {
 	return lo;
 }
 
-/* ---- fetching frames ---- */
+/* ---- fetching units ---- */
 
 /* Whether what the catalog says of a chunk fits the recipe entry and this store. */
 static bool chunk_is_plausible(const DedupStore *s, const CatalogChunk *ch, uint32_t length) {
-	return ch->tier == s->tier && ch->plain_size == length && ch->frame_size > DEDUP_FRAME_HEADER_SIZE &&
-	       ch->frame_size <= DEDUP_FRAME_SIZE_MAX && ch->offset >= DEDUP_CONTAINER_HEADER_SIZE &&
-	       ch->offset <= DEDUP_CONTAINER_SIZE_MAX;
+	if (ch->tier != s->tier || ch->plain_size != length || ch->offset < DEDUP_CONTAINER_HEADER_SIZE ||
+	    ch->offset > DEDUP_CONTAINER_SIZE_MAX)
+		return false;
+	if (ch->region_size == 0)
+		return ch->frame_size > DEDUP_FRAME_HEADER_SIZE && ch->frame_size <= DEDUP_FRAME_SIZE_MAX &&
+		       ch->region_offset == 0;
+	return ch->region_size > DEDUP_REGION_HEADER_SIZE && ch->region_size <= DEDUP_REGION_SIZE_MAX &&
+	       (uint64_t) ch->region_offset + length <= DEDUP_REGION_PLAIN_MAX;
 }
 
-/* Decodes one fetched frame into a new cache entry, checking it against loc (invariant 1). */
-static int frame_check_decode(DedupStore *s, StoreReadCtx *ctx, const uint8_t *frame, const StoreLoc *loc,
-			      uint64_t chunk, uint32_t length, DedupCachedChunk **ret) {
-	DedupFrameHeader h;
-	DedupCachedChunk *ch = dedup_cached_chunk_new(chunk, length);
-	if (!ch)
-		return -ENOMEM;
-	int r = dedup_frame_decode(ctx->decoder, frame, loc->frame_size, ctx->hasher, ch->data, length, &h);
-	if (r == -ENOMEM || r == -EIO) {
-		dedup_chunk_cache_release(s->chunk_cache, ch);
-		return r;
+/*
+ * A chunk that is not where the catalog says: no new file may deduplicate
+ * against it.  Out of the index and out of the locality cache; a failure
+ * here only means a later writer may hit the damage too (scrub retires it).
+ */
+static void chunk_damaged(DedupStore *s, uint64_t chunk) {
+	(void) catalog_chunk_retire(s->catalog, chunk);
+	dedup_locality_clear(s->locality);
+}
+
+typedef struct UnitChunks {
+	uint64_t offset;
+	uint64_t *ids;
+	size_t n, cap;
+} UnitChunks;
+
+static int unit_chunk(const CatalogChunk *ch, void *userdata) {
+	UnitChunks *u = userdata;
+	if (ch->offset != u->offset)
+		return 0;
+	if (u->n == u->cap) {
+		size_t cap = MAX(u->cap * 2, (size_t) 64);
+		uint64_t *p = realloc(u->ids, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		u->ids = p;
+		u->cap = cap;
 	}
-	if (r < 0 || h.plain_size != length || dedup_frame_header_frame_size(&h) != loc->frame_size ||
-	    !dedup_chunk_id_equal(&h.id, &loc->id)) {
-		dedup_chunk_cache_release(s->chunk_cache, ch);
-		/*
-		 * Damaged: no new file may deduplicate against it.  Out of the
-		 * index and out of the locality cache; a failure here only
-		 * means a later writer may hit the damage too.
-		 */
-		(void) catalog_chunk_retire(s->catalog, chunk);
-		dedup_locality_clear(s->locality);
-		return -EIO;
-	}
-	*ret = dedup_chunk_cache_insert(s->chunk_cache, ch);
+	u->ids[u->n++] = ch->id;
 	return 0;
 }
 
 /*
- * Makes every missing chunk of entries [i0, i_ra) of seg available: the
- * needed ones ([i0, i_need)) held in ctx->held, the read-ahead ones cached
- * if they can be.  ctx->miss marks what is missing on entry.
+ * A unit that failed its checks: every chunk the catalog places in it is
+ * retired (as chunk_damaged()), not only the one being read, so that no new
+ * file deduplicates against any of them (they all fail to read now).
  */
-static int fetch(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg, size_t i0, size_t i_need, size_t i_ra) {
+static void unit_damaged(DedupStore *s, uint64_t container, uint64_t offset, uint64_t chunk) {
+	UnitChunks u = { .offset = offset };
+	/* The callback runs under the catalog lock and must not call into it: collect, then retire. */
+	if (catalog_chunks_foreach_in_container(s->catalog, container, unit_chunk, &u) >= 0)
+		for (size_t i = 0; i < u.n; i++)
+			(void) catalog_chunk_retire(s->catalog, u.ids[i]);
+	free(u.ids);
+	chunk_damaged(s, chunk);
+}
+
+/* Decodes one fetched unit into a new cache entry and publishes it (invariant 1). */
+static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf) {
+	int r = store_unit_decode(u->region, buf, u->size, s->verify_content, &ctx->dec);
+	if (r < 0) {
+		if (r != -ENOMEM)
+			unit_damaged(s, u->container, u->offset, ctx->locs[u->first].chunk);
+		return r;
+	}
+	DedupCachedRegion *e = dedup_cached_region_new(u->container, u->offset, ctx->dec.count, ctx->dec.plain_size);
+	if (!e)
+		return -ENOMEM;
+	memcpy(e->data, ctx->dec.plain, ctx->dec.plain_size);
+	memcpy(e->ends, ctx->dec.ends, ctx->dec.count * sizeof(*e->ends));
+	memcpy(e->ids, ctx->dec.ids, ctx->dec.count * sizeof(*e->ids));
+	u->held = dedup_region_cache_publish(s->cache, e);
+	u->state = DEDUP_REGION_HIT;
+	return 0;
+}
+
+static int unit_order(const void *a, const void *b, void *userdata) {
+	const StoreUnitRef *units = userdata, *x = units + *(const uint32_t *) a, *y = units + *(const uint32_t *) b;
+	if (x->container != y->container)
+		return x->container < y->container ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Gives up every claim still held and drops every unit held. */
+static void units_release(DedupStore *s, StoreReadCtx *ctx) {
+	for (size_t k = 0; k < ctx->n_units; k++) {
+		StoreUnitRef *u = ctx->units + k;
+		if (u->state == DEDUP_REGION_CLAIMED)
+			dedup_region_cache_abandon(s->cache, u->container, u->offset);
+		dedup_region_cache_release(s->cache, u->held);
+		u->held = NULL;
+		u->state = DEDUP_REGION_MISS;
+	}
+	ctx->n_units = 0;
+}
+
+/* The window's index of the unit of loc, added if new. */
+static uint32_t unit_add(StoreReadCtx *ctx, const StoreLoc *loc, uint32_t entry, bool needed) {
+	uint64_t h = loc->container * UINT64_C(0x9e3779b97f4a7c15) ^ loc->offset;
+	size_t slot = (size_t) ((h ^ (h >> 29)) & (UNIT_MAP_SLOTS - 1));
+	while (ctx->unit_map[slot] != UINT32_MAX) {
+		StoreUnitRef *u = ctx->units + ctx->unit_map[slot];
+		if (u->container == loc->container && u->offset == loc->offset) {
+			u->needed |= needed;
+			return ctx->unit_map[slot];
+		}
+		slot = (slot + 1) & (UNIT_MAP_SLOTS - 1);
+	}
+	uint32_t k = (uint32_t) ctx->n_units++;
+	ctx->units[k] = (StoreUnitRef) {
+		.container = loc->container,
+		.offset = loc->offset,
+		.size = loc->size,
+		.region = loc->region,
+		.needed = needed,
+		.state = DEDUP_REGION_MISS,
+		.first = entry,
+	};
+	ctx->unit_map[slot] = k;
+	return k;
+}
+
+/* Resolves the locations of entries [i0, i_ra) of seg (invariants 2 and 4).  ctx->unit_of marks what is wanted. */
+static int locations_resolve(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg, size_t i0, size_t i_need,
+			     size_t i_ra, uint64_t epoch) {
 	const DedupRecipeEntry *e = seg->rs->entries;
 	int r;
 
-retry:;
-	uint64_t epoch = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
-
-	/* Resolve locations (invariant 2), outside every lock (invariant 4). */
 	pthread_mutex_lock(&s->read_lock);
 	for (size_t i = i0; i < i_ra; i++)
-		if (ctx->miss[i - i0])
-			ctx->locs[i - i0] = seg->locs[i];
+		ctx->locs[i - i0] = seg->locs[i];
 	pthread_mutex_unlock(&s->read_lock);
 	for (size_t i = i0; i < i_ra; i++) {
 		StoreLoc *loc = ctx->locs + (i - i0);
 		CatalogChunk ch;
-		if (!ctx->miss[i - i0] || loc->epoch == epoch)
+		if (!dedup_recipe_entry_is_chunk(e + i) || loc->epoch == epoch)
 			continue;
 		r = catalog_chunk_get(s->catalog, e[i].chunk, &ch);
 		if (r >= 0 && !chunk_is_plausible(s, &ch, e[i].length))
@@ -382,40 +478,56 @@ retry:;
 		if (r < 0) {
 			if (i < i_need)
 				return r == -ENOENT ? -EIO : r;
-			ctx->miss[i - i0] = false; /* read-ahead only: never mind */
+			ctx->unit_of[i - i0] = UINT32_MAX; /* read-ahead only: never mind */
+			loc->epoch = 0;
 			continue;
 		}
 		*loc = (StoreLoc) {
 			.epoch = epoch,
 			.container = ch.container,
 			.offset = ch.offset,
-			.frame_size = ch.frame_size,
+			.size = store_chunk_unit_size(&ch),
+			.region = ch.region_size > 0,
+			.region_offset = ch.region_offset,
+			.chunk = ch.id,
 		};
 		memcpy(loc->id.bytes, ch.digest, DEDUP_CHUNK_ID_SIZE);
 	}
 	pthread_mutex_lock(&s->read_lock);
 	for (size_t i = i0; i < i_ra; i++)
-		if (ctx->miss[i - i0])
+		if (ctx->locs[i - i0].epoch == epoch)
 			seg->locs[i] = ctx->locs[i - i0];
 	pthread_mutex_unlock(&s->read_lock);
+	return 0;
+}
 
-	for (size_t i = i0; i < i_ra;) {
-		if (!ctx->miss[i - i0]) {
-			i++;
-			continue;
-		}
-		/* A run of missing frames back to back in one container: one pread. */
-		const StoreLoc *first = ctx->locs + (i - i0);
-		size_t j = i + 1, bytes = first->frame_size;
-		while (j < i_ra && ctx->miss[j - i0]) {
-			const StoreLoc *prev = ctx->locs + (j - 1 - i0), *next = ctx->locs + (j - i0);
-			if (next->container != first->container || next->offset != prev->offset + prev->frame_size ||
-			    bytes + next->frame_size > STORE_RUN_MAX)
+/*
+ * Reads and loads the claimed units, runs of units back to back in one
+ * container with one pread each.  Returns 0, 1 if the epoch moved (the
+ * caller starts over), or a negative errno (a needed unit failed).
+ */
+static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
+	size_t n = 0;
+	int r;
+
+	for (size_t k = 0; k < ctx->n_units; k++)
+		if (ctx->units[k].state == DEDUP_REGION_CLAIMED)
+			ctx->order[n++] = (uint32_t) k;
+	qsort_r(ctx->order, n, sizeof(*ctx->order), unit_order, ctx->units);
+
+	for (size_t a = 0; a < n;) {
+		StoreUnitRef *first = ctx->units + ctx->order[a];
+		size_t b = a + 1, bytes = first->size;
+		bool needed = first->needed;
+		while (b < n) {
+			const StoreUnitRef *prev = ctx->units + ctx->order[b - 1], *next = ctx->units + ctx->order[b];
+			if (next->container != first->container || next->offset != prev->offset + prev->size ||
+			    bytes + next->size > STORE_RUN_MAX)
 				break;
-			bytes += next->frame_size;
-			j++;
+			bytes += next->size;
+			needed |= next->needed;
+			b++;
 		}
-		bool needed = i < i_need;
 
 		r = ctx_reserve(ctx, bytes);
 		if (r < 0)
@@ -425,37 +537,104 @@ retry:;
 		pthread_rwlock_rdlock(&s->io_lock);
 		if (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) != epoch) {
 			pthread_rwlock_unlock(&s->io_lock);
-			goto retry;
+			return 1;
 		}
 		r = dedup_backend_pread_full(s->backend, name, ctx->buf, bytes, first->offset);
 		pthread_rwlock_unlock(&s->io_lock);
 		if (r < 0) {
-			if (needed)
-				return r == -ENOENT || r == -EUCLEAN ? -EIO : r;
-			for (size_t k = i; k < j; k++)
-				ctx->miss[k - i0] = false;
-			i = j;
+			if (needed) {
+				if (r == -ENOENT || r == -EUCLEAN) {
+					unit_damaged(s, first->container, first->offset, ctx->locs[first->first].chunk);
+					r = -EIO;
+				}
+				return r;
+			}
+			for (size_t k = a; k < b; k++) {
+				StoreUnitRef *u = ctx->units + ctx->order[k];
+				dedup_region_cache_abandon(s->cache, u->container, u->offset);
+				u->state = DEDUP_REGION_MISS;
+			}
+			a = b;
 			continue;
 		}
 
 		size_t off = 0;
-		for (size_t k = i; k < j; k++) {
-			const StoreLoc *loc = ctx->locs + (k - i0);
-			DedupCachedChunk *ch = NULL;
-			r = frame_check_decode(s, ctx, ctx->buf + off, loc, e[k].chunk, e[k].length, &ch);
-			off += loc->frame_size;
-			ctx->miss[k - i0] = false;
+		for (size_t k = a; k < b; k++) {
+			StoreUnitRef *u = ctx->units + ctx->order[k];
+			r = unit_load(s, ctx, u, ctx->buf + off);
+			off += u->size;
 			if (r < 0) {
-				if (k < i_need)
+				if (u->needed || r == -ENOMEM)
 					return r;
-				continue;
+				dedup_region_cache_abandon(s->cache, u->container, u->offset);
+				u->state = DEDUP_REGION_MISS;
 			}
-			if (k < i_need && !ctx->held[k - i0])
-				ctx->held[k - i0] = ch;
-			else
-				dedup_chunk_cache_release(s->chunk_cache, ch);
 		}
-		i = j;
+		a = b;
+	}
+	return 0;
+}
+
+/*
+ * Makes the units of entries [i0, i_ra) of seg available: those of the
+ * needed entries [i0, i_need) held in ctx->units, the read-ahead ones
+ * cached if they can be.  On success the caller releases them with
+ * units_release().
+ */
+static int fetch(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg, size_t i0, size_t i_need, size_t i_ra) {
+	const DedupRecipeEntry *e = seg->rs->entries;
+	int r;
+
+retry:;
+	uint64_t epoch = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
+	for (size_t i = i0; i < i_ra; i++)
+		ctx->unit_of[i - i0] = dedup_recipe_entry_is_chunk(e + i) ? 0 : UINT32_MAX;
+	r = locations_resolve(s, ctx, seg, i0, i_need, i_ra, epoch);
+	if (r < 0)
+		return r;
+
+	memset(ctx->unit_map, 0xff, sizeof(ctx->unit_map));
+	ctx->n_units = 0;
+	for (size_t i = i0; i < i_ra; i++)
+		if (ctx->unit_of[i - i0] != UINT32_MAX)
+			ctx->unit_of[i - i0] = unit_add(ctx, ctx->locs + (i - i0), (uint32_t) (i - i0), i < i_need);
+
+	/*
+	 * Hits are held, misses claimed; units other threads are loading are
+	 * waited for below.  A miss that could not be claimed (no memory for the
+	 * claim) is loaded all the same, at worst a second time.
+	 */
+	for (size_t k = 0; k < ctx->n_units; k++) {
+		StoreUnitRef *u = ctx->units + k;
+		u->state = dedup_region_cache_lookup(s->cache, u->container, u->offset, true, &u->held);
+		if (u->state == DEDUP_REGION_MISS)
+			u->state = DEDUP_REGION_CLAIMED;
+	}
+	r = units_fetch(s, ctx, epoch);
+	if (r != 0) {
+		units_release(s, ctx);
+		if (r > 0)
+			goto retry;
+		return r;
+	}
+
+	/* Invariant 5: no claim is left now. */
+	for (size_t k = 0; k < ctx->n_units; k++) {
+		StoreUnitRef *u = ctx->units + k;
+		if (u->state != DEDUP_REGION_BUSY || !u->needed)
+			continue;
+		u->state = dedup_region_cache_wait(s->cache, u->container, u->offset, &u->held);
+		if (u->state == DEDUP_REGION_HIT)
+			continue;
+		/* Its loader gave up (or it was evicted meanwhile): load it alone, the only claim held. */
+		u->state = DEDUP_REGION_CLAIMED;
+		r = units_fetch(s, ctx, epoch);
+		if (r != 0) {
+			units_release(s, ctx);
+			if (r > 0)
+				goto retry;
+			return r;
+		}
 	}
 	return 0;
 }
@@ -463,7 +642,8 @@ retry:;
 /*
  * Copies file bytes [pos, end) that segment seg covers (a prefix of them: at
  * most STORE_READ_WINDOW entries) into out, fetching and caching along the
- * recipe up to ra_end.  Returns the bytes copied (> 0) or a negative errno.
+ * recipe up to ra_end.  Without out, only fetches and caches up to end
+ * (prefetch).  Returns the bytes done (> 0) or a negative errno.
  */
 static ssize_t segment_read(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg, uint64_t pos, uint64_t end,
 			    uint64_t ra_end, uint8_t *out) {
@@ -472,39 +652,48 @@ static ssize_t segment_read(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg,
 	size_t i_need = i0, i_ra;
 	ssize_t r;
 
-	while (i_need < limit && seg->offs[i_need] < end)
-		i_need++;
+	if (out)
+		while (i_need < limit && seg->offs[i_need] < end)
+			i_need++;
+	else
+		ra_end = end;
 	i_ra = i_need;
 	while (i_ra < limit && seg->offs[i_ra] < ra_end)
 		i_ra++;
-
-	for (size_t i = i0; i < i_ra; i++) {
-		ctx->held[i - i0] = NULL;
-		ctx->miss[i - i0] = false;
-		if (e[i].chunk == 0)
-			continue;
-		if (i < i_need) {
-			ctx->held[i - i0] = dedup_chunk_cache_get(s->chunk_cache, e[i].chunk);
-			ctx->miss[i - i0] = !ctx->held[i - i0];
-		} else
-			ctx->miss[i - i0] = !dedup_chunk_cache_contains(s->chunk_cache, e[i].chunk);
-	}
+	if (!out)
+		i_ra = MAX(i_ra, i0 + 1);
 
 	r = fetch(s, ctx, seg, i0, i_need, i_ra);
-	if (r >= 0) {
-		uint64_t stop = MIN(end, seg->offs[i_need]);
-		for (size_t i = i0; i < i_need; i++) {
-			uint64_t a = MAX(pos, seg->offs[i]), b = MIN(stop, seg->offs[i + 1]);
-			if (e[i].chunk == 0)
-				memset(out + (a - pos), 0, (size_t) (b - a));
-			else
-				memcpy(out + (a - pos), ctx->held[i - i0]->data + (a - seg->offs[i]), (size_t) (b - a));
-		}
-		r = (ssize_t) (stop - pos);
+	if (r < 0)
+		return r;
+	if (!out) {
+		units_release(s, ctx);
+		return (ssize_t) (MIN(seg->offs[i_ra], end) - pos);
 	}
-	for (size_t i = i0; i < i_need; i++)
-		dedup_chunk_cache_release(s->chunk_cache, ctx->held[i - i0]);
-	return r;
+
+	uint64_t stop = MIN(end, seg->offs[i_need]);
+	for (size_t i = i0; r >= 0 && i < i_need; i++) {
+		uint64_t a = MAX(pos, seg->offs[i]), b = MIN(stop, seg->offs[i + 1]);
+		if (e[i].chunk == 0) {
+			memset(out + (a - pos), 0, (size_t) (b - a));
+			continue;
+		}
+		if (e[i].chunk == DEDUP_RECIPE_LITERAL) {
+			memcpy(out + (a - pos), e[i].literal + (a - seg->offs[i]), (size_t) (b - a));
+			continue;
+		}
+		const StoreLoc *loc = ctx->locs + (i - i0);
+		const DedupCachedRegion *u = ctx->units[ctx->unit_of[i - i0]].held;
+		/* Invariant 1: the chunk must be in its unit where the catalog says. */
+		if (dedup_cached_region_find(u, loc->region_offset, e[i].length, &loc->id) < 0) {
+			chunk_damaged(s, loc->chunk);
+			r = -EIO;
+			break;
+		}
+		memcpy(out + (a - pos), u->data + loc->region_offset + (a - seg->offs[i]), (size_t) (b - a));
+	}
+	units_release(s, ctx);
+	return r < 0 ? r : (ssize_t) (stop - pos);
 }
 
 /* Whether a read of ino at offset continues the previous one (read-ahead pays off). */
@@ -531,7 +720,7 @@ static bool seq_update(DedupStore *s, uint64_t ino, uint64_t offset, uint64_t en
 	return seq;
 }
 
-/* Reads [pos, end) of ino into out, reading ahead along the recipe to ra_end. */
+/* Reads [pos, end) of ino into out, reading ahead along the recipe to ra_end; without out, only caches [pos, end). */
 static int file_read_range(DedupStore *s, StoreReadCtx *ctx, uint64_t ino, uint64_t pos, uint64_t end,
 			   uint64_t ra_end, uint8_t *out) {
 	while (pos < end) {
@@ -544,7 +733,8 @@ static int file_read_range(DedupStore *s, StoreReadCtx *ctx, uint64_t ino, uint6
 		if (n < 0)
 			return (int) n;
 		pos += (uint64_t) n;
-		out += n;
+		if (out)
+			out += n;
 	}
 	return 0;
 }
@@ -569,6 +759,20 @@ ssize_t dedup_file_read(DedupStore *s, uint64_t ino, uint64_t file_size, uint64_
 	r = file_read_range(s, ctx, ino, offset, end, ra_end, buf);
 	ctx_put(s, ctx);
 	return r < 0 ? r : (ssize_t) len;
+}
+
+int dedup_file_prefetch(DedupStore *s, uint64_t ino, uint64_t file_size, uint64_t offset, uint64_t len) {
+	StoreReadCtx *ctx;
+	int r;
+
+	if (offset >= file_size || len == 0)
+		return 0;
+	r = ctx_get(s, &ctx);
+	if (r < 0)
+		return r;
+	r = file_read_range(s, ctx, ino, offset, offset + MIN(len, file_size - offset), 0, NULL);
+	ctx_put(s, ctx);
+	return r;
 }
 
 static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t offset) {
@@ -670,7 +874,7 @@ static int collect_ids(uint64_t start, const void *blob, size_t size, void *user
 		l->cap = cap;
 	}
 	for (size_t i = 0; i < seg->n_entries; i++)
-		if (seg->entries[i].chunk != 0)
+		if (dedup_recipe_entry_is_chunk(seg->entries + i))
 			l->ids[l->n++] = seg->entries[i].chunk;
 	free(seg);
 	return 0;
@@ -696,55 +900,4 @@ int dedup_file_drop(DedupStore *s, uint64_t ino) {
 		return r;
 	store_recipe_invalidate(s, ino);
 	return 0;
-}
-
-/* ---- for the collector ---- */
-
-int store_read_container_frames(DedupStore *s, uint64_t container, const CatalogChunk *chunks, size_t n,
-				uint8_t *frames_buf) {
-	char name[DEDUP_CONTAINER_NAME_MAX];
-	StoreReadCtx *ctx;
-	int r;
-
-	dedup_container_name(container, name);
-	r = ctx_get(s, &ctx);
-	if (r < 0)
-		return r;
-	r = ctx_reserve(ctx, DEDUP_CHUNK_SIZE_LIMIT_MAX);
-
-	size_t off = 0;
-	for (size_t i = 0; r >= 0 && i < n;) {
-		size_t j = i + 1, bytes = chunks[i].frame_size;
-		while (j < n && chunks[j].offset == chunks[j - 1].offset + chunks[j - 1].frame_size &&
-		       bytes + chunks[j].frame_size <= STORE_RUN_MAX) {
-			bytes += chunks[j].frame_size;
-			j++;
-		}
-		/* Only the collector moves or unlinks containers, and it is the caller: no epoch check. */
-		pthread_rwlock_rdlock(&s->io_lock);
-		r = dedup_backend_pread_full(s->backend, name, frames_buf + off, bytes, chunks[i].offset);
-		pthread_rwlock_unlock(&s->io_lock);
-		if (r < 0) {
-			r = -EIO;
-			break;
-		}
-		for (size_t k = i; k < j; k++) {
-			DedupFrameHeader h;
-			DedupChunkId id;
-			memcpy(id.bytes, chunks[k].digest, DEDUP_CHUNK_ID_SIZE);
-			r = dedup_frame_decode(ctx->decoder, frames_buf + off, chunks[k].frame_size, ctx->hasher, ctx->buf,
-					       ctx->cap, &h);
-			if (r >= 0 && (!dedup_chunk_id_equal(&h.id, &id) || h.plain_size != chunks[k].plain_size ||
-				       dedup_frame_header_frame_size(&h) != chunks[k].frame_size))
-				r = -EIO;
-			if (r < 0) {
-				r = r == -ENOMEM ? r : -EIO;
-				break;
-			}
-			off += chunks[k].frame_size;
-		}
-		i = j;
-	}
-	ctx_put(s, ctx);
-	return r < 0 ? r : 0;
 }

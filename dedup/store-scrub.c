@@ -3,10 +3,11 @@
  * store-scrub.c — verifying a tier's stored chunks, and what a sealed file
  * costs (for tierctl's reports).
  *
- * Scrub reads every chunk the catalog lists in every container of the tier
- * and runs the full read check on it: frame checksums, decompression, the
- * SHA-256 content hash against the chunk's id, and the sizes the catalog
- * records.  A chunk that fails is retired (catalog_chunk_retire()), so new
+ * Scrub reads every unit (region, or version 1 frame) holding a chunk the
+ * catalog lists, in every container of the tier, and runs the full read
+ * check on it: checksums, decompression, the SHA-256 content hash of every
+ * chunk in it against its id, and that each chunk is where the catalog
+ * says.  A unit that fails damages every chunk the catalog lists in it.  A chunk that fails is retired (catalog_chunk_retire()), so new
  * data is stored afresh instead of deduplicated against it, and its id is
  * reported so the caller can name the files that reference it.
  *
@@ -86,8 +87,7 @@ static bool container_frame_is_sane(DedupStore *s, const CatalogContainer *ct, c
 }
 
 /* Verifies one container (gc_lock held). */
-static int scrub_container(DedupStore *s, uint64_t id, DedupFrameDecoder *decoder, DedupHasher *hasher,
-			   uint8_t *frames, uint8_t *plain, DedupScrubResult *res) {
+static int scrub_container(DedupStore *s, uint64_t id, StoreDecoded *dec, uint8_t *buf, DedupScrubResult *res) {
 	StoreChunkVec v = {};
 	CatalogContainer ct;
 	char name[DEDUP_CONTAINER_NAME_MAX];
@@ -113,38 +113,35 @@ static int scrub_container(DedupStore *s, uint64_t id, DedupFrameDecoder *decode
 	}
 
 	for (size_t i = 0; r >= 0 && i < v.n;) {
-		/* A run of frames back to back: one pread (as readers do). */
-		size_t j = i + 1, bytes = v.items[i].frame_size;
-		while (j < v.n && v.items[j].offset == v.items[j - 1].offset + v.items[j - 1].frame_size &&
-		       bytes + v.items[j].frame_size <= STORE_RUN_MAX) {
-			bytes += v.items[j].frame_size;
+		/* The chunks of one unit. */
+		size_t j = i + 1;
+		while (j < v.n && v.items[j].offset == v.items[i].offset)
 			j++;
-		}
-		bool readable = v.items[i].frame_size <= DEDUP_FRAME_SIZE_MAX &&
-				v.items[j - 1].offset + v.items[j - 1].frame_size <= ct.size;
-		if (readable) {
+		uint32_t size = store_chunk_unit_size(&v.items[i]);
+		bool region = v.items[i].region_size > 0;
+		bool good = size > DEDUP_FRAME_HEADER_SIZE && size <= DEDUP_REGION_SIZE_MAX &&
+			    v.items[i].offset + size <= ct.size;
+		if (good) {
 			pthread_rwlock_rdlock(&s->io_lock);
-			readable = dedup_backend_pread_full(s->backend, name, frames, bytes, v.items[i].offset) >= 0;
+			good = dedup_backend_pread_full(s->backend, name, buf, size, v.items[i].offset) >= 0;
 			pthread_rwlock_unlock(&s->io_lock);
 		}
-		size_t off = 0;
-		for (size_t k = i; r >= 0 && k < j; k++) {
-			const CatalogChunk *ch = &v.items[k];
-			DedupFrameHeader h;
-			DedupChunkId want;
-			memcpy(want.bytes, ch->digest, DEDUP_CHUNK_ID_SIZE);
-			int q = readable ? dedup_frame_decode(decoder, frames + off, ch->frame_size, hasher, plain,
-							      DEDUP_CHUNK_SIZE_LIMIT_MAX, &h)
-					 : -EIO;
+		if (good) {
+			int q = store_unit_decode(region, buf, size, true, dec);
 			if (q == -ENOMEM) {
 				r = q;
 				break;
 			}
+			good = q >= 0;
+		}
+		DedupCachedRegion view = { .count = dec->count, .ends = dec->ends, .ids = dec->ids };
+		for (size_t k = i; r >= 0 && k < j; k++) {
+			const CatalogChunk *ch = &v.items[k];
 			res->chunks++;
-			if (q < 0 || !dedup_chunk_id_equal(&h.id, &want) || h.plain_size != ch->plain_size ||
-			    dedup_frame_header_frame_size(&h) != ch->frame_size)
+			if (!good || store_chunk_unit_size(ch) != size || (ch->region_size > 0) != region ||
+			    dedup_cached_region_find(&view, ch->region_offset, ch->plain_size,
+						     (const DedupChunkId *) ch->digest) < 0)
 				r = chunk_damaged(s, res, ch);
-			off += ch->frame_size;
 		}
 		i = j;
 	}
@@ -155,24 +152,18 @@ out:
 
 int dedup_store_scrub(DedupStore *s, int (*progress)(const DedupScrubResult *res, uint64_t total, void *userdata),
 		      void *userdata, DedupScrubResult *ret) {
-	_cleanup_free_ uint8_t *frames = NULL, *plain = NULL;
-	DedupFrameDecoder *decoder = NULL;
-	DedupHasher *hasher = NULL;
+	_cleanup_free_ uint8_t *buf = NULL;
+	StoreDecoded dec = {};
 	StoreContainerList l = {};
 	DedupScrubResult res = {};
 	uint64_t total = 0;
 	int r;
 
 	*ret = (DedupScrubResult) {};
-	frames = malloc(STORE_RUN_MAX);
-	plain = malloc(DEDUP_CHUNK_SIZE_LIMIT_MAX);
-	if (!frames || !plain)
+	buf = malloc(DEDUP_REGION_SIZE_MAX);
+	if (!buf)
 		return -ENOMEM;
-	r = dedup_frame_decoder_new(&decoder);
-	if (r >= 0)
-		r = dedup_hasher_new(&hasher);
-	if (r >= 0)
-		r = store_containers_list(s, &l);
+	r = store_containers_list(s, &l);
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < l.n; i++)
@@ -180,7 +171,7 @@ int dedup_store_scrub(DedupStore *s, int (*progress)(const DedupScrubResult *res
 
 	for (size_t i = 0; r >= 0 && i < l.n; i++) {
 		pthread_mutex_lock(&s->gc_lock);
-		r = scrub_container(s, l.items[i].id, decoder, hasher, frames, plain, &res);
+		r = scrub_container(s, l.items[i].id, &dec, buf, &res);
 		pthread_mutex_unlock(&s->gc_lock);
 		/* Containers appended since the list was made grow the total as we go. */
 		total = MAX(total, res.bytes);
@@ -189,8 +180,7 @@ int dedup_store_scrub(DedupStore *s, int (*progress)(const DedupScrubResult *res
 	}
 out:
 	free(l.items);
-	dedup_frame_decoder_free(decoder);
-	dedup_hasher_free(hasher);
+	store_decoded_done(&dec);
 	*ret = res;
 	return r;
 }

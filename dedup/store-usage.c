@@ -23,6 +23,7 @@ typedef struct Occurrences {
 	uint64_t *ids;
 	size_t n, cap;
 	uint64_t zero_bytes;
+	uint64_t literal_bytes;
 	uint64_t length;
 } Occurrences;
 
@@ -49,6 +50,8 @@ static int collect(uint64_t start, const void *blob, size_t size, void *userdata
 	for (size_t i = 0; i < seg->n_entries; i++) {
 		if (seg->entries[i].chunk == 0)
 			o->zero_bytes += seg->entries[i].length;
+		else if (seg->entries[i].chunk == DEDUP_RECIPE_LITERAL)
+			o->literal_bytes += seg->entries[i].length;
 		else
 			o->ids[o->n++] = seg->entries[i].chunk;
 	}
@@ -85,6 +88,7 @@ int dedup_file_usage(Catalog *c, uint64_t ino, DedupFileUsage *ret) {
 		return r;
 	u.logical = o.length;
 	u.zero_bytes = o.zero_bytes;
+	u.literal_bytes = o.literal_bytes;
 	for (size_t i = 0; r >= 0 && i < o.n;) {
 		size_t j = i + 1;
 		while (j < o.n && o.ids[j] == o.ids[i])

@@ -2,16 +2,24 @@
 /*
  * store-write.c — writers: a file's bytes in, chunks stored, a recipe out.
  *
+ * New chunks are gathered, in file order, into the region being built
+ * (StoreRegionBuilder); a full region is compressed into the builder's
+ * output, and the output is appended to the containers when it fills, before
+ * a registration and at finish.  A pending chunk is thus gathered, encoded
+ * (in a region of the output: share known), appended (container and
+ * offset known), and registered.
+ *
  * Invariants:
- *  1. A recipe entry holds a catalog chunk id, 0 for a zero run, or, until
- *     the chunk is registered, PENDING_BIT | its index in `pending`.  Every
+ *  1. A recipe entry holds a catalog chunk id, 0 for a zero run,
+ *     DEDUP_RECIPE_LITERAL for a literal (its bytes next in `literals`), or,
+ *     until the chunk is registered, PENDING_BIT | its index in `pending`.  Every
  *     entry before first_pending_entry holds a final id.
  *  2. A chunk is looked up in this order: this writer's unregistered chunks,
  *     the filter ("certainly new" ends the search), the locality cache, the
  *     catalog.  A chunk found nowhere is stored, even if another writer
  *     stores the same one meanwhile: registration then finds it (-EEXIST)
- *     and uses the other copy, and this frame becomes garbage.
- *  3. Registration (register_pending()) runs only after the frames' containers
+ *     and uses the other copy, and this copy becomes garbage.
+ *  3. Registration (register_pending()) runs only after the regions' containers
  *     were fsynced, in its own transaction, with refs 0; the references
  *     are taken by commit() in the caller's transaction.  So between the
  *     two a crash or a rollback leaves dead chunks, never a dangling one.
@@ -32,10 +40,24 @@
 #include <string.h>
 
 #include "common/macros.h"
-#include "dedup/frame.h"
 #include "dedup/store-internal.h"
 
 #define PENDING_BIT (UINT64_C(1) << 63)
+/* Oracle chunking: stream bytes held for block detection (a multiple of the lookahead it needs). */
+#define STORE_ORACLE_WINDOW ((size_t) 1 << 20)
+_Static_assert(STORE_ORACLE_WINDOW > 4 * DEDUP_ORACLE_LOOKAHEAD, "the window always holds enough to decide");
+
+/* A new chunk of this writer, not registered yet. */
+typedef struct StorePending {
+	DedupChunkId id;
+	uint32_t plain_size;
+	uint32_t region_offset; /* where it starts in its region's plain bytes */
+	uint32_t share;         /* its share of the region's bytes, once encoded */
+	uint32_t region_size;   /* the region's bytes, once encoded */
+	size_t unit;            /* its region in the builder's output, once encoded and until appended */
+	uint64_t container;     /* once appended; 0 when registration found another copy */
+	uint64_t offset;        /* of its region, once appended */
+} StorePending;
 #define PMAP_SLOTS (2 * STORE_PENDING_MAX)
 #define PMAP_NONE UINT32_MAX
 
@@ -44,12 +66,19 @@ struct DedupWriter {
 	DedupChunkerParams params;
 	DedupChunker chunker;
 	DedupHasher *hasher;
-	DedupFrameEncoder *encoder;
+	StoreRegionBuilder builder;
 	int error;
 	bool entered, finished;
 
 	uint8_t *chunk_buf; /* the unfinished chunk when it spans feed() calls; params.max_size bytes */
 	size_t chunk_len;
+
+	/* Oracle chunking only: the stream's bytes not cut yet (lookahead for block detection). */
+	uint8_t *window;
+	size_t window_len;
+	DedupOracleSplitter splitter;
+	uint8_t *literals; /* the bytes of the recipe's literal entries, in order */
+	size_t n_literals, cap_literals;
 
 	/* The recipe (invariant 1): 12 bytes per chunk of the file. */
 	uint64_t *chunks;
@@ -58,17 +87,18 @@ struct DedupWriter {
 	size_t first_pending_entry;
 	uint64_t total;
 
-	/* New chunks not registered yet; [wbuf_first, n_pending) are still in wbuf. */
-	StoreFrame *pending;
+	/*
+	 * New chunks not registered yet: [0, appended) appended to containers,
+	 * [appended, region_first) encoded in the builder's output,
+	 * [region_first, n_pending) in the region being gathered.
+	 */
+	StorePending *pending;
 	uint64_t *pending_chunk; /* catalog id, once registered */
 	size_t n_pending, cap_pending;
-	size_t wbuf_first;
+	size_t appended, region_first;
 	uint64_t pending_bytes;
 	uint32_t *pmap; /* id -> pending index, open addressing */
 	StorePins pins;
-
-	uint8_t *wbuf;
-	size_t wlen, wcap;
 
 	DedupLocalityEntry *load; /* scratch for loading a container into the locality cache */
 	size_t n_load, cap_load;
@@ -179,24 +209,56 @@ static int store_lookup(DedupWriter *w, const DedupChunkId *id, uint64_t *ret_ch
 	return 1;
 }
 
-/* Appends the frames collected in wbuf to the store's containers. */
-static int wbuf_flush(DedupWriter *w) {
-	if (w->n_pending == w->wbuf_first)
+/* Appends the encoded regions of the builder's output to the store's containers. */
+static int output_flush(DedupWriter *w) {
+	StoreRegionBuilder *b = &w->builder;
+	if (b->n_units == 0)
 		return 0;
-	int r = store_append(w->s, w->wbuf, w->pending + w->wbuf_first, w->n_pending - w->wbuf_first, &w->pins);
+	int r = store_append(w->s, b->out, b->units, b->n_units, &w->pins);
 	if (r < 0)
 		return r;
-	w->wlen = 0;
-	w->wbuf_first = w->n_pending;
+	for (size_t i = w->appended; i < w->region_first; i++) {
+		StorePending *p = w->pending + i;
+		p->container = b->units[p->unit].container;
+		p->offset = b->units[p->unit].offset;
+	}
+	w->appended = w->region_first;
+	store_builder_reset_output(b);
 	return 0;
 }
 
-/* Invariant 3: makes the pending frames durable, then registers their chunks at refs 0. */
+/* Compresses the region being gathered into the builder's output. */
+static int region_encode(DedupWriter *w) {
+	StoreRegionBuilder *b = &w->builder;
+	size_t unit;
+	int r = store_builder_encode(b, &unit);
+	if (r == -ENOBUFS) {
+		r = output_flush(w);
+		if (r >= 0)
+			r = store_builder_encode(b, &unit);
+	}
+	if (r <= 0)
+		return r;
+	for (size_t i = w->region_first; i < w->n_pending; i++) {
+		StorePending *p = w->pending + i;
+		p->unit = unit;
+		p->share = b->shares[i - w->region_first];
+		p->region_size = b->units[unit].size;
+	}
+	w->region_first = w->n_pending;
+	w->stats.stored_bytes += b->units[unit].size;
+	w->stats.regions++;
+	return 0;
+}
+
+/* Invariant 3: makes the pending regions durable, then registers their chunks at refs 0. */
 static int register_pending(DedupWriter *w) {
 	DedupStore *s = w->s;
 	int r;
 
-	r = wbuf_flush(w);
+	r = region_encode(w);
+	if (r >= 0)
+		r = output_flush(w);
 	if (r < 0)
 		return r;
 	if (w->n_pending == 0)
@@ -209,29 +271,31 @@ static int register_pending(DedupWriter *w) {
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < w->n_pending; i++) {
-		const StoreFrame *f = w->pending + i;
+		StorePending *p = w->pending + i;
 		CatalogChunk ch = {
 			.tier = s->tier,
-			.container = f->container,
-			.offset = f->offset,
-			.frame_size = f->frame_size,
-			.plain_size = f->plain_size,
+			.container = p->container,
+			.offset = p->offset,
+			.frame_size = p->share,
+			.plain_size = p->plain_size,
 			.refs = 0,
+			.region_size = p->region_size,
+			.region_offset = p->region_offset,
 		};
-		memcpy(ch.digest, f->id.bytes, DEDUP_CHUNK_ID_SIZE);
+		memcpy(ch.digest, p->id.bytes, DEDUP_CHUNK_ID_SIZE);
 		r = catalog_chunk_add(s->catalog, &ch, &w->pending_chunk[i]);
 		if (r == -EEXIST) {
 			/* Stored by another writer meanwhile (invariant 2): ours is garbage. */
 			CatalogChunk other;
-			r = catalog_chunk_find(s->catalog, s->tier, f->id.bytes, &other);
+			r = catalog_chunk_find(s->catalog, s->tier, p->id.bytes, &other);
 			if (r < 0)
 				break;
 			w->pending_chunk[i] = other.id;
-			w->pending[i].container = 0;
+			p->container = 0;
 			w->stats.new_chunks--;
-			w->stats.new_bytes -= f->plain_size;
+			w->stats.new_bytes -= p->plain_size;
 			w->stats.dup_chunks++;
-			w->stats.dup_bytes += f->plain_size;
+			w->stats.dup_bytes += p->plain_size;
 		}
 		if (r < 0)
 			break;
@@ -247,7 +311,7 @@ static int register_pending(DedupWriter *w) {
 		return r;
 
 	for (size_t i = w->first_pending_entry; i < w->n_entries; i++)
-		if (w->chunks[i] & PENDING_BIT)
+		if (w->chunks[i] != DEDUP_RECIPE_LITERAL && (w->chunks[i] & PENDING_BIT))
 			w->chunks[i] = w->pending_chunk[w->chunks[i] & ~PENDING_BIT];
 	w->first_pending_entry = w->n_entries;
 
@@ -258,7 +322,7 @@ static int register_pending(DedupWriter *w) {
 		dedup_locality_add(s->locality, w->pending[i].container, &w->pending[i].id, w->pending_chunk[i]);
 	}
 	store_pins_release(s, &w->pins);
-	w->n_pending = w->wbuf_first = 0;
+	w->n_pending = w->appended = w->region_first = 0;
 	w->pending_bytes = 0;
 	memset(w->pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
 	return 0;
@@ -268,7 +332,7 @@ static int pending_reserve(DedupWriter *w) {
 	if (w->n_pending < w->cap_pending)
 		return 0;
 	size_t cap = MIN(MAX(w->cap_pending * 2, (size_t) 256), (size_t) STORE_PENDING_MAX);
-	StoreFrame *f = realloc(w->pending, cap * sizeof(*f));
+	StorePending *f = realloc(w->pending, cap * sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	w->pending = f;
@@ -280,43 +344,34 @@ static int pending_reserve(DedupWriter *w) {
 	return 0;
 }
 
-/* Compresses and queues a chunk nobody has stored; returns its pending index. */
+/* Gathers a chunk nobody has stored into the region being built; returns its pending index. */
 static int store_new(DedupWriter *w, const DedupChunkId *id, const void *data, size_t len, size_t slot,
 		     uint64_t *ret_index) {
-	size_t frame_size;
 	int r;
 
 	r = pending_reserve(w);
 	if (r < 0)
 		return r;
-	if (w->wlen + dedup_frame_size_bound(len) > w->wcap) {
-		r = wbuf_flush(w);
+	if (store_builder_is_full(&w->builder, len)) {
+		r = region_encode(w);
 		if (r < 0)
 			return r;
 	}
-	r = dedup_frame_encode(w->encoder, id, data, len, w->wbuf + w->wlen, w->wcap - w->wlen, &frame_size);
-	if (r < 0)
-		return r;
-	w->wlen += frame_size;
-	w->pending[w->n_pending] = (StoreFrame) { .id = *id, .frame_size = (uint32_t) frame_size, .plain_size = (uint32_t) len };
+	uint32_t at = store_builder_add(&w->builder, id, data, len);
+	w->pending[w->n_pending] = (StorePending) { .id = *id, .plain_size = (uint32_t) len, .region_offset = at };
 	w->pmap[slot] = (uint32_t) w->n_pending;
 	*ret_index = w->n_pending++;
-	w->pending_bytes += frame_size;
+	w->pending_bytes += len;
 	w->stats.new_chunks++;
 	w->stats.new_bytes += len;
-	w->stats.stored_bytes += frame_size;
 	return 0;
 }
 
-/* One complete chunk of the file. */
-static int chunk_process(DedupWriter *w, const uint8_t *data, size_t len) {
+/* One complete chunk of the file, not all zeros. */
+static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 	DedupChunkId id;
 	uint64_t chunk;
 	int r;
-
-	w->stats.chunks++;
-	if (dedup_is_all_zero(data, len))
-		return zero_add(w, len);
 
 	r = dedup_hasher_digest(w->hasher, data, len, &id);
 	if (r < 0)
@@ -349,6 +404,14 @@ static int chunk_process(DedupWriter *w, const uint8_t *data, size_t len) {
 	return 0;
 }
 
+/* One complete chunk of the file. */
+static int chunk_process(DedupWriter *w, const uint8_t *data, size_t len) {
+	w->stats.chunks++;
+	if (dedup_is_all_zero(data, len))
+		return zero_add(w, len);
+	return chunk_known(w, data, len);
+}
+
 DedupWriter *dedup_writer_free(DedupWriter *w) {
 	if (!w)
 		return NULL;
@@ -356,15 +419,16 @@ DedupWriter *dedup_writer_free(DedupWriter *w) {
 	if (w->entered)
 		store_writers_leave(w->s);
 	dedup_hasher_free(w->hasher);
-	dedup_frame_encoder_free(w->encoder);
+	store_builder_done(&w->builder);
 	free(w->chunk_buf);
+	free(w->window);
+	free(w->literals);
 	free(w->chunks);
 	free(w->lengths);
 	free(w->pending);
 	free(w->pending_chunk);
 	free(w->pmap);
 	free(w->pins.pins);
-	free(w->wbuf);
 	free(w->load);
 	free(w);
 	return NULL;
@@ -372,7 +436,8 @@ DedupWriter *dedup_writer_free(DedupWriter *w) {
 
 DEFINE_CLEANUP_FUNC(DedupWriter, dedup_writer_free);
 
-int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_level, DedupWriter **ret) {
+int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_level, uint32_t region_size,
+		     DedupWriter **ret) {
 	DedupChunkerParams p = params ? *params : DEDUP_CHUNKER_PARAMS_DEFAULT;
 	int r;
 
@@ -380,7 +445,10 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 		return -EINVAL;
 	if (zstd_level == DEDUP_STORE_LEVEL_DEFAULT)
 		zstd_level = s->opts.zstd_level;
-	if (zstd_level < DEDUP_FRAME_LEVEL_MIN || zstd_level > DEDUP_FRAME_LEVEL_MAX)
+	if (region_size == DEDUP_STORE_REGION_DEFAULT)
+		region_size = s->opts.region_size;
+	if (zstd_level < DEDUP_FRAME_LEVEL_MIN || zstd_level > DEDUP_FRAME_LEVEL_MAX ||
+	    region_size < DEDUP_REGION_TARGET_MIN || region_size > DEDUP_REGION_TARGET_MAX)
 		return -EINVAL;
 
 	_cleanup_(dedup_writer_freep) DedupWriter *w = calloc(1, sizeof(*w));
@@ -394,15 +462,19 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 	r = dedup_hasher_new(&w->hasher);
 	if (r < 0)
 		return r;
-	r = dedup_frame_encoder_new(zstd_level, false, &w->encoder);
+	r = store_builder_init(&w->builder, zstd_level, region_size, p.min_size, p.max_size);
 	if (r < 0)
 		return r;
-	w->wcap = MAX(STORE_WRITE_BUFFER, dedup_frame_size_bound(p.max_size));
 	w->chunk_buf = malloc(p.max_size);
-	w->wbuf = malloc(w->wcap);
 	w->pmap = malloc(PMAP_SLOTS * sizeof(uint32_t));
-	if (!w->chunk_buf || !w->wbuf || !w->pmap)
+	if (!w->chunk_buf || !w->pmap)
 		return -ENOMEM;
+	if (p.mode == DEDUP_CHUNKER_ORACLE) {
+		w->window = malloc(STORE_ORACLE_WINDOW);
+		if (!w->window)
+			return -ENOMEM;
+		dedup_oracle_splitter_init(&w->splitter);
+	}
 	memset(w->pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
 
 	/*
@@ -428,20 +500,9 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 	return 0;
 }
 
-int dedup_writer_feed(DedupWriter *w, const void *buf, size_t len) {
-	const uint8_t *p = buf;
+/* CDC over the next len bytes of the stream (or of a gap between Oracle blocks). */
+static int cdc_feed(DedupWriter *w, const uint8_t *p, size_t len) {
 	int r;
-
-	if (w->error < 0)
-		return w->error;
-	if (w->finished)
-		return fail(w, -EINVAL);
-	if (len == 0)
-		return 0;
-	if (len > DEDUP_RECIPE_FILE_SIZE_MAX - w->total)
-		return fail(w, -EFBIG);
-	w->total += len;
-	w->stats.logical_bytes += len;
 
 	while (len > 0) {
 		size_t n;
@@ -459,27 +520,117 @@ int dedup_writer_feed(DedupWriter *w, const void *buf, size_t len) {
 			}
 		}
 		if (r < 0)
-			return fail(w, r);
+			return r;
 		p += n;
 		len -= n;
 	}
 	return 0;
 }
 
-int dedup_writer_finish(DedupWriter *w) {
+/* Cuts where the stream (or a gap) ends: what CDC holds is a chunk. */
+static int cdc_flush(DedupWriter *w) {
+	int r = 0;
+	if (w->chunk_len > 0)
+		r = chunk_process(w, w->chunk_buf, w->chunk_len);
+	w->chunk_len = 0;
+	dedup_chunker_reset(&w->chunker);
+	return r;
+}
+
+static int literal_add(DedupWriter *w, const uint8_t *p, size_t len) {
+	if (w->n_literals + len > w->cap_literals) {
+		size_t cap = MAX(w->cap_literals * 2, w->n_literals + len + 4096);
+		uint8_t *b = realloc(w->literals, cap);
+		if (!b)
+			return -ENOMEM;
+		w->literals = b;
+		w->cap_literals = cap;
+	}
+	memcpy(w->literals + w->n_literals, p, len);
+	w->n_literals += len;
+	w->stats.literal_bytes += len;
+	return entry_add(w, DEDUP_RECIPE_LITERAL, (uint32_t) len);
+}
+
+/*
+ * Oracle chunking: cuts what the window holds into blocks, literals and
+ * gaps (dedup/chunker.h), as far as it can decide; final: the stream ends.
+ */
+static int oracle_process(DedupWriter *w, bool final) {
+	size_t pos = 0;
+	int r = 0;
+	DedupOraclePiece piece;
+
+	while (dedup_oracle_next(&w->splitter, w->window + pos, w->window_len - pos, final, &piece)) {
+		const uint8_t *p = w->window + pos;
+		switch (piece.kind) {
+		case DEDUP_ORACLE_BLOCK:
+			w->stats.chunks++;
+			r = dedup_is_all_zero(p, piece.len) ? zero_add(w, piece.len) : chunk_known(w, p, piece.len);
+			break;
+		case DEDUP_ORACLE_LITERAL:
+			r = literal_add(w, p, piece.len);
+			break;
+		default:
+			r = cdc_feed(w, p, piece.len);
+			if (r >= 0 && piece.gap_end)
+				r = cdc_flush(w);
+			break;
+		}
+		if (r < 0)
+			return r;
+		pos += piece.len;
+	}
+	memmove(w->window, w->window + pos, w->window_len - pos);
+	w->window_len -= pos;
+	return 0;
+}
+
+int dedup_writer_feed(DedupWriter *w, const void *buf, size_t len) {
+	const uint8_t *p = buf;
 	int r;
 
 	if (w->error < 0)
 		return w->error;
 	if (w->finished)
 		return fail(w, -EINVAL);
-	if (w->chunk_len > 0) {
-		r = chunk_process(w, w->chunk_buf, w->chunk_len);
+	if (len == 0)
+		return 0;
+	if (len > DEDUP_RECIPE_FILE_SIZE_MAX - w->total)
+		return fail(w, -EFBIG);
+	w->total += len;
+	w->stats.logical_bytes += len;
+
+	if (!w->window) {
+		r = cdc_feed(w, p, len);
+		return r < 0 ? fail(w, r) : 0;
+	}
+	while (len > 0) {
+		size_t n = MIN(len, STORE_ORACLE_WINDOW - w->window_len);
+		memcpy(w->window + w->window_len, p, n);
+		w->window_len += n;
+		p += n;
+		len -= n;
+		r = oracle_process(w, false);
 		if (r < 0)
 			return fail(w, r);
-		w->chunk_len = 0;
 	}
-	r = register_pending(w);
+	return 0;
+}
+
+int dedup_writer_finish(DedupWriter *w) {
+	int r = 0;
+
+	if (w->error < 0)
+		return w->error;
+	if (w->finished)
+		return fail(w, -EINVAL);
+	if (w->window)
+		r = oracle_process(w, true);
+	if (r >= 0)
+		r = cdc_flush(w);
+	if (r >= 0)
+		r = register_pending(w);
 	if (r < 0)
 		return fail(w, r);
 	w->finished = true;
@@ -509,7 +660,7 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 		return -ENOMEM;
 	size_t n = 0;
 	for (size_t i = 0; i < w->n_entries; i++)
-		if (w->chunks[i] != 0)
+		if (w->chunks[i] != 0 && w->chunks[i] != DEDUP_RECIPE_LITERAL)
 			ids[n++] = w->chunks[i];
 	r = store_refs_apply(s, ids, n, +1);
 	if (r < 0)
@@ -520,11 +671,16 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 	if (!blob || !e)
 		return -ENOMEM;
 	uint64_t start = 0;
+	size_t literal = 0;
 	for (size_t i = 0; i < w->n_entries;) {
 		size_t k = MIN(w->n_entries - i, (size_t) DEDUP_RECIPE_SEGMENT_ENTRIES_MAX), size;
 		uint64_t length = 0;
 		for (size_t j = 0; j < k; j++) {
 			e[j] = (DedupRecipeEntry) { .chunk = w->chunks[i + j], .length = w->lengths[i + j] };
+			if (e[j].chunk == DEDUP_RECIPE_LITERAL) {
+				e[j].literal = w->literals + literal;
+				literal += e[j].length;
+			}
 			length += e[j].length;
 		}
 		r = dedup_recipe_segment_encode(&w->params, start, e, k, blob, DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size);
@@ -543,4 +699,17 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 
 void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret) {
 	*ret = w->stats;
+}
+
+int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret) {
+	if (w->error < 0 || !w->finished)
+		return -EINVAL;
+	_cleanup_free_ uint64_t *ids = malloc(MAX(w->n_entries, (size_t) 1) * sizeof(uint64_t));
+	if (!ids)
+		return -ENOMEM;
+	size_t n = 0;
+	for (size_t i = 0; i < w->n_entries; i++)
+		if (w->chunks[i] != 0 && w->chunks[i] != DEDUP_RECIPE_LITERAL)
+			ids[n++] = w->chunks[i];
+	return store_catalog_stored_distinct(w->s->catalog, ids, n, ret);
 }

@@ -6,21 +6,25 @@
  * store-gc.c; the lock order is in store-internal.h.
  *
  * Invariants:
- *  1. The catalog never points at a frame that is not durable: a chunk is
+ *  1. The catalog never points at a region that is not durable: a chunk is
  *     registered, and a container's committed size raised over it, only in a
- *     transaction that starts after the frame's container was fsynced
+ *     transaction that starts after the region's container was fsynced
  *     (store_pins_sync() before store_pins_commit_sizes()).
  *  2. A container's committed size only grows, except when the store opens
- *     it for appends: then the bytes past the committed size are frames
+ *     it for appends: then the bytes past the committed size are regions
  *     nobody registered, and are cut off.  Bytes up to the committed size
- *     are complete frames (possibly unreferenced ones), so a container can
- *     always be walked frame by frame from its header.
- *  3. Frames are appended only to s->open, under append_lock, back to back;
- *     a failed append is taken back (truncate) before anything else is
+ *     are complete regions (possibly of unreferenced chunks), so a
+ *     container can always be walked region by region from its header.
+ *  3. Regions are appended only to s->open, under append_lock, back to
+ *     back; a failed append is taken back (truncate) before anything else is
  *     appended, or the container is retired.
  *  4. A container is marked full in the catalog only after its trailer is
- *     durable; the trailer lists every frame in it.  A retired container is
+ *     durable; the trailer lists every region in it.  A retired container is
  *     never appended to again by this process.
+ *  7. Only version 2 containers (regions) are written.  A version 1
+ *     container (chunk frames, written before regions) is never appended
+ *     to, cut or sealed: opening the store leaves it exactly as it is, and
+ *     only compaction ever moves its chunks (into regions).
  *  5. A StoreContainer lives while it is s->open or pinned; its file stays
  *     open as long, so writers can fsync what they appended.
  *  6. After a failed fsync the store refuses further appends (sticky
@@ -126,7 +130,7 @@ static int index_reserve(StoreContainer *c, size_t more) {
 		return 0;
 	size_t cap = MAX(c->cap_index * 2, c->n_index + more);
 	cap = MAX(cap, (size_t) 256);
-	DedupContainerEntry *p = realloc(c->index, cap * sizeof(*p));
+	DedupContainerRegion *p = realloc(c->index, cap * sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	c->index = p;
@@ -240,7 +244,7 @@ static void pin(StorePins *pins, StoreContainer *c, uint64_t end) {
 	c->pins++;
 }
 
-int store_append(DedupStore *s, const uint8_t *buf, StoreFrame *frames, size_t n, StorePins *pins) {
+int store_append(DedupStore *s, const uint8_t *buf, StoreUnit *units, size_t n, StorePins *pins) {
 	size_t i = 0, off = 0;
 	int r = 0;
 
@@ -258,11 +262,11 @@ int store_append(DedupStore *s, const uint8_t *buf, StoreFrame *frames, size_t n
 			s->open = c;
 		}
 
-		/* The longest run of frames that fits; the first frame of a container always does. */
+		/* The longest run of regions that fits; the first region of a container always does. */
 		size_t j = i;
 		uint64_t run = 0;
 		while (j < n && c->n_index + (j - i) < DEDUP_CONTAINER_FRAMES_MAX) {
-			uint64_t size = frames[j].frame_size;
+			uint64_t size = units[j].size;
 			if (c->n_index + (j - i) > 0 && c->size + run + size > s->opts.container_size)
 				break;
 			run += size;
@@ -294,15 +298,15 @@ int store_append(DedupStore *s, const uint8_t *buf, StoreFrame *frames, size_t n
 		}
 		uint64_t at = c->size;
 		for (size_t k = i; k < j; k++) {
-			c->index[c->n_index++] = (DedupContainerEntry) {
+			c->index[c->n_index++] = (DedupContainerRegion) {
 				.offset = at,
-				.frame_size = frames[k].frame_size,
-				.plain_size = frames[k].plain_size,
-				.id = frames[k].id,
+				.size = units[k].size,
+				.count = units[k].count,
+				.plain_size = units[k].plain_size,
 			};
-			frames[k].container = c->id;
-			frames[k].offset = at;
-			at += frames[k].frame_size;
+			units[k].container = c->id;
+			units[k].offset = at;
+			at += units[k].size;
 		}
 		c->size = at;
 		off += (size_t) run;
@@ -475,6 +479,22 @@ int store_catalog_refs_apply(Catalog *c, uint64_t *ids, size_t n, int sign) {
 	return 0;
 }
 
+int store_catalog_stored_distinct(Catalog *c, uint64_t *ids, size_t n, uint64_t *ret) {
+	uint64_t sum = 0;
+	qsort(ids, n, sizeof(*ids), id_cmp);
+	for (size_t i = 0; i < n; i++) {
+		CatalogChunk ch;
+		if (i > 0 && ids[i] == ids[i - 1])
+			continue;
+		int r = catalog_chunk_get(c, ids[i], &ch);
+		if (r < 0)
+			return r == -ENOENT ? -EIO : r;
+		sum += ch.frame_size;
+	}
+	*ret = sum;
+	return 0;
+}
+
 /* ---- opening and recovery ---- */
 
 static int collect_container(const CatalogContainer *ct, void *userdata) {
@@ -513,11 +533,12 @@ int store_container_has_chunks(DedupStore *s, uint64_t id) {
 }
 
 /*
- * Rebuilds c's frame index from the object (committed part only, invariant
- * 2): the header must name c, and frames must run back to back to size.
+ * Rebuilds c's region index from the object (committed part only,
+ * invariant 2): the header must name c, and regions must run back to back
+ * to size.  Only for version 2 containers (invariant 7).
  */
 static int container_scan(DedupStore *s, StoreContainer *c, uint64_t size) {
-	uint8_t buf[DEDUP_FRAME_HEADER_SIZE];
+	uint8_t buf[DEDUP_REGION_HEADER_SIZE];
 	DedupContainerHeader h;
 	int r;
 
@@ -527,36 +548,48 @@ static int container_scan(DedupStore *s, StoreContainer *c, uint64_t size) {
 	r = dedup_container_header_parse(buf, DEDUP_CONTAINER_HEADER_SIZE, &h);
 	if (r < 0)
 		return r;
-	if (h.id != c->id || h.tier != s->tier)
+	if (h.id != c->id || h.tier != s->tier || h.version != DEDUP_CONTAINER_VERSION)
 		return -EBADMSG;
 
 	uint64_t off = DEDUP_CONTAINER_HEADER_SIZE;
 	while (off < size) {
-		DedupFrameHeader fh;
-		if (size - off < DEDUP_FRAME_HEADER_SIZE || c->n_index >= DEDUP_CONTAINER_FRAMES_MAX)
+		DedupRegionHeader rh;
+		if (size - off < DEDUP_REGION_HEADER_SIZE || c->n_index >= DEDUP_CONTAINER_FRAMES_MAX)
 			return -EBADMSG;
 		r = dedup_backend_pread_full(s->backend, c->name, buf, sizeof(buf), off);
 		if (r < 0)
 			return r;
-		r = dedup_frame_header_parse(buf, sizeof(buf), &fh);
+		r = dedup_region_header_parse(buf, sizeof(buf), &rh);
 		if (r < 0)
 			return r;
-		uint64_t fs = dedup_frame_header_frame_size(&fh);
-		if (fs > size - off)
+		uint64_t rs = dedup_region_header_region_size(&rh);
+		if (rs > size - off)
 			return -EBADMSG;
 		r = index_reserve(c, 1);
 		if (r < 0)
 			return r;
-		c->index[c->n_index++] = (DedupContainerEntry) {
+		c->index[c->n_index++] = (DedupContainerRegion) {
 			.offset = off,
-			.frame_size = (uint32_t) fs,
-			.plain_size = fh.plain_size,
-			.id = fh.id,
+			.size = (uint32_t) rs,
+			.count = rh.count,
+			.plain_size = rh.plain_size,
 		};
-		off += fs;
+		off += rs;
 	}
 	c->size = c->synced = size;
 	return 0;
+}
+
+/* The version of container ct, from its header; -EIO if it cannot be read. */
+static int container_version(DedupStore *s, const CatalogContainer *ct) {
+	uint8_t buf[DEDUP_CONTAINER_HEADER_SIZE];
+	char name[DEDUP_CONTAINER_NAME_MAX];
+	DedupContainerHeader h;
+
+	if (dedup_backend_pread_full(s->backend, dedup_container_name(ct->id, name), buf, sizeof(buf), 0) < 0 ||
+	    dedup_container_header_parse(buf, sizeof(buf), &h) < 0)
+		return -EIO;
+	return h.version;
 }
 
 /* Removes an unused, empty container (committed size 0): row, then object. */
@@ -594,6 +627,9 @@ static int recover(DedupStore *s) {
 		}
 		if (ct->size < DEDUP_CONTAINER_HEADER_SIZE)
 			continue; /* damaged: leave it for reads to report */
+		/* Invariant 7: not one byte of it changes (and an unreadable one is left for reads to report). */
+		if (container_version(s, ct) != DEDUP_CONTAINER_VERSION)
+			continue;
 
 		StoreContainer *c = container_new(ct->id);
 		if (!c) {
@@ -635,8 +671,10 @@ static int options_resolve(const DedupStoreOptions *in, DedupStoreOptions *ret) 
 
 	if (o.container_size == 0)
 		o.container_size = DEDUP_STORE_CONTAINER_SIZE_DEFAULT;
-	if (o.chunk_cache_bytes == 0)
-		o.chunk_cache_bytes = DEDUP_STORE_CHUNK_CACHE_DEFAULT;
+	if (o.region_cache_bytes == 0)
+		o.region_cache_bytes = DEDUP_STORE_REGION_CACHE_DEFAULT;
+	if (o.region_size == 0)
+		o.region_size = DEDUP_REGION_TARGET_DEFAULT;
 	if (o.locality_cache_chunks == 0)
 		o.locality_cache_chunks = DEDUP_STORE_LOCALITY_CHUNKS_DEFAULT;
 	if (o.segment_cache == 0)
@@ -649,7 +687,8 @@ static int options_resolve(const DedupStoreOptions *in, DedupStoreOptions *ret) 
 	if (o.container_size < DEDUP_STORE_CONTAINER_SIZE_MIN || o.container_size > DEDUP_STORE_CONTAINER_SIZE_MAX ||
 	    o.locality_cache_chunks > DEDUP_LOCALITY_CHUNKS_MAX || o.segment_cache > DEDUP_STORE_SEGMENT_CACHE_MAX ||
 	    o.readahead_bytes > DEDUP_STORE_READAHEAD_MAX || o.zstd_level < DEDUP_FRAME_LEVEL_MIN ||
-	    o.zstd_level > DEDUP_FRAME_LEVEL_MAX || o.verify >= _DEDUP_VERIFY_MAX)
+	    o.zstd_level > DEDUP_FRAME_LEVEL_MAX || o.region_size < DEDUP_REGION_TARGET_MIN ||
+	    o.region_size > DEDUP_REGION_TARGET_MAX || o.verify >= _DEDUP_VERIFY_MAX)
 		return -EINVAL;
 	*ret = o;
 	return 0;
@@ -666,7 +705,7 @@ DedupStore *dedup_store_free(DedupStore *s) {
 	store_read_done(s);
 	dedup_bloom_free(s->filter);
 	dedup_locality_free(s->locality);
-	dedup_chunk_cache_free(s->chunk_cache);
+	dedup_region_cache_free(s->cache);
 	pthread_rwlock_destroy(&s->io_lock);
 	pthread_mutex_destroy(&s->append_lock);
 	pthread_cond_destroy(&s->writers_cond);
@@ -716,7 +755,7 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 	r = dedup_locality_new(s->opts.locality_cache_chunks, &s->locality);
 	if (r < 0)
 		return r;
-	r = dedup_chunk_cache_new(s->opts.chunk_cache_bytes, &s->chunk_cache);
+	r = dedup_region_cache_new(s->opts.region_cache_bytes, &s->cache);
 	if (r < 0)
 		return r;
 
@@ -752,6 +791,10 @@ static int stats_chunk(const CatalogChunk *ch, void *userdata) {
 	return 0;
 }
 
+void dedup_store_cache_stats(DedupStore *s, DedupRegionCacheStats *ret) {
+	dedup_region_cache_stats(s->cache, ret);
+}
+
 int dedup_store_stats(DedupStore *s, DedupStoreStats *ret) {
 	DedupStoreStats st = {};
 	int r;
@@ -769,7 +812,9 @@ int dedup_store_stats(DedupStore *s, DedupStoreStats *ret) {
 	st.filter_capacity = dedup_bloom_capacity(s->filter);
 	store_writers_leave(s);
 	st.locality_bytes = dedup_locality_bytes(s->locality);
-	st.chunk_cache_bytes = dedup_chunk_cache_bytes(s->chunk_cache);
+	DedupRegionCacheStats cs;
+	dedup_region_cache_stats(s->cache, &cs);
+	st.region_cache_bytes = cs.bytes;
 	*ret = st;
 	return 0;
 }

@@ -3,8 +3,8 @@
 
 /*
  * The chunk store of one tier: turns a file's bytes into a recipe of
- * deduplicated, compressed chunks in containers, and a recipe back into
- * bytes.  The catalog (catalog/) holds the chunk index, reference counts,
+ * deduplicated chunks, compressed together in regions (dedup/region.h) in
+ * containers, and a recipe back into bytes.  The catalog (catalog/) holds the chunk index, reference counts,
  * container sizes and recipes; the containers live on a DedupBackend
  * (dedup/backend.h) that tier/ provides.
  *
@@ -23,8 +23,16 @@
  *   catalog_begin(); dedup_file_drop(ino); ...; catalog_commit()
  *   dedup_store_gc()                               deletes what is no longer referenced
  *
+ * A writer gathers the new chunks of its file, in file order, into a
+ * compression region of about region_size plain bytes, compresses it as
+ * one zstd frame, and appends it to the store's open container; each chunk
+ * keeps its own id, index entry and reference count.  A reader decodes a
+ * region once into the region cache and serves every chunk of it from
+ * there.  Containers written before regions (chunk frames) are read the
+ * same way, a frame being a unit of one chunk.
+ *
  * How a write is made durable and committed (the "atomic seal"): a writer
- * appends frames to the store's open container and, every
+ * appends regions to the store's open container and, every
  * DedupStoreOptions.sync_bytes of frames and at finish(), fsyncs the
  * containers it wrote to and only then registers the new chunks in the
  * catalog in a short transaction of the store's own, with refs 0 and the
@@ -64,12 +72,13 @@
 
 #include "catalog/catalog.h"
 #include "dedup/backend.h"
+#include "dedup/cache.h"
 #include "dedup/chunker.h"
 
 #define DEDUP_STORE_CONTAINER_SIZE_DEFAULT (UINT64_C(32) << 20)
 #define DEDUP_STORE_CONTAINER_SIZE_MIN (UINT64_C(16) << 10)
 #define DEDUP_STORE_CONTAINER_SIZE_MAX (UINT64_C(1) << 30)
-#define DEDUP_STORE_CHUNK_CACHE_DEFAULT ((size_t) 64 << 20)
+#define DEDUP_STORE_REGION_CACHE_DEFAULT ((size_t) 64 << 20)
 #define DEDUP_STORE_LOCALITY_CHUNKS_DEFAULT ((size_t) 1 << 18)
 #define DEDUP_STORE_SEGMENT_CACHE_DEFAULT 16u
 #define DEDUP_STORE_SEGMENT_CACHE_MAX 4096u
@@ -78,6 +87,8 @@
 #define DEDUP_STORE_SYNC_BYTES_DEFAULT (UINT64_C(64) << 20)
 /* Pass as zstd_level to dedup_writer_new() to use DedupStoreOptions.zstd_level. */
 #define DEDUP_STORE_LEVEL_DEFAULT (-1000)
+/* Pass as region_size to dedup_writer_new() to use DedupStoreOptions.region_size. */
+#define DEDUP_STORE_REGION_DEFAULT 0u
 
 typedef struct DedupStore DedupStore;
 typedef struct DedupWriter DedupWriter;
@@ -92,12 +103,13 @@ typedef enum DedupVerify {
 /* Every field 0 means its default; opts == NULL means all defaults. */
 typedef struct DedupStoreOptions {
 	uint64_t container_size;      /* target size of a container (MIN..MAX) */
-	size_t chunk_cache_bytes;     /* decompressed chunks kept for readers */
+	size_t region_cache_bytes;    /* decompressed regions kept for readers */
 	size_t locality_cache_chunks; /* chunk ids the locality cache holds */
 	size_t segment_cache;         /* decoded recipe segments kept for readers */
 	size_t readahead_bytes;       /* fetched ahead of a sequential reader, along the recipe */
 	uint64_t sync_bytes;          /* frames a writer appends between fsync + registration */
 	int zstd_level;               /* for writers created with DEDUP_STORE_LEVEL_DEFAULT; 0 = zstd's */
+	uint32_t region_size;         /* for writers created with DEDUP_STORE_REGION_DEFAULT (DEDUP_REGION_TARGET_MIN..MAX) */
 	DedupVerify verify;
 } DedupStoreOptions;
 
@@ -126,14 +138,17 @@ uint32_t dedup_store_tier(const DedupStore *s);
 
 /*
  * A writer for one file's bytes, chunked with params (NULL: the default
- * CDC parameters) and compressed at zstd_level (DEDUP_FRAME_LEVEL_MIN..MAX,
- * or DEDUP_STORE_LEVEL_DEFAULT).  A writer is used by one thread at a time
+ * CDC parameters), its new chunks gathered into regions of region_size
+ * plain bytes (DEDUP_REGION_TARGET_MIN..MAX, or DEDUP_STORE_REGION_DEFAULT)
+ * compressed at zstd_level (DEDUP_FRAME_LEVEL_MIN..MAX, or
+ * DEDUP_STORE_LEVEL_DEFAULT).  A writer is used by one thread at a time
  * (any thread; it may change threads between calls).  While any writer is
  * alive, the collector deletes nothing.
  * Returns: 0, -EINVAL, -ENOMEM, or the store's sticky write error (-EIO
  * after a failed fsync: the store must be reopened).
  */
-int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_level, DedupWriter **ret);
+int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_level, uint32_t region_size,
+		     DedupWriter **ret);
 
 /*
  * Feeds the next len bytes of the file.  All-zero chunks are recorded as
@@ -168,10 +183,12 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino);
 typedef struct DedupWriterStats {
 	uint64_t logical_bytes;  /* bytes fed */
 	uint64_t zero_bytes;     /* in all-zero chunks, not stored */
+	uint64_t literal_bytes;  /* kept in the recipe (between Oracle blocks), not stored */
 	uint64_t chunks;         /* chunks cut, zero ones included */
 	uint64_t new_chunks;     /* stored by this writer */
 	uint64_t new_bytes;      /* their plain bytes */
-	uint64_t stored_bytes;   /* their frame bytes, as appended */
+	uint64_t stored_bytes;   /* the bytes of the regions holding them, as appended */
+	uint64_t regions;        /* regions appended */
 	uint64_t dup_chunks;     /* found already stored (or earlier in this file) */
 	uint64_t dup_bytes;
 	uint64_t index_lookups;  /* chunks the filter and the locality cache could not answer: catalog lookups */
@@ -205,6 +222,31 @@ ssize_t dedup_file_read(DedupStore *s, uint64_t ino, uint64_t file_size, uint64_
 int dedup_file_write_to_fd(DedupStore *s, uint64_t ino, uint64_t file_size, int fd);
 
 /*
+ * For a read-ahead pipeline (worker threads filling a window ahead of a
+ * sequential reader, so that the reader's thread only copies): makes every
+ * region (or version 1 frame) holding bytes [offset, offset + len) of
+ * sealed file ino decoded, checked and cached in the store's region cache,
+ * without copying anything out.  Units stored back to back in one container
+ * are fetched with one large read (up to 8 MiB), so a window of a file
+ * sealed front to back costs a few reads.  Each unit is decompressed once
+ * whatever the number of threads asking: a unit another thread is loading
+ * is left to it (a later dedup_file_read() waits for it if needed).
+ * Thread-safe, any number of threads.  The cache is bounded
+ * (DedupStoreOptions.region_cache_bytes, counted in dedup_store_stats() and
+ * dedup_store_cache_stats()): prefetch no further ahead than a fraction of
+ * it, or the window evicts itself before it is read.  dedup_file_read() of
+ * the same range is then served from the cache (its own read-ahead finds
+ * the units cached and adds nothing).  Not an error past the end of file,
+ * and damage is not either: the read of those bytes reports it.
+ * Returns: 0, -ENOMEM, or a catalog error (reading the recipe: -EIO if it
+ * does not decode).
+ */
+int dedup_file_prefetch(DedupStore *s, uint64_t ino, uint64_t file_size, uint64_t offset, uint64_t len);
+
+/* The region cache's figures (bytes held and bound, hits, misses, units loaded, waits).  Cheap; can't fail. */
+void dedup_store_cache_stats(DedupStore *s, DedupRegionCacheStats *ret);
+
+/*
  * Inside the caller's catalog transaction: drops the references ino's recipe
  * holds and deletes the recipe.  A file without a recipe is not an error.
  * Returns: 0, -EIO (the recipe does not decode), a catalog error (then the
@@ -231,10 +273,12 @@ int dedup_file_drop_unopened(Catalog *c, uint64_t ino);
  *   catalog_commit()                  (the caller)
  *   dedup_migration_free()
  *
- * dedup_file_migrate() reads the file through `from` (checked frames only)
+ * dedup_file_migrate() reads the file through `from` (checked units only)
  * and stores it through a writer of `to`, chunked with the parameters its
  * recipe records, so it deduplicates against what `to` holds; chunks new to
- * `to` are compressed at zstd_level (as dedup_writer_new()).  When it
+ * `to` are gathered into regions of region_size and compressed at
+ * zstd_level (as dedup_writer_new()): a colder tier with a higher level
+ * keeps them smaller.  When it
  * returns 0 the copy is durable and registered on `to` and nothing of
  * `from` changed.  progress (optional) is called after each step with the
  * bytes copied so far; a negative return stops the copy and is returned.
@@ -249,13 +293,15 @@ int dedup_file_drop_unopened(Catalog *c, uint64_t ino);
  */
 typedef struct DedupMigration DedupMigration;
 int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t file_size, int zstd_level,
-		       int (*progress)(uint64_t done, uint64_t total, void *userdata), void *userdata,
-		       DedupMigration **ret);
+		       uint32_t region_size, int (*progress)(uint64_t done, uint64_t total, void *userdata),
+		       void *userdata, DedupMigration **ret);
 
 /*
  * Inside the caller's catalog transaction: drops ino's recipe and its
- * references on `from` and writes the new recipe, with its references, on
- * `to`.  If the transaction rolls back, commit() may be retried in a new one.
+ * references on `from`, writes the new recipe, with its references, on
+ * `to`, and adds the move to `to`'s counters (catalog_tier_moved_add():
+ * the frame bytes of the file's distinct chunks on `from` and on `to`).
+ * If the transaction rolls back, commit() may be retried in a new one.
  * Returns: 0, -EIO (the old recipe does not decode), a catalog error.
  */
 int dedup_migration_commit(DedupMigration *m);
@@ -287,20 +333,25 @@ typedef struct DedupGcOptions {
 typedef struct DedupGcStats {
 	uint64_t chunks_deleted;       /* dead chunks removed from the index */
 	uint64_t containers_deleted;   /* containers removed because no chunk was left in them */
-	uint64_t containers_compacted; /* containers whose live frames were copied out, then removed */
-	uint64_t bytes_copied;         /* frame bytes copied by compaction */
+	uint64_t containers_compacted; /* containers whose live chunks were copied out, then removed */
+	uint64_t regions_rewritten;    /* partly dead regions (and version 1 frames) compressed again, live chunks only */
+	uint64_t bytes_copied;         /* bytes compaction read from the containers it emptied */
 	uint64_t bytes_freed;          /* container bytes removed (compacted and deleted) */
 	uint64_t orphans_deleted;      /* container objects the catalog did not know */
-	uint64_t containers_skipped;   /* compaction candidates left alone because a frame failed its checks */
+	uint64_t containers_skipped;   /* compaction candidates left alone because a unit failed its checks */
 } DedupGcStats;
 
 /*
  * Collects garbage: deletes the chunks with no references (excluding
  * writers meanwhile), removes containers left without chunks and container
  * objects the catalog does not know, then compacts containers whose live
- * fraction is below o->live_threshold by copying their chunks' frames into
- * the open container, fsyncing, moving the chunks in one transaction and
- * only then removing the old container.  Every step is crash-safe: the
+ * fraction is below o->live_threshold by copying their live chunks into
+ * the open container (a region whose chunks all live byte for byte, the
+ * live chunks of the others compressed again into new regions at the
+ * level they had), fsyncing, moving the chunks in one transaction and
+ * only then removing the old container; at the end the catalog's WAL is
+ * checkpointed, its freed pages returned (catalog_checkpoint()).  Every
+ * step is crash-safe: the
  * catalog never points at a frame that is not durable, and an interrupted
  * collection leaves at most garbage.  One collection runs at a time.
  * (!) The deleting part waits for a moment when no writer is alive (new
@@ -322,7 +373,7 @@ typedef struct DedupStoreStats {
 	uint64_t filter_bytes;      /* RAM of the chunk filter */
 	uint64_t filter_capacity;   /* chunks it is sized for */
 	uint64_t locality_bytes;    /* RAM of the locality cache (allocated bound) */
-	uint64_t chunk_cache_bytes; /* decompressed chunks cached now */
+	uint64_t region_cache_bytes; /* decompressed regions cached now */
 } DedupStoreStats;
 
 /*
@@ -334,7 +385,7 @@ int dedup_store_stats(DedupStore *s, DedupStoreStats *ret);
 typedef struct DedupScrubResult {
 	uint64_t containers;         /* verified */
 	uint64_t bytes;              /* their committed bytes */
-	uint64_t chunks;             /* chunk frames read and checked */
+	uint64_t chunks;             /* chunks read and checked */
 	uint64_t damaged_containers; /* whose header or footer is unreadable: all their chunks count as damaged */
 	uint64_t damaged_chunks;
 	uint64_t *damaged;           /* ids of the damaged chunks (retired now), in the order found */
@@ -342,10 +393,12 @@ typedef struct DedupScrubResult {
 } DedupScrubResult;
 
 /*
- * Verifies every chunk of the tier: each chunk the catalog lists is read
- * from its container and fully checked (frame checksums, decompression,
- * SHA-256 against its id, sizes), and every container's header (and
- * footer, once full) must name it.  A chunk that fails is retired
+ * Verifies every chunk of the tier: each region or frame holding a chunk
+ * the catalog lists is read from its container and fully checked
+ * (checksums, decompression, SHA-256 of every chunk against its id), each
+ * chunk must be where the catalog says in it, and every container's header
+ * (and footer, once full) must name it.  A unit that fails damages every
+ * chunk the catalog lists in it.  A chunk that fails is retired
  * (catalog_chunk_retire()): files that reference it keep failing with EIO,
  * but no new file deduplicates against it.  Runs alongside writers, readers
  * and the collector (which waits for at most one container at a time).
@@ -363,7 +416,8 @@ void dedup_scrub_result_done(DedupScrubResult *res);
 typedef struct DedupFileUsage {
 	uint64_t logical;          /* bytes the recipe covers */
 	uint64_t zero_bytes;       /* in zero runs: never stored */
-	uint64_t chunk_bytes;      /* in chunks: logical - zero_bytes */
+	uint64_t literal_bytes;    /* kept in the recipe (between Oracle blocks) */
+	uint64_t chunk_bytes;      /* in chunks: logical - zero_bytes - literal_bytes */
 	uint64_t chunks;           /* chunk references of the file */
 	uint64_t distinct_chunks;
 	uint64_t unique;           /* frame bytes of the chunks no other file references */

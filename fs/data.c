@@ -192,8 +192,12 @@ static int64_t ts_ns(const struct timespec *ts) {
 }
 
 DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p) {
-	return p->chunking == CONFIG_CHUNKING_FIXED ? DEDUP_CHUNKER_PARAMS_FIXED(p->chunk_size)
-						    : DEDUP_CHUNKER_PARAMS_CDC(p->chunk_size);
+	if (p->chunking == CONFIG_CHUNKING_FIXED)
+		return DEDUP_CHUNKER_PARAMS_FIXED(p->chunk_size);
+	DedupChunkerParams c = DEDUP_CHUNKER_PARAMS_CDC(p->chunk_size);
+	if (p->chunking == CONFIG_CHUNKING_ORACLE)
+		c.mode = DEDUP_CHUNKER_ORACLE;
+	return c;
 }
 
 int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret) {
@@ -204,7 +208,7 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret
 	if (!store)
 		return -ENXIO;
 	DedupChunkerParams params = fs_class_chunker(policy);
-	return dedup_writer_new(store, &params, policy->zstd_level, ret);
+	return dedup_writer_new(store, &params, policy->zstd_level, policy->region_size, ret);
 }
 
 int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed) {

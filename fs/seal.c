@@ -113,9 +113,6 @@ static void run_gc(Fs *fs) {
 	else if (st.chunks_deleted || st.containers_deleted)
 		log_info("collected %llu dead chunks, %llu containers",
 			 (unsigned long long) st.chunks_deleted, (unsigned long long) st.containers_deleted);
-	r = catalog_checkpoint(fs->catalog);
-	if (r < 0)
-		log_warning_errno(r, "Catalog checkpoint failed: %m");
 }
 
 /* Background work yields the CPU to the writers; a failure only costs that. */
@@ -152,6 +149,7 @@ static void *worker_main(void *userdata) {
 	FsSealWorker *me = userdata;
 	Fs *fs = me->fs;
 	_cleanup_free_ void *buf = malloc(FS_SEAL_READ_SIZE);
+	bool sealed = false; /* since the last checkpoint */
 
 	lower_priority();
 	pthread_mutex_lock(&fs->seal_lock);
@@ -192,11 +190,22 @@ static void *worker_main(void *userdata) {
 				fs_policy_check_space(fs);
 			pthread_mutex_lock(&fs->seal_lock);
 			fs->sealing[me->index] = 0;
+			sealed = true;
 			pthread_cond_broadcast(&fs->seal_cond);
 			continue;
 		}
 		if (buf && fs_stream_work(fs, buf))
 			continue;
+		if (sealed && !fs->seal_queue) {
+			/* Out of work: the catalog's WAL goes back into the database, so it takes its real size on disk. */
+			sealed = false;
+			pthread_mutex_unlock(&fs->seal_lock);
+			int r = catalog_checkpoint(fs->catalog);
+			if (r < 0 && r != -EBUSY)
+				log_warning_errno(r, "Catalog checkpoint failed: %m");
+			pthread_mutex_lock(&fs->seal_lock);
+			continue;
+		}
 		if (wake == INT64_MAX)
 			pthread_cond_wait(&fs->seal_cond, &fs->seal_lock);
 		else {

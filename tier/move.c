@@ -134,7 +134,8 @@ int tier_mover_move(TierMover *m, uint64_t ino, uint32_t to,
 	atomic_store(&m->moving, ino);
 
 	hooks->resume(file);
-	r = dedup_file_migrate(from, dst, ino, ci.size, level, move_progress, &pace, &mig);
+	r = dedup_file_migrate(from, dst, ino, ci.size, level, policy ? policy->region_size : DEDUP_STORE_REGION_DEFAULT,
+			       move_progress, &pace, &mig);
 	if (r < 0 && r != -ECANCELED) {
 		/*
 		 * A file rewritten, unsealed or deleted under the copy fails it

@@ -165,6 +165,12 @@ static int restore_bytes(Recover *rc, const DedupDescribedFile *f, DedupWriter *
 			}
 			continue;
 		}
+		if (e->literal) {
+			r = dedup_writer_feed(w, e->id.bytes, e->length);
+			if (r < 0)
+				return r;
+			continue;
+		}
 		ssize_t n = dedup_salvage_read(rc->salvage, &e->id, rc->chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX);
 		if (n < 0)
 			return (int) n;
@@ -194,7 +200,7 @@ static int restore_file(Recover *rc, const DedupDescribedFile *f, const TierFile
 	else
 		dir[0] = 0;
 
-	r = dedup_writer_new(rc->hot, &f->params, DEDUP_STORE_LEVEL_DEFAULT, &w);
+	r = dedup_writer_new(rc->hot, &f->params, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, &w);
 	if (r >= 0)
 		r = restore_bytes(rc, f, w);
 	if (r < 0)

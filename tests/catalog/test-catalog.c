@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "common/macros.h"
 
 static int failures;
 
@@ -296,10 +297,18 @@ static void test_chunks_and_recipes(void) {
 	CHECK(catalog_chunk_ref(c, id, 1) == 0);
 	CHECK(catalog_container_get(c, cont, &ct) == 0 && ct.live_bytes == 200);
 
-	/* Compaction moves live bytes with the chunk. */
-	CHECK(catalog_chunk_move(c, id, cont2, 4096) == 0);
-	CHECK(catalog_chunk_get(c, id, &got) == 0 && got.container == cont2 && got.offset == 4096);
-	CHECK(catalog_container_get(c, cont2, &ct) == 0 && ct.live_bytes == 100);
+	/* Compaction moves live bytes with the chunk, its share of a new region included. */
+	CHECK(catalog_chunk_get(c, id, &got) == 0 && got.region_size == 0 && got.region_offset == 0);
+	got.container = cont2;
+	got.offset = 4096;
+	got.frame_size = 70;
+	got.region_size = 5000;
+	got.region_offset = 12345;
+	CHECK(catalog_chunk_move(c, &got) == 0);
+	CHECK(catalog_chunk_get(c, id, &got) == 0 && got.container == cont2 && got.offset == 4096 &&
+	      got.frame_size == 70 && got.region_size == 5000 && got.region_offset == 12345);
+	CHECK(catalog_container_get(c, cont2, &ct) == 0 && ct.live_bytes == 70);
+	CHECK(catalog_container_get(c, cont, &ct) == 0 && ct.live_bytes == 100);
 	int n = 0;
 	CHECK(catalog_chunks_foreach_in_container(c, cont2, count_chunk, &n) == 0 && n == 1);
 	n = 0;
@@ -437,7 +446,9 @@ static void test_archivelogs(void) {
 
 	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
-		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; PRAGMA user_version = 2'", p3);
+		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
+		 "DROP TABLE tier_moves; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 2'", p3);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p3, 0, 0, &c) == 0);
 	uint64_t ino;
@@ -474,7 +485,8 @@ static void test_pins(void) {
 
 	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
-		 "PRAGMA user_version = 3'", p4);
+		 "DROP TABLE tier_moves; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 3'", p4);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p4, 0, 0, &c) == 0);
 	CHECK(catalog_pinned(c, b) == 0);
@@ -544,7 +556,8 @@ static void test_history(void) {
 
 	/* A version 4 catalog (before history) is upgraded in place, with no samples. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; "
-		 "PRAGMA user_version = 4'", p5);
+		 "DROP TABLE tier_moves; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 4'", p5);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p5, 0, 0, &c) == 0);
 	seen = (HistorySeen) {};
@@ -579,7 +592,9 @@ static void test_staging_tier(void) {
 	catalog_close(c);
 
 	/* Version 5 never read a raw file's tier: whatever it held, the upgrade puts the file on the hot tier. */
-	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; PRAGMA user_version = 5'",
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; "
+		 "DROP TABLE tier_moves; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 5'",
 		 p5, (unsigned long long) spilled);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p5, 0, 0, &c) == 0);
@@ -589,6 +604,69 @@ static void test_staging_tier(void) {
 	catalog_close(c);
 	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = %d", p5, CATALOG_SCHEMA_VERSION);
 	CHECK(system(cmd) == 0);
+}
+
+static int chunk_region_fields(const CatalogChunk *ch, void *userdata) {
+	/* Chunks written before regions are frames of their own: nothing of them was rewritten. */
+	if (ch->region_size != 0 || ch->region_offset != 0 || ch->frame_size <= 64)
+		(*(int *) userdata)++;
+	return 0;
+}
+
+static void test_regions_upgrade(void) {
+	char p6[300], cmd[700];
+	CatalogTierMoved m;
+	Catalog *c;
+	int bad = 0, n = 0;
+
+	/* A catalog written by schema 6 (tests/dedup/fixture-store-v1, from ea0b055). */
+	snprintf(p6, sizeof(p6), "%s/v6.db", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s/tests/dedup/fixture-store-v1/catalog.db' '%s' && "
+		 "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = 6",
+		 getenv("FRATIER_SOURCE_ROOT") ?: ".", p6, p6);
+	CHECK(system(cmd) == 0);
+	CHECK(catalog_open(p6, 0, 0, &c) == 0);
+	CHECK(catalog_chunks_foreach(c, 0, chunk_region_fields, &bad) == 0 && bad == 0);
+	CHECK(catalog_chunks_foreach(c, 0, count_chunk, &n) == 0 && n == 29);
+	CHECK(catalog_tier_moved_get(c, 1, &m) == 0 && m.files == 0 && m.stored == 0);
+	CHECK(catalog_tier_moved_add(c, 1, 1000, 300, 200) == 0);
+	CHECK(catalog_tier_moved_add(c, 1, 10, 5, 4) == 0);
+	CHECK(catalog_tier_moved_get(c, 1, &m) == 0 && m.files == 2 && m.logical == 1010 && m.source_stored == 305 &&
+	      m.stored == 204);
+	CHECK(catalog_tier_moved_get(c, 2, &m) == 0 && m.files == 0);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = %d", p6, CATALOG_SCHEMA_VERSION);
+	CHECK(system(cmd) == 0);
+}
+
+/* A new catalog gives the pages of deleted rows back to the filesystem at the next checkpoint. */
+static void test_shrinks(void) {
+	char p7[300];
+	struct stat big, small;
+	Catalog *c;
+	uint64_t cont, ids[4000];
+
+	snprintf(p7, sizeof(p7), "%s/shrink.db", dir);
+	CHECK(catalog_open(p7, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	CHECK(catalog_begin(c) == 0);
+	for (unsigned i = 0; i < ELEMENTSOF(ids); i++) {
+		CatalogChunk ch = { .container = cont, .offset = 64, .frame_size = 100, .plain_size = 100 };
+		memcpy(ch.digest, &i, sizeof(i));
+		CHECK(catalog_chunk_add(c, &ch, &ids[i]) == 0);
+	}
+	CHECK(catalog_commit(c) == 0);
+	CHECK(catalog_checkpoint(c) == 0);
+	CHECK(stat(p7, &big) == 0);
+	CHECK(catalog_begin(c) == 0);
+	for (unsigned i = 0; i < ELEMENTSOF(ids); i++)
+		CHECK(catalog_chunk_delete(c, ids[i]) == 0);
+	CHECK(catalog_commit(c) == 0);
+	CHECK(catalog_checkpoint(c) == 0);
+	CHECK(stat(p7, &small) == 0);
+	CHECK(small.st_size < big.st_size / 2);
+	catalog_close(c);
 }
 
 int main(void) {
@@ -608,6 +686,8 @@ int main(void) {
 	test_pins();
 	test_history();
 	test_staging_tier();
+	test_regions_upgrade();
+	test_shrinks();
 	test_bad_files();
 
 	char cmd[300];

@@ -122,7 +122,8 @@ static void test_full(void) {
 	assert(strcmp(c.tiers[2].path, "nfs://filer.example.com/export/fratier?version=4") == 0);
 	assert(c.tiers[2].reserve == 1ull << 50);
 	assert(c.tiers[2].has_zstd_level && c.tiers[2].zstd_level == 19);
-	assert(!c.tiers[0].has_zstd_level && !c.tiers[1].has_zstd_level);
+	assert(!c.tiers[0].has_zstd_level);
+	assert(c.tiers[1].has_zstd_level && c.tiers[1].zstd_level == CONFIG_ZSTD_LEVEL_COLD);
 
 	assert(c.tiers[3].role == TIER_ROLE_NFS);
 	assert(c.tiers[3].backend == TIER_BACKEND_DIR);
@@ -150,7 +151,8 @@ static void test_minimal(void) {
 		assert(c.tiers[i].role == d.tiers[i].role);
 		assert(c.tiers[i].backend == d.tiers[i].backend);
 		assert(c.tiers[i].capacity == 0 && c.tiers[i].reserve == 0);
-		assert(!c.tiers[i].has_zstd_level && !d.tiers[i].has_zstd_level);
+		assert(c.tiers[i].has_zstd_level == (i > 0) && d.tiers[i].has_zstd_level == (i > 0));
+		assert(c.tiers[i].zstd_level == d.tiers[i].zstd_level);
 	}
 	assert(strcmp(c.tiers[0].path, "/srv/fratier/hot") == 0);
 	assert(strcmp(c.tiers[1].path, "/srv/fratier/capacity") == 0);
@@ -284,6 +286,13 @@ static void test_errors(void) {
 		    FILE_NAME ":6: tier 'capacity' has the same path as tier 'hot': '/srv/fratier/c'");
 }
 
+/* Field by field: padding bytes of a struct returned by value are not guaranteed to match. */
+static bool policy_equal(const ConfigClassPolicy *a, const ConfigClassPolicy *b) {
+	return a->chunking == b->chunking && a->chunk_size == b->chunk_size && a->zstd_level == b->zstd_level &&
+	       a->target_tier == b->target_tier && a->migrate_after == b->migrate_after && a->pinned == b->pinned &&
+	       a->region_size == b->region_size;
+}
+
 static void test_classes(void) {
 	_cleanup_(config_done) Config c = {};
 
@@ -291,15 +300,16 @@ static void test_classes(void) {
 	parse_ok(MAIN "[tier hot]\n", &c);
 	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {
 		ConfigClassPolicy d = config_class_default(k);
-		assert(memcmp(&c.classes[k], &d, sizeof(d)) == 0);
+		assert(policy_equal(&c.classes[k], &d));
 	}
-	assert(c.classes[CONFIG_CLASS_IMAGECOPY].chunking == CONFIG_CHUNKING_FIXED);
-	assert(c.classes[CONFIG_CLASS_BACKUPPIECE].chunking == CONFIG_CHUNKING_CDC);
+	assert(c.classes[CONFIG_CLASS_IMAGECOPY].chunking == CONFIG_CHUNKING_ORACLE);
+	assert(c.classes[CONFIG_CLASS_BACKUPPIECE].chunking == CONFIG_CHUNKING_ORACLE);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].chunking == CONFIG_CHUNKING_CDC);
 	config_done(&c);
 	assert(config_default("/srv/x", &c) == 0);
 	for (ConfigClass k = 0; k < _CONFIG_CLASS_MAX; k++) {
 		ConfigClassPolicy d = config_class_default(k);
-		assert(memcmp(&c.classes[k], &d, sizeof(d)) == 0);
+		assert(policy_equal(&c.classes[k], &d));
 	}
 	config_done(&c);
 
@@ -309,6 +319,7 @@ static void test_classes(void) {
 	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].chunking == CONFIG_CHUNKING_CDC);
 	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].chunk_size == 32u << 10);
 	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].zstd_level == -3);
+	assert(c.classes[CONFIG_CLASS_ARCHIVELOG].region_size == 128u << 10);
 	assert(c.classes[CONFIG_CLASS_IMAGECOPY].chunking == CONFIG_CHUNKING_CDC);
 	assert(c.classes[CONFIG_CLASS_IMAGECOPY].chunk_size == config_class_default(CONFIG_CLASS_IMAGECOPY).chunk_size);
 	assert(c.classes[CONFIG_CLASS_OTHER].chunking == CONFIG_CHUNKING_FIXED);
@@ -322,6 +333,7 @@ static void test_classes(void) {
 	assert(strcmp(config_class_to_string(CONFIG_CLASS_OTHER), "other") == 0);
 	assert(!config_class_to_string(_CONFIG_CLASS_MAX));
 	assert(config_chunking_from_string("fixed") == CONFIG_CHUNKING_FIXED);
+	assert(config_chunking_from_string("oracle") == CONFIG_CHUNKING_ORACLE);
 	assert(config_chunking_from_string("CDC") == _CONFIG_CHUNKING_INVALID);
 	assert(strcmp(config_chunking_to_string(CONFIG_CHUNKING_CDC), "cdc") == 0);
 
@@ -333,7 +345,16 @@ static void test_classes(void) {
 		    FILE_NAME ":5: duplicate section [class other] (first on line 3)");
 	parse_fails(MAIN "[class other]\nrole = hot\n", FILE_NAME ":4: unknown key 'role' in section [class other]");
 	parse_fails(MAIN "[class other]\nchunking = rabin\n",
-		    FILE_NAME ":4: invalid chunking 'rabin' for 'chunking' (expected cdc or fixed)");
+		    FILE_NAME ":4: invalid chunking 'rabin' for 'chunking' (expected oracle, cdc or fixed)");
+	parse_ok(MAIN "[tier hot]\n[class imagecopy]\nregion_size = 64K\n", &c);
+	assert(c.classes[CONFIG_CLASS_IMAGECOPY].region_size == 64u << 10);
+	config_done(&c);
+	parse_fails(MAIN "[tier hot]\n[class backuppiece]\nchunk_size = 12K\n",
+		    FILE_NAME ":5: chunk_size of class backuppiece (oracle) must be a power of two from 1K to 1M, got 12288");
+	parse_fails(MAIN "[class other]\nregion_size = 2K\n",
+		    FILE_NAME ":4: 'region_size' must be from 4K to 1M, got '2K'");
+	parse_fails(MAIN "[class other]\nregion_size = 2M\n",
+		    FILE_NAME ":4: 'region_size' must be from 4K to 1M, got '2M'");
 	parse_fails(MAIN "[class other]\nzstd_level = 20\n",
 		    FILE_NAME ":4: invalid 'zstd_level' '20' (expected an integer from -7 to 19)");
 	parse_fails(MAIN "[class other]\nzstd_level = 3x\n",

@@ -78,7 +78,7 @@ static inline uint64_t env_new_inode(Env *e) {
 static inline DedupWriter *env_write(Env *e, const DedupChunkerParams *params, const uint8_t *data, size_t len,
 				     TestRng *rng) {
 	DedupWriter *w;
-	ASSERT_OK(dedup_writer_new(e->store, params, DEDUP_STORE_LEVEL_DEFAULT, &w));
+	ASSERT_OK(dedup_writer_new(e->store, params, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, &w));
 	for (size_t off = 0; off < len;) {
 		size_t r = 1 + (size_t) (test_rng_next(rng) % (300 * KiB)), n = MIN(len - off, r);
 		ASSERT_OK(dedup_writer_feed(w, data + off, n));
@@ -170,7 +170,7 @@ static inline int refcount_collect(uint64_t start, const void *blob, size_t size
 	ASSERT_OK(dedup_recipe_segment_decode(blob, size, &seg));
 	ASSERT(seg->start == start);
 	for (size_t i = 0; i < seg->n_entries; i++) {
-		if (seg->entries[i].chunk == 0)
+		if (!dedup_recipe_entry_is_chunk(seg->entries + i))
 			continue;
 		if (rc->n == rc->cap) {
 			rc->cap = rc->cap ? rc->cap * 2 : 1024;

@@ -499,6 +499,7 @@ static void test_oracle_split(void) {
 		gap += mp[i].len;
 	}
 	ASSERT(gap == 100 * KiB);
+	free(mp);
 	/* A short stream is a literal; an empty one has no piece. */
 	ASSERT_OK(dedup_oracle_split(&p, mixed, 20, &mp, &mn));
 	ASSERT(mn == 1 && mp[0].kind == DEDUP_ORACLE_LITERAL && mp[0].len == 20);

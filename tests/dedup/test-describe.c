@@ -6,9 +6,11 @@
  * refused (-ESTALE) and leaves the description usable; a new description
  * replaces the old one only at commit; every bit flip and truncation of a
  * description is refused; a damaged chunk is -EIO and a lost one -ENOENT,
- * and a container cut short keeps the frames before the cut.
+ * and a container cut short keeps the regions before the cut.  A file cut
+ * on Oracle blocks is described with its literals and rebuilt.
  */
 #include "dedup/describe.h"
+#include "tests/dedup/oracle-test.h"
 #include "tests/dedup/store-test.h"
 
 typedef struct Described {
@@ -20,6 +22,7 @@ typedef struct Described {
 	DedupDescribedEntry *entries[8];
 	size_t n_entries[8];
 	size_t zero_runs;
+	size_t literals;
 } Described;
 
 static int collect(const DedupDescribedFile *f, void *userdata) {
@@ -33,8 +36,10 @@ static int collect(const DedupDescribedFile *f, void *userdata) {
 	d->entries[d->n] = test_malloc(MAX(f->n_entries, (size_t) 1) * sizeof(DedupDescribedEntry));
 	if (f->n_entries > 0)
 		memcpy(d->entries[d->n], f->entries, f->n_entries * sizeof(DedupDescribedEntry));
-	for (size_t i = 0; i < f->n_entries; i++)
+	for (size_t i = 0; i < f->n_entries; i++) {
 		d->zero_runs += f->entries[i].zero;
+		d->literals += f->entries[i].literal;
+	}
 	d->n++;
 	return 0;
 }
@@ -65,6 +70,8 @@ static void check_rebuilt(DedupSalvage *s, const Described *d, size_t k, const u
 		ASSERT(off + e->length <= len);
 		if (e->zero)
 			memset(out + off, 0, e->length);
+		else if (e->literal)
+			memcpy(out + off, e->id.bytes, e->length);
 		else {
 			ssize_t n = dedup_salvage_read(s, &e->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX);
 			ASSERT(n == (ssize_t) e->length);
@@ -82,8 +89,38 @@ static int first_container(const char *name, void *userdata) {
 	return 0;
 }
 
+/* A backup piece cut on Oracle blocks: its per-block frames are literals of the description. */
+static void test_literals(void) {
+	TestRng rng = { 43 };
+	DedupChunkerParams p = { DEDUP_CHUNKER_ORACLE, 2 * KiB, 8 * KiB, 32 * KiB };
+	DedupDescribeWriter *w;
+	DedupSalvage *s;
+	Described d;
+	Env e;
+
+	env_open(&e, NULL);
+	OraFile f = ora_file(30, 1, &rng);
+	uint64_t ino = env_new_inode(&e);
+	DedupWriter *wr = env_write(&e, &p, f.piece, f.piece_len, &rng);
+	env_commit(&e, wr, ino);
+	dedup_writer_free(wr);
+	ASSERT_OK(dedup_describe_begin(e.store, 1, &w));
+	ASSERT_OK(dedup_describe_add(w, "piece", 5, true, ino, f.piece_len));
+	ASSERT_OK(dedup_describe_commit(w));
+	dedup_describe_free(w);
+	load(&e, &d, NULL);
+	ASSERT(d.n == 1 && d.literals == f.formatted && d.n_entries[0] == 1 + 2 * f.formatted);
+	ASSERT_OK(dedup_salvage_open(e.backend, &s));
+	check_rebuilt(s, &d, 0, f.piece, f.piece_len);
+	s = dedup_salvage_free(s);
+	described_free(&d);
+	ora_file_free(&f);
+	env_close(&e);
+}
+
 int main(void) {
 	TestRng rng = { 42 };
+	test_literals();
 	Env e;
 	env_open(&e, NULL);
 
@@ -164,7 +201,11 @@ int main(void) {
 	ASSERT(info.generation == 9 && again.n == 1);
 	described_free(&again);
 
-	/* Damage: one byte of a payload is -EIO; a container cut short keeps what is before the cut. */
+	/*
+	 * Damage: one byte of a region's payload is -EIO for its chunks and nothing
+	 * else, not even what follows it in the container; a container cut short
+	 * keeps what is before the cut.
+	 */
 	char name[64] = "", path[256];
 	ASSERT_OK(dedup_backend_list(e.backend, "c", first_container, name));
 	snprintf(path, sizeof(path), "%s/%s", e.tier_dir, name);
@@ -172,11 +213,15 @@ int main(void) {
 	ASSERT(!first->zero);
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	ASSERT(fd >= 0);
-	uint8_t byte;
-	/* The first frame of the first file starts right after the container's header. */
-	ASSERT(pread(fd, &byte, 1, DEDUP_CONTAINER_HEADER_SIZE + DEDUP_FRAME_HEADER_SIZE + 10) == 1);
+	uint8_t byte, rh[DEDUP_REGION_HEADER_SIZE];
+	DedupRegionHeader h;
+	/* The first region of the first file starts right after the container's header: a byte of its payload. */
+	ASSERT(pread(fd, rh, sizeof(rh), DEDUP_CONTAINER_HEADER_SIZE) == sizeof(rh));
+	ASSERT_OK(dedup_region_header_parse(rh, sizeof(rh), &h));
+	off_t at = DEDUP_CONTAINER_HEADER_SIZE + DEDUP_REGION_HEADER_SIZE + h.count * DEDUP_REGION_ENTRY_SIZE + 10;
+	ASSERT(pread(fd, &byte, 1, at) == 1);
 	byte ^= 0x40;
-	ASSERT(pwrite(fd, &byte, 1, DEDUP_CONTAINER_HEADER_SIZE + DEDUP_FRAME_HEADER_SIZE + 10) == 1);
+	ASSERT(pwrite(fd, &byte, 1, at) == 1);
 	ASSERT_OK(dedup_salvage_open(e.backend, &s));
 	ASSERT_RET(dedup_salvage_read(s, &first->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX), -EIO);
 	check_rebuilt(s, &d, 2, b, len_b);
@@ -189,10 +234,10 @@ int main(void) {
 	ASSERT_OK(dedup_salvage_open(e.backend, &s));
 	dedup_salvage_stats(s, &st);
 	ASSERT(st.torn_containers == 1);
-	/* The second chunk of a, well before the cut, is still there; b's last chunk, cut, is lost. */
-	ASSERT(d.n_entries[1] >= 2 && !d.entries[1][1].zero);
-	ASSERT(dedup_salvage_read(s, &d.entries[1][1].id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX) ==
-	       (ssize_t) d.entries[1][1].length);
+	/* The last chunk of a, past the damaged region and well before the cut, is still there; b's last chunk, cut, is lost. */
+	const DedupDescribedEntry *a_last = &d.entries[1][d.n_entries[1] - 1];
+	ASSERT(d.n_entries[1] >= 2 && !a_last->zero);
+	ASSERT(dedup_salvage_read(s, &a_last->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX) == (ssize_t) a_last->length);
 	const DedupDescribedEntry *last = &d.entries[2][d.n_entries[2] - 1];
 	ASSERT_RET(dedup_salvage_read(s, &last->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX), -ENOENT);
 	s = dedup_salvage_free(s);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The chunk store when things go wrong: damaged containers read as -EIO for
- * exactly the affected ranges (never wrong bytes), writers that never
+ * The chunk store when things go wrong: a byte flipped anywhere in a region
+ * (header, table, payload, either checksum) reads as -EIO for exactly the
+ * ranges made of that region's chunks (never wrong bytes), writers that never
  * commit leave garbage the store cuts off on reopen and the collector
  * reclaims, and readers keep reading exact bytes while the collector moves
  * and deletes containers under them and writers append beside it.
@@ -18,10 +19,18 @@ typedef struct Range {
 } Range;
 
 typedef struct BadChunk {
-	uint64_t chunk;
-	Range ranges[64]; /* file ranges made of it */
+	uint64_t chunks[256]; /* the damaged region's chunks */
+	size_t n_chunks;
+	Range ranges[512]; /* file ranges made of them */
 	size_t n;
 } BadChunk;
+
+static bool is_bad(const BadChunk *b, uint64_t chunk) {
+	for (size_t i = 0; i < b->n_chunks; i++)
+		if (b->chunks[i] == chunk)
+			return true;
+	return false;
+}
 
 static int bad_ranges_cb(uint64_t start, const void *blob, size_t size, void *userdata) {
 	BadChunk *b = userdata;
@@ -29,12 +38,38 @@ static int bad_ranges_cb(uint64_t start, const void *blob, size_t size, void *us
 	ASSERT_OK(dedup_recipe_segment_decode(blob, size, &seg));
 	uint64_t off = seg->start;
 	for (size_t i = 0; i < seg->n_entries; i++) {
-		if (seg->entries[i].chunk == b->chunk && b->n < ELEMENTSOF(b->ranges))
+		if (seg->entries[i].chunk != 0 && is_bad(b, seg->entries[i].chunk)) {
+			ASSERT(b->n < ELEMENTSOF(b->ranges));
 			b->ranges[b->n++] = (Range) { off, off + seg->entries[i].length };
+		}
 		off += seg->entries[i].length;
 	}
 	free(seg);
 	return 0;
+}
+
+typedef struct RegionOf {
+	const CatalogChunk *ch;
+	BadChunk *b;
+} RegionOf;
+
+static int region_chunk_cb(const CatalogChunk *c, void *userdata) {
+	RegionOf *r = userdata;
+	if (c->offset == r->ch->offset) {
+		ASSERT(r->b->n_chunks < ELEMENTSOF(r->b->chunks));
+		r->b->chunks[r->b->n_chunks++] = c->id;
+	}
+	return 0;
+}
+
+/* The chunks stored in ch's region, and the ranges of ino made of them. */
+static void bad_region(Env *e, const CatalogChunk *ch, uint64_t ino, BadChunk *b) {
+	RegionOf r = { .ch = ch, .b = b };
+	*b = (BadChunk) {};
+	ASSERT_OK(catalog_chunks_foreach_in_container(e->catalog, ch->container, region_chunk_cb, &r));
+	ASSERT(b->n_chunks > 0);
+	ASSERT_OK(catalog_recipe_foreach(e->catalog, ino, bad_ranges_cb, b));
+	ASSERT(b->n > 0);
 }
 
 typedef struct Chunks {
@@ -111,9 +146,17 @@ static void check_damage(Env *e, uint64_t ino, const uint8_t *data, size_t len, 
 	free(buf);
 }
 
-static void damage_one(DedupVerify verify, uint64_t which, bool header) {
+typedef enum Where {
+	IN_HEADER,          /* a field: the chunk count */
+	IN_TABLE,           /* a chunk's id */
+	IN_PAYLOAD,
+	IN_CHECKSUM,        /* of table and payload */
+	IN_HEADER_CHECKSUM,
+} Where;
+
+static void damage_one(DedupVerify verify, uint64_t which, Where where) {
 	TestRng rng = { 20 + which };
-	DedupStoreOptions o = { .container_size = 256 * KiB, .chunk_cache_bytes = 512 * KiB, .verify = verify };
+	DedupStoreOptions o = { .container_size = 256 * KiB, .region_cache_bytes = 512 * KiB, .verify = verify };
 	size_t len = 4 * MiB;
 	uint8_t *data = test_malloc(len);
 	Env e;
@@ -126,20 +169,21 @@ static void damage_one(DedupVerify verify, uint64_t which, bool header) {
 	uint64_t ino = env_seal(&e, data, len, &rng, NULL);
 
 	CatalogChunk ch = pick_chunk(&e, which * 7);
-	/* In the frame header (a size or the id) or in the payload. */
-	uint64_t at = ch.offset + (header ? 20 : DEDUP_FRAME_HEADER_SIZE + ch.frame_size / 3);
-	ASSERT(at < ch.offset + ch.frame_size);
+	static BadChunk b;
+	bad_region(&e, &ch, ino, &b);
+	ASSERT(ch.region_size > 0);
+	uint64_t table_end = DEDUP_REGION_HEADER_SIZE + b.n_chunks * DEDUP_REGION_ENTRY_SIZE;
+	static const uint64_t offsets[] = { [IN_HEADER] = 12, [IN_TABLE] = DEDUP_REGION_HEADER_SIZE + 4 + 10,
+					    [IN_CHECKSUM] = 50, [IN_HEADER_CHECKSUM] = 60 };
+	uint64_t at = ch.offset + (where == IN_PAYLOAD ? table_end + (ch.region_size - table_end) / 3 : offsets[where]);
+	ASSERT(at < ch.offset + ch.region_size);
 	flip_byte(&e, ch.container, at);
-
-	BadChunk b = { .chunk = ch.id };
-	ASSERT_OK(catalog_recipe_foreach(e.catalog, ino, bad_ranges_cb, &b));
-	ASSERT(b.n > 0);
 
 	env_reopen_store(&e); /* nothing verified before the damage is cached */
 	check_damage(&e, ino, data, len, &b, 64 * KiB);
 	check_damage(&e, ino, data, len, &b, 1 * MiB);
 
-	/* The collector does not spread a damaged frame: it leaves that container alone. */
+	/* The collector does not spread a damaged region: it leaves that container alone. */
 	DedupGcStats gc;
 	DedupGcOptions go = { .live_threshold = 1.0 };
 	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
@@ -149,17 +193,19 @@ static void damage_one(DedupVerify verify, uint64_t which, bool header) {
 	env_close(&e);
 }
 
-static void test_damaged_frames(void) {
-	damage_one(DEDUP_VERIFY_AUTO, 1, false);
-	damage_one(DEDUP_VERIFY_CHECKSUM, 2, false);
-	damage_one(DEDUP_VERIFY_CONTENT, 3, true);
-	damage_one(DEDUP_VERIFY_AUTO, 4, true);
+static void test_damaged_regions(void) {
+	damage_one(DEDUP_VERIFY_AUTO, 1, IN_PAYLOAD);
+	damage_one(DEDUP_VERIFY_CHECKSUM, 2, IN_PAYLOAD);
+	damage_one(DEDUP_VERIFY_CONTENT, 3, IN_HEADER);
+	damage_one(DEDUP_VERIFY_AUTO, 4, IN_TABLE);
+	damage_one(DEDUP_VERIFY_CHECKSUM, 5, IN_CHECKSUM);
+	damage_one(DEDUP_VERIFY_AUTO, 6, IN_HEADER_CHECKSUM);
 }
 
 /* A container cut short or deleted: reads of its chunks fail, the rest read. */
 static void test_missing_container(void) {
 	TestRng rng = { 30 };
-	DedupStoreOptions o = { .container_size = 512 * KiB, .chunk_cache_bytes = 128 * KiB };
+	DedupStoreOptions o = { .container_size = 512 * KiB, .region_cache_bytes = 128 * KiB };
 	size_t len = 3 * MiB;
 	uint8_t *data = test_malloc(len);
 	char name[DEDUP_CONTAINER_NAME_MAX], path[256];
@@ -169,11 +215,11 @@ static void test_missing_container(void) {
 	test_rng_fill(&rng, data, len);
 	uint64_t ino = env_seal(&e, data, len, &rng, NULL);
 	CatalogChunk ch = pick_chunk(&e, 60);
-	BadChunk b = { .chunk = ch.id };
-	ASSERT_OK(catalog_recipe_foreach(e.catalog, ino, bad_ranges_cb, &b));
+	static BadChunk b;
+	bad_region(&e, &ch, ino, &b);
 	snprintf(path, sizeof(path), "%s/%s", e.tier_dir, dedup_container_name(ch.container, name));
-	/* Cut inside that chunk's frame: it and every frame after it in the container are gone. */
-	ASSERT(truncate(path, (off_t) (ch.offset + ch.frame_size - 1)) == 0);
+	/* Cut inside that chunk's region: it and every region after it in the container are gone. */
+	ASSERT(truncate(path, (off_t) (ch.offset + ch.region_size - 1)) == 0);
 	env_reopen_store(&e);
 	ASSERT(dedup_file_read(e.store, ino, len, b.ranges[0].start, data, 1) == -EIO);
 	ASSERT(unlink(path) == 0);
@@ -200,7 +246,7 @@ static int find_open(const CatalogContainer *ct, void *userdata) {
 
 static void test_recovery(void) {
 	TestRng rng = { 40 };
-	/* Writers register only at finish: an unfinished writer leaves unregistered frames. */
+	/* Writers register only at finish: an unfinished writer leaves unregistered regions. */
 	DedupStoreOptions o = { .sync_bytes = 1ull << 40, .container_size = 64 * MiB };
 	size_t len = 3 * MiB;
 	uint8_t *a = test_malloc(len), *b = test_malloc(len), *c = test_malloc(len);
@@ -222,8 +268,8 @@ static void test_recovery(void) {
 	ASSERT_OK(dedup_store_stats(e.store, &ss));
 	ASSERT(ss.dead_chunks == st.new_chunks && st.new_chunks > 0);
 
-	/* C: frames appended, never registered: past the committed size. */
-	ASSERT_OK(dedup_writer_new(e.store, NULL, 3, &w));
+	/* C: regions appended, never registered: past the committed size. */
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 3, DEDUP_STORE_REGION_DEFAULT, &w));
 	ASSERT_OK(dedup_writer_feed(w, c, len));
 	dedup_writer_free(w);
 	OpenContainer oc = {};
@@ -231,13 +277,13 @@ static void test_recovery(void) {
 	ASSERT(oc.found);
 	ASSERT(env_object_size(&e, oc.id) > (int64_t) oc.size);
 
-	/* And a torn frame at the end, as a crash in the middle of a write leaves. */
+	/* And a torn region at the end, as a crash in the middle of a write leaves. */
 	{
 		char name[DEDUP_CONTAINER_NAME_MAX], path[256];
 		snprintf(path, sizeof(path), "%s/%s", e.tier_dir, dedup_container_name(oc.id, name));
 		int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
 		ASSERT(fd >= 0);
-		ASSERT(write(fd, "\x89" "FTC\x01garbage", 12) == 12);
+		ASSERT(write(fd, "\x89" "FTR\x01garbage", 12) == 12);
 		close(fd);
 	}
 
@@ -345,7 +391,7 @@ static void *writer_main(void *arg) {
 
 static void test_readers_during_gc(void) {
 	TestRng rng = { 50 };
-	DedupStoreOptions o = { .container_size = 256 * KiB, .chunk_cache_bytes = 512 * KiB, .readahead_bytes = 256 * KiB };
+	DedupStoreOptions o = { .container_size = 256 * KiB, .region_cache_bytes = 512 * KiB, .readahead_bytes = 256 * KiB };
 	Shared sh = { .len = 1 * MiB + 4321 };
 	Reader rd[N_READERS];
 	pthread_t threads[N_READERS + 1];
@@ -414,7 +460,7 @@ static void test_readers_during_gc(void) {
 }
 
 int main(void) {
-	test_damaged_frames();
+	test_damaged_regions();
 	test_missing_container();
 	test_recovery();
 	test_readers_during_gc();

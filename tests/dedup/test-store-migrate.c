@@ -57,7 +57,7 @@ static void check_refs_tier(Catalog *c, uint32_t tier, const uint64_t *inos, siz
 static void migrate(DedupStore *from, DedupStore *to, Catalog *c, uint64_t ino, size_t len, int level,
 		    DedupWriterStats *ret) {
 	DedupMigration *m;
-	ASSERT_OK(dedup_file_migrate(from, to, ino, len, level, NULL, NULL, &m));
+	ASSERT_OK(dedup_file_migrate(from, to, ino, len, level, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m));
 	ASSERT_OK(catalog_begin(c));
 	ASSERT_OK(dedup_migration_commit(m));
 	ASSERT_OK(catalog_commit(c));
@@ -177,7 +177,7 @@ static void test_abandoned(void) {
 	uint64_t src = stored_bytes(t.e.store);
 
 	DedupMigration *m;
-	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL, NULL, &m));
+	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m));
 	m = dedup_migration_free(m);
 	check_refs_tier(t.e.catalog, 0, &ia, 1);
 	check_refs_tier(t.e.catalog, 1, NULL, 0);
@@ -187,7 +187,7 @@ static void test_abandoned(void) {
 	ASSERT(stored_bytes(t.store1) == 0);
 	ASSERT(stored_bytes(t.e.store) == src);
 
-	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL, NULL, &m));
+	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m));
 	ASSERT_OK(catalog_begin(t.e.catalog));
 	ASSERT_OK(dedup_migration_commit(m));
 	catalog_rollback(t.e.catalog);
@@ -223,14 +223,14 @@ static void test_errors(void) {
 	fill_text(&rng, a, len);
 	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL);
 	unsigned calls = 0;
-	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, stop_early, &calls, &m),
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, stop_early, &calls, &m),
 		   -ECANCELED);
 	ASSERT(calls >= 2 && !m);
-	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len + 1, DEDUP_STORE_LEVEL_DEFAULT, NULL, NULL, &m),
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len + 1, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m),
 		   -EIO);
-	ASSERT_RET(dedup_file_migrate(t.e.store, t.e.store, ia, len, DEDUP_STORE_LEVEL_DEFAULT, NULL, NULL, &m),
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.e.store, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m),
 		   -EINVAL);
-	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, 99, NULL, NULL, &m), -EINVAL);
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, 99, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m), -EINVAL);
 	check_refs_tier(t.e.catalog, 0, &ia, 1);
 	env_check_file(&t.e, ia, a, len, &rng);
 
@@ -251,8 +251,76 @@ static void test_errors(void) {
 	tiers_close(&t);
 }
 
+static int region_level(const CatalogChunk *ch, void *userdata) {
+	int *levels = userdata; /* [0]: the tier directory; [1 + level + 8]: chunks in regions of that level */
+	char name[DEDUP_CONTAINER_NAME_MAX];
+	uint8_t h[DEDUP_REGION_HEADER_SIZE];
+	DedupRegionHeader rh;
+	int fd = openat(levels[0], dedup_container_name(ch->container, name), O_RDONLY | O_CLOEXEC);
+	ASSERT(fd >= 0 && pread(fd, h, sizeof(h), (off_t) ch->offset) == sizeof(h));
+	close(fd);
+	ASSERT_OK(dedup_region_header_parse(h, sizeof(h), &rh));
+	levels[1 + rh.level + 8]++;
+	return 0;
+}
+
+/*
+ * Colder means smaller: a file stored at a fast level moves to a tier that
+ * compresses at a high one; its chunks there are in regions of that level,
+ * smaller than on the source, the bytes come back exact, and the move is
+ * counted on the target (catalog_tier_moved_get(): before and after).
+ */
+static void test_recompressed(void) {
+	Tiers t;
+	TestRng rng = { 6 };
+	size_t len = 3 * MiB;
+	uint8_t *a = test_malloc(len);
+	DedupWriterStats ws;
+	CatalogTierMoved moved;
+
+	tiers_open(&t);
+	fill_text(&rng, a, len);
+	uint64_t ino = env_new_inode(&t.e);
+	DedupWriter *w;
+	ASSERT_OK(dedup_writer_new(t.e.store, NULL, -7, DEDUP_STORE_REGION_DEFAULT, &w));
+	ASSERT_OK(dedup_writer_feed(w, a, len));
+	ASSERT_OK(dedup_writer_finish(w));
+	env_commit(&t.e, w, ino);
+	dedup_writer_stats(w, &ws);
+	dedup_writer_free(w);
+	uint64_t fast = ws.stored_bytes;
+
+	migrate(t.e.store, t.store1, t.e.catalog, ino, len, 19, &ws);
+	ASSERT(ws.new_bytes == len && ws.stored_bytes < fast * 9 / 10);
+	Env e1 = on1(&t);
+	env_check_file(&e1, ino, a, len, &rng);
+	check_refs_tier(t.e.catalog, 1, &ino, 1);
+
+	int levels[1 + 28] = { open(t.dir1, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
+	ASSERT(levels[0] >= 0);
+	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, region_level, levels));
+	ASSERT(levels[1 + 19 + 8] > 0);
+	for (int l = -7; l <= 18; l++)
+		ASSERT(levels[1 + l + 8] == 0);
+	close(levels[0]);
+
+	ASSERT_OK(catalog_tier_moved_get(t.e.catalog, 1, &moved));
+	ASSERT(moved.files == 1 && moved.logical == len && moved.source_stored == fast && moved.stored == ws.stored_bytes);
+	ASSERT_OK(catalog_tier_moved_get(t.e.catalog, 0, &moved));
+	ASSERT(moved.files == 0);
+
+	/* And back: recompressed at the hot tier's level, counted there. */
+	migrate(t.store1, t.e.store, t.e.catalog, ino, len, 3, &ws);
+	env_check_file(&t.e, ino, a, len, &rng);
+	ASSERT_OK(catalog_tier_moved_get(t.e.catalog, 0, &moved));
+	ASSERT(moved.files == 1 && moved.source_stored > 0 && moved.stored > 0);
+	free(a);
+	tiers_close(&t);
+}
+
 int main(void) {
 	test_dedup_against_target();
+	test_recompressed();
 	test_shared_source();
 	test_abandoned();
 	test_errors();

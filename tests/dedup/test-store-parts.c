@@ -3,11 +3,14 @@
  * The chunk store's in-memory parts on their own: the chunk filter (no false
  * negatives, a false-positive rate near the design's at capacity), the
  * locality cache (exact hits, whole-container eviction within its bound,
- * ids listed under two containers) and the chunk cache (byte bound, LRU
- * order, entries surviving eviction while referenced).
+ * ids listed under two containers) and the region cache (byte bound, LRU
+ * order, entries surviving eviction while referenced, claims: one load per
+ * unit whatever the number of threads asking).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "common/macros.h"
 #include "dedup/bloom.h"
@@ -120,52 +123,130 @@ static void test_locality(void) {
 	dedup_locality_free(l);
 }
 
-static void test_chunk_cache(void) {
-	DedupChunkCache *c;
-	ASSERT_OK(dedup_chunk_cache_new(10000, &c));
-
-	for (uint64_t id = 1; id <= 5; id++) {
-		DedupCachedChunk *ch = dedup_cached_chunk_new(id, 3000);
-		ASSERT(ch);
-		memset(ch->data, (int) id, ch->size);
-		DedupCachedChunk *in = dedup_chunk_cache_insert(c, ch);
-		ASSERT(in == ch);
-		dedup_chunk_cache_release(c, in);
-		ASSERT(dedup_chunk_cache_bytes(c) <= 10000);
+static DedupCachedRegion *region_new(uint64_t container, uint64_t offset, uint32_t count, uint32_t size) {
+	DedupCachedRegion *r = dedup_cached_region_new(container, offset, count, size);
+	ASSERT(r);
+	memset(r->data, (int) offset, size);
+	for (uint32_t i = 0; i < count; i++) {
+		r->ends[i] = size / count * (i + 1);
+		memset(r->ids[i].bytes, (int) i + 1, sizeof(r->ids[i].bytes));
 	}
-	/* 3 of 3000 bytes fit: 3, 4, 5 remain. */
-	ASSERT(!dedup_chunk_cache_contains(c, 1) && !dedup_chunk_cache_contains(c, 2));
-	ASSERT(dedup_chunk_cache_contains(c, 3) && dedup_chunk_cache_contains(c, 5));
+	r->ends[count - 1] = size;
+	return r;
+}
+
+static bool cached(DedupRegionCache *c, uint64_t container, uint64_t offset) {
+	DedupCachedRegion *r;
+	if (dedup_region_cache_lookup(c, container, offset, false, &r) != DEDUP_REGION_HIT)
+		return false;
+	dedup_region_cache_release(c, r);
+	return true;
+}
+
+static void test_region_cache(void) {
+	size_t cost = dedup_cached_region_cost(4, 3000);
+	DedupRegionCacheStats st;
+	DedupRegionCache *c;
+	DedupCachedRegion *r;
+	ASSERT_OK(dedup_region_cache_new(3 * cost + cost / 2, &c));
+
+	for (uint64_t off = 1; off <= 5; off++) {
+		ASSERT(dedup_region_cache_lookup(c, 7, off, true, &r) == DEDUP_REGION_CLAIMED && !r);
+		/* Claimed: another lookup is told to wait, not to load it too. */
+		ASSERT(dedup_region_cache_lookup(c, 7, off, true, &r) == DEDUP_REGION_BUSY);
+		r = dedup_region_cache_publish(c, region_new(7, off, 4, 3000));
+		dedup_region_cache_release(c, r);
+		dedup_region_cache_stats(c, &st);
+		ASSERT(st.bytes <= st.max_bytes);
+	}
+	/* 3 of them fit: 3, 4, 5 remain; the same offset in another container is another unit. */
+	ASSERT(!cached(c, 7, 1) && !cached(c, 7, 2) && cached(c, 7, 3) && cached(c, 7, 5));
+	ASSERT(dedup_region_cache_lookup(c, 8, 5, false, &r) == DEDUP_REGION_MISS);
 
 	/* Holding 4, then using 3 and 5, leaves 4 the oldest; a held entry outlives its eviction. */
-	DedupCachedChunk *four = dedup_chunk_cache_get(c, 4);
-	DedupCachedChunk *three = dedup_chunk_cache_get(c, 3);
-	dedup_chunk_cache_release(c, three);
-	dedup_chunk_cache_release(c, dedup_chunk_cache_get(c, 5));
-	ASSERT(three && four && four->data[0] == 4);
-	DedupCachedChunk *six = dedup_cached_chunk_new(6, 3000);
-	six = dedup_chunk_cache_insert(c, six);
-	dedup_chunk_cache_release(c, six);
-	ASSERT(!dedup_chunk_cache_contains(c, 4) && dedup_chunk_cache_contains(c, 3));
-	ASSERT(four->data[2999] == 4);
-	dedup_chunk_cache_release(c, four);
+	DedupCachedRegion *four, *three;
+	ASSERT(dedup_region_cache_lookup(c, 7, 4, false, &four) == DEDUP_REGION_HIT);
+	ASSERT(dedup_region_cache_lookup(c, 7, 3, false, &three) == DEDUP_REGION_HIT);
+	dedup_region_cache_release(c, three);
+	ASSERT(cached(c, 7, 5));
+	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(7, 6, 4, 3000)));
+	ASSERT(!cached(c, 7, 4) && cached(c, 7, 3) && cached(c, 7, 6));
+	ASSERT(four->data[2999] == 4 && four->ends[3] == 3000);
+	dedup_region_cache_release(c, four);
 
-	/* A second insert of an id returns the cached one. */
-	DedupCachedChunk *dup = dedup_cached_chunk_new(6, 3000);
-	DedupCachedChunk *got = dedup_chunk_cache_insert(c, dup);
-	ASSERT(got != dup && got->id == 6);
-	dedup_chunk_cache_release(c, got);
-	/* Bigger than the cache: returned, not cached. */
-	DedupCachedChunk *huge = dedup_cached_chunk_new(7, 20000);
-	got = dedup_chunk_cache_insert(c, huge);
-	ASSERT(got == huge && !dedup_chunk_cache_contains(c, 7));
-	dedup_chunk_cache_release(c, got);
-	dedup_chunk_cache_free(c);
+	/* The chunks of an entry: by offset in the region, length and id. */
+	ASSERT(dedup_region_cache_lookup(c, 7, 6, false, &r) == DEDUP_REGION_HIT);
+	DedupChunkId id2;
+	memset(id2.bytes, 2, sizeof(id2.bytes));
+	ASSERT(dedup_cached_region_find(r, 750, 750, &id2) == 1);
+	ASSERT(dedup_cached_region_find(r, 750, 751, &id2) == -1);
+	ASSERT(dedup_cached_region_find(r, 751, 749, &id2) == -1);
+	ASSERT(dedup_cached_region_find(r, 0, 750, &id2) == -1);
+	ASSERT(dedup_cached_region_find(r, 3000, 1, &id2) == -1);
+	dedup_region_cache_release(c, r);
+
+	/* An abandoned claim can be claimed again; bigger than the cache: handed over, not cached. */
+	ASSERT(dedup_region_cache_lookup(c, 9, 1, true, &r) == DEDUP_REGION_CLAIMED);
+	dedup_region_cache_abandon(c, 9, 1);
+	ASSERT(dedup_region_cache_wait(c, 9, 1, &r) == DEDUP_REGION_CLAIMED);
+	DedupCachedRegion *huge = region_new(9, 1, 1, 20000);
+	ASSERT(dedup_region_cache_publish(c, huge) == huge && !cached(c, 9, 1));
+	dedup_region_cache_release(c, huge);
+	dedup_region_cache_free(c);
+}
+
+typedef struct Loader {
+	DedupRegionCache *c;
+	unsigned *loads;
+	pthread_mutex_t *lock;
+	uint64_t units;
+} Loader;
+
+/* Every thread reads every unit; whoever claims one loads it (slowly), the others wait for it. */
+static void *loader_main(void *userdata) {
+	Loader *l = userdata;
+	for (uint64_t off = 1; off <= l->units; off++) {
+		DedupCachedRegion *r;
+		DedupRegionLookup got = dedup_region_cache_lookup(l->c, 1, off, true, &r);
+		if (got == DEDUP_REGION_BUSY)
+			got = dedup_region_cache_wait(l->c, 1, off, &r);
+		if (got == DEDUP_REGION_CLAIMED) {
+			pthread_mutex_lock(l->lock);
+			l->loads[off]++;
+			pthread_mutex_unlock(l->lock);
+			usleep(200);
+			r = dedup_region_cache_publish(l->c, region_new(1, off, 2, 1000));
+		}
+		ASSERT(r && r->offset == off && r->data[999] == (uint8_t) off);
+		dedup_region_cache_release(l->c, r);
+	}
+	return NULL;
+}
+
+static void test_region_cache_threads(void) {
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	unsigned loads[65] = {};
+	pthread_t t[4];
+	DedupRegionCache *c;
+	ASSERT_OK(dedup_region_cache_new(1 << 20, &c));
+	Loader l = { .c = c, .loads = loads, .lock = &lock, .units = 64 };
+	for (size_t i = 0; i < ELEMENTSOF(t); i++)
+		ASSERT(pthread_create(&t[i], NULL, loader_main, &l) == 0);
+	for (size_t i = 0; i < ELEMENTSOF(t); i++)
+		pthread_join(t[i], NULL);
+	/* Each unit decoded once, whatever the number of threads that needed it. */
+	for (uint64_t off = 1; off <= l.units; off++)
+		ASSERT(loads[off] == 1);
+	DedupRegionCacheStats st;
+	dedup_region_cache_stats(c, &st);
+	ASSERT(st.loads == l.units && st.entries == l.units && st.hits + st.misses >= 4 * l.units);
+	dedup_region_cache_free(c);
 }
 
 int main(void) {
 	test_bloom();
 	test_locality();
-	test_chunk_cache();
+	test_region_cache();
+	test_region_cache_threads();
 	return 0;
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Unit tests of dedup/store-scrub.c and dedup/store-usage.c: a clean scrub
- * reads every chunk and finds nothing; a flipped byte is found, exactly that
- * chunk is reported and retired, and the files naming it are exactly those
- * whose reads fail; progress can stop a scrub; per-file usage splits frame
+ * reads every chunk and finds nothing; a flipped byte is found, exactly the
+ * chunks of its region are reported and retired, and the files naming them
+ * are exactly those whose reads fail; progress can stop a scrub; per-file usage splits frame
  * bytes into unique and shared, and the even split adds up to the live
  * frame bytes of the store.
  */
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/macros.h"
 #include "dedup/frame.h"
 #include "tests/dedup/store-test.h"
 
@@ -22,6 +23,21 @@ static int first_chunk(const CatalogChunk *ch, void *userdata) {
 
 static int count_chunk(const CatalogChunk *ch, void *userdata) {
 	(*(uint64_t *) userdata)++;
+	return 0;
+}
+
+typedef struct Region {
+	uint64_t container, offset;
+	uint64_t ids[1024];
+	size_t n;
+} Region;
+
+static int region_chunk(const CatalogChunk *ch, void *userdata) {
+	Region *r = userdata;
+	if (ch->offset == r->offset) {
+		ASSERT(r->n < ELEMENTSOF(r->ids));
+		r->ids[r->n++] = ch->id;
+	}
 	return 0;
 }
 
@@ -87,9 +103,13 @@ int main(void) {
 	ASSERT(calls == 1 && res.containers == 1);
 	dedup_scrub_result_done(&res);
 
-	/* One flipped payload byte: exactly that chunk. */
+	/* One flipped byte (in the table of its region): exactly the chunks of that region. */
 	CatalogChunk victim;
 	ASSERT_RET(catalog_chunks_foreach(e.catalog, 0, first_chunk, &victim), -ECANCELED);
+	static Region region;
+	region = (Region) { .container = victim.container, .offset = victim.offset };
+	ASSERT_OK(catalog_chunks_foreach_in_container(e.catalog, victim.container, region_chunk, &region));
+	ASSERT(victim.region_size > 0 && region.n > 1);
 	char name[DEDUP_CONTAINER_NAME_MAX], path[256];
 	snprintf(path, sizeof(path), "%s/%s", e.tier_dir, dedup_container_name(victim.container, name));
 	int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -102,7 +122,9 @@ int main(void) {
 	close(fd);
 
 	ASSERT_OK(dedup_store_scrub(e.store, NULL, NULL, &res));
-	ASSERT(res.damaged_chunks == 1 && res.n_damaged == 1 && res.damaged[0] == victim.id);
+	ASSERT(res.damaged_chunks == region.n && res.n_damaged == region.n);
+	for (size_t i = 0; i < region.n; i++)
+		ASSERT(res.damaged[i] == region.ids[i]);
 	ASSERT(res.chunks == n_chunks && res.damaged_containers == 0);
 	/* Retired: its digest is no longer the content's. */
 	CatalogChunk now;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dedup/frame.h"
+#include "tests/dedup/oracle-test.h"
 #include "tests/dedup/store-test.h"
 
 static void test_roundtrip(void) {
@@ -178,8 +179,8 @@ static void test_racing_writers(void) {
 
 	env_open(&e, NULL);
 	test_rng_fill(&rng, data, len);
-	ASSERT_OK(dedup_writer_new(e.store, NULL, 1, &w1));
-	ASSERT_OK(dedup_writer_new(e.store, NULL, 1, &w2));
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 1, DEDUP_STORE_REGION_DEFAULT, &w1));
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 1, DEDUP_STORE_REGION_DEFAULT, &w2));
 	ASSERT_OK(dedup_writer_feed(w1, data, len));
 	ASSERT_OK(dedup_writer_feed(w2, data, len));
 	ASSERT_OK(dedup_writer_finish(w1));
@@ -216,12 +217,12 @@ static void test_commit_rules(void) {
 
 	env_open(&e, NULL);
 	test_rng_fill(&rng, data, sizeof(data));
-	ASSERT_RET(dedup_writer_new(e.store, NULL, 99, &w), -EINVAL);
+	ASSERT_RET(dedup_writer_new(e.store, NULL, 99, DEDUP_STORE_REGION_DEFAULT, &w), -EINVAL);
 	DedupChunkerParams bad = { .mode = DEDUP_CHUNKER_CDC, .min_size = 1, .avg_size = 3, .max_size = 2 };
-	ASSERT_RET(dedup_writer_new(e.store, &bad, 0, &w), -EINVAL);
+	ASSERT_RET(dedup_writer_new(e.store, &bad, 0, DEDUP_STORE_REGION_DEFAULT, &w), -EINVAL);
 
 	uint64_t ino = env_new_inode(&e);
-	ASSERT_OK(dedup_writer_new(e.store, NULL, 0, &w));
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 0, DEDUP_STORE_REGION_DEFAULT, &w));
 	ASSERT_OK(dedup_writer_feed(w, data, sizeof(data)));
 	ASSERT_OK(catalog_begin(e.catalog));
 	ASSERT_RET(dedup_writer_commit(w, ino), -EINVAL); /* not finished */
@@ -336,7 +337,7 @@ static void test_gc_keeps_shared(void) {
 	TestRng rng = { 9 };
 	size_t len = 5 * MiB;
 	uint8_t *a = test_malloc(len), *b = test_malloc(len);
-	DedupStoreOptions o = { .container_size = 512 * KiB, .chunk_cache_bytes = 256 * KiB };
+	DedupStoreOptions o = { .container_size = 512 * KiB, .region_cache_bytes = 256 * KiB };
 	Env e;
 
 	env_open(&e, &o);
@@ -375,7 +376,7 @@ static void test_gc_keeps_shared(void) {
 
 static void test_compaction(void) {
 	TestRng rng = { 10 };
-	DedupStoreOptions o = { .container_size = 128 * KiB, .chunk_cache_bytes = 128 * KiB };
+	DedupStoreOptions o = { .container_size = 128 * KiB, .region_cache_bytes = 128 * KiB };
 	size_t len = 1 * MiB + 333;
 	uint8_t *data[8];
 	uint64_t ino[8];
@@ -428,6 +429,193 @@ static void test_compaction(void) {
 	env_close(&e);
 }
 
+/* The distinct units (container, offset) chunks are in. */
+typedef struct RegionCount {
+	uint64_t offsets[4096];
+	uint64_t containers[4096];
+	size_t n;
+} RegionCount;
+
+static int unit_of_chunk(const CatalogChunk *ch, void *userdata) {
+	RegionCount *rc = userdata;
+	for (size_t i = 0; i < rc->n; i++)
+		if (rc->containers[i] == ch->container && rc->offsets[i] == ch->offset)
+			return 0;
+	ASSERT(rc->n < ELEMENTSOF(rc->offsets));
+	rc->containers[rc->n] = ch->container;
+	rc->offsets[rc->n++] = ch->offset;
+	return 0;
+}
+
+/* A sequential restore decompresses each region once, and a prefetch leaves the read nothing to load. */
+static void test_decode_once(void) {
+	TestRng rng = { 12 };
+	DedupStoreOptions o = { .container_size = 1 * MiB, .readahead_bytes = 512 * KiB };
+	size_t len = 6 * MiB + 777;
+	uint8_t *data = test_malloc(len), *buf = test_malloc(len);
+	DedupRegionCacheStats c0, c1;
+	DedupWriterStats ws;
+	Env e;
+
+	env_open(&e, &o);
+	fill_text(&rng, data, len);
+	uint64_t ino = env_seal(&e, data, len, &rng, &ws);
+	ASSERT(ws.regions > 10 && ws.regions * 4 < ws.new_chunks);
+	RegionCount rc = {};
+	ASSERT_OK(catalog_chunks_foreach(e.catalog, 0, unit_of_chunk, &rc));
+	ASSERT(rc.n == ws.regions);
+
+	/* 64 KiB reads, front to back, as a restore: every region loaded exactly once. */
+	env_reopen_store(&e);
+	dedup_store_cache_stats(e.store, &c0);
+	for (size_t off = 0; off < len; off += 64 * KiB) {
+		size_t n = MIN(64 * KiB, len - off);
+		ASSERT(dedup_file_read(e.store, ino, len, off, buf + off, n) == (ssize_t) n);
+	}
+	ASSERT(memcmp(buf, data, len) == 0);
+	dedup_store_cache_stats(e.store, &c1);
+	ASSERT(c1.loads - c0.loads == ws.regions);
+	ASSERT(c1.bytes <= c1.max_bytes && c1.bytes > 0);
+
+	/* Prefetched ahead (as a read-ahead thread would), then read: nothing more to decompress. */
+	env_reopen_store(&e);
+	ASSERT_OK(dedup_file_prefetch(e.store, ino, len, 0, len));
+	ASSERT_OK(dedup_file_prefetch(e.store, ino, len, len, 100)); /* past the end: nothing */
+	dedup_store_cache_stats(e.store, &c0);
+	ASSERT(c0.loads == ws.regions);
+	ASSERT(dedup_file_read(e.store, ino, len, 0, buf, len) == (ssize_t) len && memcmp(buf, data, len) == 0);
+	dedup_store_cache_stats(e.store, &c1);
+	ASSERT(c1.loads == c0.loads && c1.hits > c0.hits);
+	free(data);
+	free(buf);
+	env_close(&e);
+}
+
+/*
+ * Regions partly dead (B repeats some chunks of A; A dropped) are compacted:
+ * their live chunks compressed again into new regions, at the level they
+ * had; regions wholly live are copied as they are; B reads back exact.
+ */
+static void test_partly_dead_regions(void) {
+	TestRng rng = { 13 };
+	DedupStoreOptions o = { .container_size = 256 * KiB };
+	size_t len = 2 * MiB;
+	uint8_t *a = test_malloc(len), *b = test_malloc(len);
+	DedupWriterStats wa;
+	Env e;
+
+	env_open(&e, &o);
+	fill_text(&rng, a, len);
+	/* B: the first half of A, then a quarter of its own. */
+	memcpy(b, a, len / 2);
+	fill_text(&rng, b + len / 2, len / 4);
+	DedupWriter *w;
+	uint64_t ia = env_new_inode(&e);
+	ASSERT_OK(dedup_writer_new(e.store, NULL, 7, DEDUP_STORE_REGION_DEFAULT, &w));
+	ASSERT_OK(dedup_writer_feed(w, a, len));
+	ASSERT_OK(dedup_writer_finish(w));
+	env_commit(&e, w, ia);
+	dedup_writer_stats(w, &wa);
+	dedup_writer_free(w);
+	uint64_t ib = env_seal(&e, b, len / 2 + len / 4, &rng, NULL);
+	env_drop(&e, ia);
+
+	DedupStoreStats before, after;
+	DedupGcStats gc;
+	DedupGcOptions go = { .live_threshold = 0.99 };
+	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
+	ASSERT_OK(dedup_store_stats(e.store, &before));
+	ASSERT(gc.chunks_deleted > 0 && gc.containers_compacted > 0 && gc.regions_rewritten > 0);
+	env_check_file(&e, ib, b, len / 2 + len / 4, &rng);
+	env_check_refs(&e, &ib, 1);
+	ASSERT(before.dead_chunks == 0 && before.live_bytes <= before.stored_bytes);
+
+	/* The rewritten regions keep A's level: B's chunks are in regions of level 7 (A's) and 0 (its own). */
+	RegionCount rc = {};
+	bool seen[20] = {};
+	ASSERT_OK(catalog_chunks_foreach(e.catalog, 0, unit_of_chunk, &rc));
+	for (size_t i = 0; i < rc.n; i++) {
+		char name[DEDUP_CONTAINER_NAME_MAX], path[256];
+		uint8_t h[DEDUP_REGION_HEADER_SIZE];
+		DedupRegionHeader rh;
+		snprintf(path, sizeof(path), "%s/%s", e.tier_dir, dedup_container_name(rc.containers[i], name));
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ASSERT(fd >= 0 && pread(fd, h, sizeof(h), (off_t) rc.offsets[i]) == sizeof(h));
+		close(fd);
+		ASSERT_OK(dedup_region_header_parse(h, sizeof(h), &rh));
+		ASSERT(rh.level == 0 || rh.level == 7);
+		seen[rh.level] = true;
+	}
+	ASSERT(seen[0] && seen[7]);
+	env_reopen_store(&e);
+	env_check_file(&e, ib, b, len / 2 + len / 4, &rng);
+	ASSERT_OK(dedup_store_gc(e.store, &go, &gc));
+	ASSERT_OK(dedup_store_stats(e.store, &after));
+	ASSERT(after.stored_bytes <= before.stored_bytes + o.container_size);
+	env_check_file(&e, ib, b, len / 2 + len / 4, &rng);
+	free(a);
+	free(b);
+	env_close(&e);
+}
+
+/*
+ * Oracle chunking: a backup piece and the image copy of the same datafile
+ * meet block for block (the copy stores nothing of its formatted blocks), a
+ * second day's piece stores only its changed blocks, and files with
+ * literals read back exactly in any pieces and into a file.
+ */
+static void test_oracle_chunking(void) {
+	TestRng rng = { 14 };
+	DedupChunkerParams p = { DEDUP_CHUNKER_ORACLE, 2 * KiB, 8 * KiB, 32 * KiB };
+	DedupWriterStats ws;
+	Env e;
+
+	env_open(&e, NULL);
+	OraFile day1 = ora_file(200, 1, &rng);
+	uint64_t piece = env_new_inode(&e), copy = env_new_inode(&e), piece2 = env_new_inode(&e);
+	DedupWriter *w = env_write(&e, &p, day1.piece, day1.piece_len, &rng);
+	env_commit(&e, w, piece);
+	dedup_writer_stats(w, &ws);
+	ASSERT(ws.literal_bytes == day1.formatted * ORA_FRAME && ws.new_chunks == day1.formatted + 1);
+	dedup_writer_free(w);
+
+	w = env_write(&e, &p, day1.image, day1.image_len, &rng);
+	env_commit(&e, w, copy);
+	dedup_writer_stats(w, &ws);
+	/* Only block 0 (the OS header) is new; the never-formatted blocks are zero runs. */
+	ASSERT(ws.dup_chunks == day1.formatted && ws.new_bytes <= ORA_BLOCK && ws.zero_bytes >= 39 * ORA_BLOCK);
+	dedup_writer_free(w);
+
+	/* Day 2: the same piece with 7 blocks changed (new SCN and bodies). */
+	uint8_t *day2 = test_malloc(day1.piece_len);
+	memcpy(day2, day1.piece, day1.piece_len);
+	for (size_t k = 0; k < 7; k++) {
+		size_t at = ORA_BLOCK + (10 + 20 * k) * (ORA_FRAME + ORA_BLOCK) + ORA_FRAME;
+		ora_block(day2 + at, 0x06, (uint32_t) k, 2000 + (uint32_t) k, 2, &rng);
+	}
+	w = env_write(&e, &p, day2, day1.piece_len, &rng);
+	env_commit(&e, w, piece2);
+	dedup_writer_stats(w, &ws);
+	ASSERT(ws.new_chunks == 7 && ws.new_bytes == 7 * ORA_BLOCK);
+	dedup_writer_free(w);
+
+	env_check_file(&e, piece, day1.piece, day1.piece_len, &rng);
+	env_check_file(&e, copy, day1.image, day1.image_len, &rng);
+	env_check_file(&e, piece2, day2, day1.piece_len, &rng);
+	uint64_t inos[] = { piece, copy, piece2 };
+	env_check_refs(&e, inos, 3);
+	DedupFileUsage u;
+	ASSERT_OK(dedup_file_usage(e.catalog, piece, &u));
+	ASSERT(u.literal_bytes == day1.formatted * ORA_FRAME && u.chunk_bytes + u.literal_bytes + u.zero_bytes == u.logical);
+	env_drop(&e, piece);
+	ASSERT_OK(dedup_store_gc(e.store, NULL, NULL));
+	env_check_file(&e, copy, day1.image, day1.image_len, &rng);
+	env_check_file(&e, piece2, day2, day1.piece_len, &rng);
+	free(day2);
+	ora_file_free(&day1);
+	env_close(&e);
+}
+
 static int container_walk_count(const DedupContainerEntry *entry, void *userdata) {
 	(*(size_t *) userdata)++;
 	return 0;
@@ -452,25 +640,25 @@ static int check_full_container(const CatalogContainer *ct, void *userdata) {
 	ASSERT(pread(fd, buf, (size_t) st.st_size, 0) == st.st_size);
 	close(fd);
 
-	DedupFrameDecoder *dec;
+	DedupRegionDecoder *dec;
 	DedupHasher *sha;
 	DedupContainerInfo info;
-	size_t frames = 0;
-	ASSERT_OK(dedup_frame_decoder_new(&dec));
+	size_t chunks = 0;
+	ASSERT_OK(dedup_region_decoder_new(&dec));
 	ASSERT_OK(dedup_hasher_new(&sha));
-	ASSERT_OK(dedup_container_walk(buf, (size_t) st.st_size, DEDUP_CONTAINER_SEALED, dec, sha, container_walk_count,
-				       &frames, &info));
-	ASSERT(info.sealed && info.header.id == ct->id && info.header.tier == 0 && info.count == frames);
-	/* Every chunk the catalog places here is a frame the trailer lists. */
-	ASSERT(frames > 0);
+	ASSERT_OK(dedup_container_walk(buf, (size_t) st.st_size, DEDUP_CONTAINER_SEALED, NULL, dec, sha,
+				       container_walk_count, &chunks, &info));
+	ASSERT(info.sealed && info.header.id == ct->id && info.header.tier == 0 && info.header.version == 2);
+	/* Regions of many chunks each; every chunk the catalog places here is in a region the trailer lists. */
+	ASSERT(info.chunks == chunks && chunks > 0 && info.count > 0 && info.count < chunks);
 	c->full++;
-	dedup_frame_decoder_free(dec);
+	dedup_region_decoder_free(dec);
 	dedup_hasher_free(sha);
 	free(buf);
 	return 0;
 }
 
-/* Every full container is self-describing: its trailer indexes exactly its frames. */
+/* Every full container is self-describing: its trailer indexes exactly its regions. */
 static void test_self_describing(void) {
 	TestRng rng = { 11 };
 	DedupStoreOptions o = { .container_size = 200 * KiB };
@@ -505,6 +693,9 @@ int main(void) {
 	test_refcounts_drop_gc();
 	test_gc_keeps_shared();
 	test_compaction();
+	test_decode_once();
+	test_oracle_chunking();
+	test_partly_dead_regions();
 	test_self_describing();
 	return 0;
 }

@@ -5,7 +5,8 @@
  * (dedup/describe.c) and each record's attributes blob (tier/file-attrs.c).
  * Garbage must be rejected with -EBADMSG or -EPROTONOSUPPORT; a record
  * handed over must keep every promise of describe.h (entries adding up to
- * its size, zero runs with zero ids, limits), and an attributes blob that
+ * its size, zero runs with zero ids, literals only with Oracle chunking,
+ * limits), and an attributes blob that
  * parses must format back to exactly the same bytes (one encoding each).
  * Each input is parsed a second time with every checksum recomputed, so the
  * field checks run on arbitrary values.
@@ -36,9 +37,15 @@ static int visit(const DedupDescribedFile *f, void *userdata) {
 		for (size_t i = 0; i < f->n_entries; i++) {
 			const DedupDescribedEntry *e = &f->entries[i];
 			check(e->length > 0);
+			check(!(e->zero && e->literal));
 			if (e->zero) {
 				static const DedupChunkId zero;
 				check(e->length <= DEDUP_RECIPE_ZERO_RUN_MAX && dedup_chunk_id_equal(&e->id, &zero));
+			} else if (e->literal) {
+				/* Only with Oracle chunking; the bytes past the literal's length are zero. */
+				check(f->params.mode == DEDUP_CHUNKER_ORACLE && e->length <= DEDUP_RECIPE_LITERAL_MAX);
+				for (size_t k = e->length; k < DEDUP_CHUNK_ID_SIZE; k++)
+					check(e->id.bytes[k] == 0);
 			} else
 				check(e->length <= DEDUP_CHUNK_SIZE_LIMIT_MAX);
 			total += e->length;

@@ -8,12 +8,12 @@ mounts again and reads every file page by page: each page either reads back exac
 EIO; a short read must be exact as far as it goes.  Wrong bytes anywhere
 fail the test.
 
-Round 1 damages six chunk frames (payloads of a compressed and a raw frame,
-and the id, plain size, stored size and magic of four frame headers).  At
-least one file must see EIO, at least one must read back whole, the daemon
-log must report the damage, and no more bytes may be unreadable than the
-damaged frames hold (plus a page on each side): a store that fails
-everything is not safe, it is broken.  The damaged files' contents written
+Round 1 damages seven compression regions (payloads of a compressed and a
+raw region, a chunk's id in a region's table, the chunk count, stored size,
+checksums and magic of region headers).  At least one file must see EIO, at
+least one must read back whole, the daemon log must report the damage, and
+no more bytes may be unreadable than the damaged regions hold (plus a page
+on each side): a store that fails everything is not safe, it is broken.  The damaged files' contents written
 again under new names must read back whole once sealed (after a remount, so
 from the containers): deduplication may not point new files at damaged
 chunks.
@@ -40,8 +40,9 @@ FILE_SIZE = (7 << 20) // 2
 PAGE = 4096
 READ_SIZE = 64 << 10
 
-FRAME_MAGIC = b"\x89FTC"
-FRAME_HEADER = 64
+REGION_MAGIC = b"\x89FTR"
+REGION_HEADER = 64
+REGION_ENTRY = 36
 CONTAINER_HEADER = 64
 CONTAINER_FOOTER = 64
 INDEX_MAGIC = b"\x89FCI"
@@ -50,19 +51,22 @@ CODEC_RAW, CODEC_ZSTD = 0, 1
 
 
 def parse_container(path):
-    """Frames of a container file as dicts (offset, codec, plain, stored), and
-    where its index and footer are (None for an unsealed container)."""
+    """Regions of a container file as dicts (offset, codec, count, plain,
+    stored, size), and where its index and footer are (None for an unsealed
+    container)."""
     with open(path, "rb") as f:
         buf = f.read()
-    frames, pos = [], CONTAINER_HEADER
-    while pos + FRAME_HEADER <= len(buf) and buf[pos:pos + 4] == FRAME_MAGIC:
+    regions, pos = [], CONTAINER_HEADER
+    while pos + REGION_HEADER <= len(buf) and buf[pos:pos + 4] == REGION_MAGIC:
         codec = buf[pos + 5]
-        plain, stored = struct.unpack_from("<II", buf, pos + 8)
-        frames.append({"path": path, "offset": pos, "codec": codec, "plain": plain, "stored": stored})
-        pos += FRAME_HEADER + stored
+        count, plain, stored = struct.unpack_from("<III", buf, pos + 12)
+        size = REGION_HEADER + REGION_ENTRY * count + stored
+        regions.append({"path": path, "offset": pos, "codec": codec, "count": count, "plain": plain,
+                       "stored": stored, "size": size})
+        pos += size
     index = pos if buf[pos:pos + 4] == INDEX_MAGIC else None
     footer = len(buf) - CONTAINER_FOOTER if buf[-CONTAINER_FOOTER:-CONTAINER_FOOTER + 4] == FOOTER_MAGIC else None
-    return frames, index, footer, len(buf)
+    return regions, index, footer, len(buf)
 
 
 def flip(path, offset, rng):
@@ -153,34 +157,36 @@ class CorruptionTest:
               % (what, len(exact), len(affected), unreadable), flush=True)
         return affected, exact, unreadable
 
-    def damage_frames(self):
-        frames = []
+    def damage_regions(self):
+        regions = []
         for c in self.containers():
             self.layout[c] = parse_container(c)
-            frames += self.layout[c][0]
-        total = sum(f["plain"] for f in frames)
-        print("containers: %d, frames: %d (%d compressed), %d plain bytes"
-              % (len(self.containers()), len(frames), sum(f["codec"] == CODEC_ZSTD for f in frames), total), flush=True)
+            regions += self.layout[c][0]
+        total = sum(f["plain"] for f in regions)
+        print("containers: %d, regions: %d (%d compressed), %d plain bytes"
+              % (len(self.containers()), len(regions), sum(f["codec"] == CODEC_ZSTD for f in regions), total), flush=True)
         if not self.res.check(total >= sum(len(d) for d in self.model.values()),
-                              "the frames found in the containers do not hold the files' bytes: "
+                              "the regions found in the containers do not hold the files' bytes: "
                               "container format not understood by this test"):
             return []
-        zstd = [f for f in frames if f["codec"] == CODEC_ZSTD]
-        raw = [f for f in frames if f["codec"] == CODEC_RAW]
-        self.res.check(zstd and raw, "expected both compressed and raw frames (%d, %d)" % (len(zstd), len(raw)))
+        zstd = [f for f in regions if f["codec"] == CODEC_ZSTD]
+        raw = [f for f in regions if f["codec"] == CODEC_RAW]
+        self.res.check(zstd and raw, "expected both compressed and raw regions (%d, %d)" % (len(zstd), len(raw)))
         picks = []
-        for pool, lo, hi, what in ((zstd, FRAME_HEADER, None, "payload of a compressed frame"),
-                                   (raw, FRAME_HEADER, None, "payload of a raw frame"),
-                                   (frames, 16, 48, "id in a frame header"),
-                                   (frames, 8, 12, "plain size in a frame header"),
-                                   (frames, 12, 16, "stored size in a frame header"),
-                                   (frames, 0, 4, "magic of a frame header")):
+        for pool, lo, hi, what in ((zstd, None, None, "payload of a compressed region"),
+                                   (raw, None, None, "payload of a raw region"),
+                                   (regions, REGION_HEADER + 4, REGION_HEADER + REGION_ENTRY, "id in a region's table"),
+                                   (regions, 12, 16, "chunk count in a region header"),
+                                   (regions, 20, 24, "stored size in a region header"),
+                                   (regions, 48, 64, "checksums of a region header"),
+                                   (regions, 0, 4, "magic of a region header")):
             choices = [f for f in pool if f not in picks]
             if not choices:
                 continue
             f = self.rng.choice(choices)
             picks.append(f)
-            hi = hi if hi is not None else FRAME_HEADER + f["stored"]
+            if lo is None:
+                lo, hi = REGION_HEADER + REGION_ENTRY * f["count"], f["size"]
             off = f["offset"] + self.rng.randrange(lo, hi)
             flip(f["path"], off, self.rng)
             print("damaged %s: %s byte %d" % (what, os.path.relpath(f["path"], self.fs.data), off), flush=True)
@@ -229,25 +235,25 @@ class CorruptionTest:
         if not ok:
             return
 
-        # Round 1: frames.
-        picks = self.damage_frames()
+        # Round 1: regions.
+        picks = self.damage_regions()
         if not picks:
             return
         log_at = dc.log_size(self.fs)
         self.fs.start()
-        affected, exact, unreadable = self.read_back("damaged frames")
-        self.res.check(affected, "damaged frames: no file saw EIO although %d frames were damaged" % len(picks))
-        self.res.check(exact, "damaged frames: no file read back whole although only %d frames were damaged"
+        affected, exact, unreadable = self.read_back("damaged regions")
+        self.res.check(affected, "damaged regions: no file saw EIO although %d regions were damaged" % len(picks))
+        self.res.check(exact, "damaged regions: no file read back whole although only %d regions were damaged"
                        % len(picks))
         limit = sum(f["plain"] + 2 * PAGE for f in picks)
-        self.res.check(unreadable <= limit, "damaged frames: %d bytes unreadable, the %d damaged frames hold %d "
+        self.res.check(unreadable <= limit, "damaged regions: %d bytes unreadable, the %d damaged regions hold %d "
                        "(a page more on each side allowed: %d)" % (unreadable, len(picks),
                                                                    sum(f["plain"] for f in picks), limit))
         log = dc.log_since(self.fs, log_at)
         reports = [line for line in log.splitlines() if dc.DAMAGE_RE.search(line)]
         print("daemon log, %d lines about the damage%s" % (len(reports), (": " + reports[0]) if reports else ""),
               flush=True)
-        self.res.check(reports, "damaged frames: nothing in the daemon log says so")
+        self.res.check(reports, "damaged regions: nothing in the daemon log says so")
         self.rewrite(affected)
         self.fs.stop()
 

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * store-region.c — the store's side of compression regions: gathering
+ * chunks into regions and encoding them (for writers and compaction), and
+ * decoding a stored unit, a region or a version 1 chunk frame, into plain
+ * bytes and a table (for readers, compaction and scrub).
+ *
+ * Invariants:
+ *  1. A region holds at least one chunk and is encoded before a chunk would
+ *     take it past the builder's target; so its plain bytes never exceed
+ *     max(target, the largest chunk), within DEDUP_REGION_PLAIN_MAX.
+ *  2. The shares of a region's chunks add up to the region's bytes exactly:
+ *     the live bytes of a container are the sum of its live chunks'
+ *     shares, and equal its region bytes when every chunk lives.
+ *  3. store_unit_decode() hands out nothing of a unit that failed any check.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/macros.h"
+#include "dedup/frame.h"
+#include "dedup/store-internal.h"
+
+int store_builder_init(StoreRegionBuilder *b, int level, size_t target, size_t min_chunk, size_t max_chunk) {
+	int r;
+
+	*b = (StoreRegionBuilder) {};
+	if (target < DEDUP_REGION_TARGET_MIN || target > DEDUP_REGION_TARGET_MAX || min_chunk == 0 ||
+	    max_chunk > DEDUP_CHUNK_SIZE_LIMIT_MAX || min_chunk > max_chunk)
+		return -EINVAL;
+	r = dedup_region_encoder_new(level, false, &b->encoder);
+	if (r < 0)
+		return r;
+	b->target = target;
+	b->plain_cap = MAX(target, max_chunk);
+	/* Chunks are at least min_chunk long but for the last one of a file: one more than fit otherwise. */
+	b->count_cap = MIN((size_t) DEDUP_REGION_CHUNKS_MAX, b->plain_cap / min_chunk + 1);
+	b->plain = malloc(b->plain_cap);
+	b->ids = malloc(b->count_cap * sizeof(*b->ids));
+	b->lengths = malloc(b->count_cap * sizeof(*b->lengths));
+	b->shares = malloc(b->count_cap * sizeof(*b->shares));
+	/* Room for a few regions, and always for the largest one. */
+	b->out_cap = MAX(STORE_WRITE_BUFFER, dedup_region_size_bound(b->count_cap, b->plain_cap));
+	b->out = malloc(b->out_cap);
+	if (!b->plain || !b->ids || !b->lengths || !b->shares || !b->out) {
+		store_builder_done(b);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void store_builder_done(StoreRegionBuilder *b) {
+	dedup_region_encoder_free(b->encoder);
+	free(b->plain);
+	free(b->ids);
+	free(b->lengths);
+	free(b->shares);
+	free(b->out);
+	free(b->units);
+	*b = (StoreRegionBuilder) {};
+}
+
+bool store_builder_is_full(const StoreRegionBuilder *b, size_t len) {
+	return b->count > 0 && (b->plain_len + len > b->target || b->count == b->count_cap);
+}
+
+uint32_t store_builder_add(StoreRegionBuilder *b, const DedupChunkId *id, const void *data, size_t len) {
+	uint32_t at = (uint32_t) b->plain_len;
+	memcpy(b->plain + b->plain_len, data, len);
+	b->plain_len += len;
+	b->ids[b->count] = *id;
+	b->lengths[b->count] = (uint32_t) len;
+	b->count++;
+	return at;
+}
+
+int store_builder_encode(StoreRegionBuilder *b, size_t *ret_unit) {
+	size_t size;
+	int r;
+
+	if (b->count == 0)
+		return 0;
+	if (dedup_region_size_bound(b->count, b->plain_len) > b->out_cap - b->out_len)
+		return -ENOBUFS;
+	if (b->n_units == b->cap_units) {
+		size_t cap = MAX(b->cap_units * 2, (size_t) 64);
+		StoreUnit *u = realloc(b->units, cap * sizeof(*u));
+		if (!u)
+			return -ENOMEM;
+		b->units = u;
+		b->cap_units = cap;
+	}
+	r = dedup_region_encode(b->encoder, b->ids, b->lengths, b->count, b->plain, b->plain_len, b->out + b->out_len,
+				b->out_cap - b->out_len, &size);
+	if (r < 0)
+		return r;
+
+	/* Invariant 2: each chunk's share in proportion to its bytes, the rounding on the last. */
+	uint64_t given = 0;
+	for (size_t i = 0; i < b->count; i++) {
+		b->shares[i] = i + 1 < b->count ? (uint32_t) ((uint64_t) size * b->lengths[i] / b->plain_len)
+						: (uint32_t) (size - given);
+		given += b->shares[i];
+	}
+	b->units[b->n_units] = (StoreUnit) {
+		.size = (uint32_t) size,
+		.count = (uint32_t) b->count,
+		.plain_size = (uint32_t) b->plain_len,
+	};
+	b->out_len += size;
+	*ret_unit = b->n_units++;
+	/* The table stays readable in ids/lengths until the next add. */
+	b->plain_len = 0;
+	b->count = 0;
+	return 1;
+}
+
+void store_builder_reset_output(StoreRegionBuilder *b) {
+	b->out_len = 0;
+	b->n_units = 0;
+}
+
+void store_decoded_done(StoreDecoded *d) {
+	free(d->plain);
+	free(d->ends);
+	free(d->ids);
+	dedup_frame_decoder_free(d->frame_decoder);
+	dedup_region_decoder_free(d->region_decoder);
+	dedup_hasher_free(d->hasher);
+	*d = (StoreDecoded) {};
+}
+
+static int decoded_reserve(StoreDecoded *d, size_t plain, size_t entries) {
+	if (plain > d->plain_cap) {
+		uint8_t *p = realloc(d->plain, plain);
+		if (!p)
+			return -ENOMEM;
+		d->plain = p;
+		d->plain_cap = plain;
+	}
+	if (entries > d->entries_cap) {
+		uint32_t *e = realloc(d->ends, entries * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		d->ends = e;
+		DedupChunkId *i = realloc(d->ids, entries * sizeof(*i));
+		if (!i)
+			return -ENOMEM;
+		d->ids = i;
+		d->entries_cap = entries;
+	}
+	return 0;
+}
+
+int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d) {
+	int r;
+
+	if (verify && !d->hasher) {
+		r = dedup_hasher_new(&d->hasher);
+		if (r < 0)
+			return r;
+	}
+	if (!region) {
+		DedupFrameHeader h;
+		if (!d->frame_decoder) {
+			r = dedup_frame_decoder_new(&d->frame_decoder);
+			if (r < 0)
+				return r;
+		}
+		if (dedup_frame_header_parse(buf, len, &h) < 0)
+			return -EIO;
+		r = decoded_reserve(d, h.plain_size, 1);
+		if (r < 0)
+			return r;
+		r = dedup_frame_decode(d->frame_decoder, buf, len, verify ? d->hasher : NULL, d->plain, d->plain_cap, &h);
+		if (r < 0)
+			return r == -ENOMEM ? r : -EIO;
+		d->level = -1;
+		d->count = 1;
+		d->plain_size = h.plain_size;
+		d->ends[0] = h.plain_size;
+		d->ids[0] = h.id;
+		return 0;
+	}
+
+	DedupRegionHeader h;
+	if (!d->region_decoder) {
+		r = dedup_region_decoder_new(&d->region_decoder);
+		if (r < 0)
+			return r;
+	}
+	if (dedup_region_header_parse(buf, len, &h) < 0)
+		return -EIO;
+	r = decoded_reserve(d, h.plain_size, h.count);
+	if (r < 0)
+		return r;
+	r = dedup_region_decode(d->region_decoder, buf, len, verify ? d->hasher : NULL, d->plain, d->plain_cap,
+				d->ends, d->ids, d->entries_cap, &h);
+	if (r < 0)
+		return r == -ENOMEM ? r : -EIO;
+	/* Lengths into ends, in place. */
+	for (size_t i = 1; i < h.count; i++)
+		d->ends[i] += d->ends[i - 1];
+	d->level = h.level;
+	d->count = h.count;
+	d->plain_size = h.plain_size;
+	return 0;
+}
