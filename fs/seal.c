@@ -110,9 +110,10 @@ static void run_gc(Fs *fs) {
 	int r = fs_tiers_gc(fs, &o, &st);
 	if (r < 0)
 		log_warning_errno(r, "Chunk collection failed: %m");
-	else if (st.chunks_deleted || st.containers_deleted)
-		log_info("collected %llu dead chunks, %llu containers",
-			 (unsigned long long) st.chunks_deleted, (unsigned long long) st.containers_deleted);
+	else if (st.chunks_deleted || st.containers_deleted || st.containers_compacted)
+		log_info("collected %llu dead chunks, %llu containers; compacted %llu containers (%llu regions compressed again)",
+			 (unsigned long long) st.chunks_deleted, (unsigned long long) st.containers_deleted,
+			 (unsigned long long) st.containers_compacted, (unsigned long long) st.regions_rewritten);
 }
 
 /* Background work yields the CPU to the writers; a failure only costs that. */

@@ -96,6 +96,7 @@ int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret) {
 		sum.chunks_deleted += st.chunks_deleted;
 		sum.containers_deleted += st.containers_deleted;
 		sum.containers_compacted += st.containers_compacted;
+		sum.regions_rewritten += st.regions_rewritten;
 		sum.bytes_copied += st.bytes_copied;
 		sum.bytes_freed += st.bytes_freed;
 		sum.orphans_deleted += st.orphans_deleted;
