@@ -134,6 +134,7 @@ struct Fs {
 	DedupStore *store;        /* the hot tier's chunk store (tier 0's in tiers) */
 	TierSet *tiers;           /* every tier's store (tier/tiers.h); NULL until fs_tiers_open() */
 	TierMover *mover;         /* moves between them (tier/move.h), with fs/inode-move.c's hooks */
+	uint64_t hot_container_size; /* the hot store's container_size; 0: its default */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
 	unsigned seal_workers;    /* sealing threads */

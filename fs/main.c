@@ -54,6 +54,7 @@ typedef struct Args {
 	unsigned seal_stream;
 	unsigned stream_max;
 	unsigned background_share; /* UINT_MAX: not given, the config's */
+	unsigned container_kib;    /* 0: the store's default */
 	char *positional[2];
 	unsigned n_positional;
 	bool allow_other;
@@ -82,6 +83,7 @@ static const struct fuse_opt arg_table[] = {
 	{ "seal_stream=%u", offsetof(Args, seal_stream), 0 },
 	{ "stream_max=%u", offsetof(Args, stream_max), 0 },
 	{ "background_share=%u", offsetof(Args, background_share), 0 },
+	{ "container_kib=%u", offsetof(Args, container_kib), 0 },
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -141,6 +143,8 @@ static void help(const char *argv0) {
 	       "  -o stream_max=N  files chunked while written at once; more are sealed after close (default %u)\n"
 	       "  -o background_share=PCT  share of the time sealing, moves and the collector get while\n"
 	       "                   reads and writes come in, 1..100 (default: the config's, %u; 100 = never held back)\n"
+	       "  -o container_kib=N  size in KiB the hot tier's containers are filled to before a new one\n"
+	       "                   is begun, %llu..%llu (default %llu); smaller ones are compacted sooner\n"
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
@@ -152,7 +156,9 @@ static void help(const char *argv0) {
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
 	       argv0, argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
 	       CONFIG_HISTORY_INTERVAL_DEFAULT, SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT,
-	       CONFIG_BACKGROUND_SHARE_DEFAULT);
+	       CONFIG_BACKGROUND_SHARE_DEFAULT, (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MIN >> 10),
+	       (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MAX >> 10),
+	       (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_DEFAULT >> 10));
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -235,7 +241,8 @@ static int catalog_start(Fs *fs, bool create) {
 	r = tier_backend_dir_open(containers, &fs->hot_backend);
 	if (r < 0)
 		return log_error_errno(r, "cannot open %s: %m", containers);
-	r = dedup_store_open(fs->catalog, 0, fs->hot_backend, NULL, &fs->store);
+	DedupStoreOptions o = { .container_size = fs->hot_container_size };
+	r = dedup_store_open(fs->catalog, 0, fs->hot_backend, &o, &fs->store);
 	if (r < 0)
 		return log_error_errno(r, "cannot open the chunk store in %s: %m", containers);
 	/* Before recovery: deleting an orphan drops its chunks on whichever tier holds them. */
@@ -327,9 +334,13 @@ static int run(int argc, char **argv) {
 		goto out_args;
 	}
 	if (a.seal_workers < 1 || a.seal_workers > SEAL_WORKERS_MAX || a.seal_stream > 1 ||
-	    a.stream_max > FS_STREAM_MAX_LIMIT || (a.background_share != UINT_MAX && (a.background_share < 1 || a.background_share > 100))) {
-		log_error("seal_workers must be 1..%d, seal_stream 0 or 1, stream_max 0..%u, background_share 1..100 (see --help)",
-			  SEAL_WORKERS_MAX, FS_STREAM_MAX_LIMIT);
+	    a.stream_max > FS_STREAM_MAX_LIMIT || (a.background_share != UINT_MAX && (a.background_share < 1 || a.background_share > 100)) ||
+	    (a.container_kib && ((uint64_t) a.container_kib << 10 < DEDUP_STORE_CONTAINER_SIZE_MIN ||
+				 (uint64_t) a.container_kib << 10 > DEDUP_STORE_CONTAINER_SIZE_MAX))) {
+		log_error("seal_workers must be 1..%d, seal_stream 0 or 1, stream_max 0..%u, background_share 1..100, "
+			  "container_kib %llu..%llu (see --help)",
+			  SEAL_WORKERS_MAX, FS_STREAM_MAX_LIMIT, (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MIN >> 10),
+			  (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MAX >> 10));
 		goto out_args;
 	}
 	if (!a.recover_from &&
@@ -379,6 +390,7 @@ static int run(int argc, char **argv) {
 		goto out_config;
 	}
 	fs.seal_delay_s = a.seal_delay_s;
+	fs.hot_container_size = (uint64_t) a.container_kib << 10;
 	fs.gc_interval_s = a.gc_interval_s ?: 1;
 	fs.policy_interval_s = a.policy_interval_s ?: (unsigned) config.policy_interval;
 	/* Not given: the config's (0 is a choice here: no samples). */
