@@ -178,14 +178,26 @@ def staging_name(ino):
     return "%016x" % ino
 
 
-def sqlite_count(fs, table):
-    """Rows of a catalog table, read with sqlite3 -readonly; call only while unmounted."""
+def sqlite_rows(fs, query):
+    """Rows (lists of strings) of a query on the catalog, read with sqlite3
+    -readonly; call only while the daemon is not running (unmounted, or
+    killed: what it committed is what a remount finds)."""
     db = os.path.join(fs.data, "hot", "catalog.db")
-    p = subprocess.run(["sqlite3", "-readonly", db, "SELECT count(*) FROM %s" % table],
+    p = subprocess.run(["sqlite3", "-readonly", db, query],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
     if p.returncode != 0:
         raise RuntimeError("sqlite3 on %s: %s" % (db, p.stdout.strip()))
-    return int(p.stdout.strip())
+    return [line.split("|") for line in p.stdout.splitlines()]
+
+
+def sqlite_count(fs, table):
+    """Rows of a catalog table; see sqlite_rows()."""
+    return int(sqlite_rows(fs, "SELECT count(*) FROM %s" % table)[0][0])
+
+
+def container_sizes(root):
+    """{file name: size} of the containers under root."""
+    return {os.path.basename(p): a for p, a, _ in tree_usage(root)[0]}
 
 
 def wait_containers_empty(fs, timeout=GC_TIMEOUT):

@@ -2,27 +2,39 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """SIGKILL of the daemon while it seals files and while it collects garbage.
 
-(a) Sealing: each round mounts, checks every file of earlier rounds, writes
-    a few files (archived logs, backup pieces, image copies sharing chunks
-    with earlier files) with fsync and close, and SIGKILLs the daemon at a
-    seeded random moment 0-1.5 s later (most often early), while seal_delay=0
-    has it chunking, compressing and committing them.  After `fusermount3
-    -uz` and a new mount every fsynced file must be byte-exact, raw or
-    sealed, and all of them must get sealed.
+(a) Sealing into regions: each round mounts (seal_stream=0, so sealing
+    happens after close; no collector), checks every file of earlier rounds,
+    writes a few files (archived logs, backup pieces, image copies sharing
+    chunks with earlier files) with fsync and close, and SIGKILLs the daemon
+    once the sealer has written regions into the containers and a seeded
+    number (0 .. n-2) of the files are sealed.  The kill must have landed
+    while the round was being sealed into regions: asserted from what the
+    killed daemon left (the containers grew; the catalog has one of the
+    round's files still raw).  After `fusermount3 -uz` and a new mount every
+    fsynced file must be byte-exact, raw or sealed, and all of them must get
+    sealed.
 
-(b) Collection: each round writes files to keep and files to delete that
-    share chunks with each other and with files of earlier rounds, waits for
-    them to be sealed, deletes the doomed ones (and older kept ones) and
-    SIGKILLs the daemon 0-2.5 s later, while gc_interval=1 has the collector
-    deleting chunks and compacting containers.  After a new mount every kept
-    file must be byte-exact.
+(b) Compaction of regions: each round writes files to keep and files to
+    delete that share chunks with each other and with files of earlier
+    rounds, waits for them to be sealed, deletes the doomed ones (and older
+    kept ones) and SIGKILLs the daemon as soon as the collector
+    (gc_interval=1; containers of 4 MiB, so partly dead ones are many) has
+    begun to write a compaction's copy (a container grew: nothing else
+    writes now).  The kill must have landed during compaction: the
+    collection had not logged its end (it logs after its last compaction),
+    asserted for every round; and over the run, some kills must have caught
+    a compaction's copy in flight, as what the killed daemon left shows (a
+    container on disk longer than the catalog says: a copy not yet
+    committed; or one the catalog no longer has: an old container not yet
+    unlinked).  After a new mount every kept file must be byte-exact.
 
 Finally everything is deleted: the collector must leave the containers
 (nearly) empty, no staging file may be left, and after a clean unmount the
 catalog (read with sqlite3 -readonly) must hold no chunk and no recipe.
 
 env: FRATIER_DEDUP_CRASH_ROUNDS (default 20 of each), FRATIER_DEDUP_CRASH_SEED
-(default 1), FRATIER_SEAL_TIMEOUT, FRATIER_GC_TIMEOUT, FRATIER_KEEP.
+(default 1), FRATIER_SEAL_TIMEOUT, FRATIER_GC_TIMEOUT, FRATIER_PHASE_TIMEOUT (how
+long a round may wait for its phase, default 60 s), FRATIER_KEEP.
 """
 
 import os
@@ -36,11 +48,15 @@ import dedupcommon as dc
 
 ROUNDS = int(os.environ.get("FRATIER_DEDUP_CRASH_ROUNDS", "20"))
 SEED = int(os.environ.get("FRATIER_DEDUP_CRASH_SEED", "1"))
-SEAL_KILL_MAX = 1.5
-GC_KILL_MAX = 2.5
 KEEP_ROUNDS = 3  # files of this many earlier rounds are checked again after each crash
 DIRS = {"arc": "ORCL/archivelog/2026_12_01", "bkp": "ORCL/backupset/2026_12_01", "dbf": "ORCL/datafile"}
 COLLECTED = re.compile(r"collected \d+ dead chunks")
+COMPACTED = re.compile(r"compacted (\d+) containers \((\d+) regions compressed again\)")
+# Small containers: a round's deletions leave several of them partly dead, so each round compacts.
+CONTAINER_KIB = 4096
+SEAL_OPTIONS = ["seal_delay=0", "seal_stream=0", "gc_interval=86400", "container_kib=%d" % CONTAINER_KIB]
+GC_OPTIONS = dc.OPTIONS + ["container_kib=%d" % CONTAINER_KIB]
+PHASE_TIMEOUT = float(os.environ.get("FRATIER_PHASE_TIMEOUT", "60"))
 
 
 class CrashTest:
@@ -48,7 +64,7 @@ class CrashTest:
         self.res = res
         self.rng = random.Random(SEED)
         self.content = dc.Content(SEED, pool_pieces=96)
-        self.fs = harness.Fratier(options=dc.OPTIONS)
+        self.fs = harness.Fratier(options=SEAL_OPTIONS)
         self.model = {}  # mount-relative path -> (round, expected bytes)
         self.rounds = {"seal": 0, "gc": 0}
         self.files_checked = 0
@@ -56,9 +72,10 @@ class CrashTest:
         self.gc_before_kill = 0
         self.containers_gone = 0
         self.raw_after_seal_crash = 0
-
-    def container_names(self):
-        return {p for p, _, _ in dc.tree_usage(dc.containers_dir(self.fs))[0]}
+        self.in_phase = {"seal": 0, "gc": 0}
+        self.compacted = 0
+        self.copy_in_flight = 0
+        self.regions_compressed = 0
 
     def p(self, *rel):
         return self.fs.path(*rel)
@@ -106,12 +123,12 @@ class CrashTest:
                 dc.fsync_dir(self.p(d))
         return len(gone)
 
-    def kill_after(self, delay):
-        time.sleep(delay)
+    def kill(self):
         os.kill(self.fs.proc.pid, signal.SIGKILL)
         self.fs.kill()  # reaps the daemon, fusermount3 -uz
 
-    def start(self):
+    def start(self, options):
+        self.fs.options = options + ["policy=0"]
         self.fs.start()
         for d in DIRS.values():
             if not os.path.isdir(self.p(d)):
@@ -123,12 +140,13 @@ class CrashTest:
     # (a) -------------------------------------------------------------------
 
     def seal_round(self, rnd):
-        self.start()
+        self.start(SEAL_OPTIONS)
         if rnd > 0 and not self.verify("after sealing crash %d" % (rnd - 1)):
             return False
         self.prune(rnd - KEEP_ROUNDS)
+        before = dc.container_sizes(dc.containers_dir(self.fs))
         n = self.rng.randint(3, 5)
-        sizes = []
+        sizes, rels = [], []
         for i in range(n):
             ext = self.rng.choice(sorted(DIRS))
             size = self.rng.randrange(256 << 10, 6 << 20)
@@ -137,18 +155,37 @@ class CrashTest:
             rel = "%s/s%03d_%d.%s" % (DIRS[ext], rnd, i, ext)
             self.write(rel, rnd, self.make("seal", rnd, i, size, shared=0.6))
             sizes.append(size)
-        # Squared: most kills land early, while the sealer is still busy with these files.
-        delay = SEAL_KILL_MAX * self.rng.random() ** 2
-        print("sealing round %d: %d files (%d bytes) fsynced and closed, SIGKILL after %.2fs"
-              % (rnd, n, sum(sizes), delay), flush=True)
-        self.kill_after(delay)
+            rels.append(rel)
+        inos = [os.stat(self.p(r)).st_ino for r in rels]
+        # The sealer has begun writing regions, and this many of the files are sealed.
+        want_sealed = self.rng.randint(0, n - 2)
+        deadline = time.monotonic() + PHASE_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.grew(before) and sum(dc.state(self.p(r))[0] == "sealed" for r in rels) >= want_sealed:
+                break
+            time.sleep(0.002)
+        self.kill()
+        raw = int(dc.sqlite_rows(self.fs, "SELECT count(*) FROM inodes WHERE state = 0 AND ino IN (%s)"
+                                 % ",".join(map(str, inos)))[0][0])
+        grew = self.grew(before)
+        ok = self.res.check(raw > 0 and grew, "sealing round %d: the kill did not land while the files were "
+                            "sealed into regions (containers grew: %s; %d of %d files raw in the catalog)"
+                            % (rnd, grew, raw, n))
+        self.in_phase["seal"] += ok
+        print("sealing round %d: %d files (%d bytes) fsynced and closed, SIGKILL once regions were written and "
+              "%d were sealed: %d raw in the catalog after it" % (rnd, n, sum(sizes), want_sealed, raw), flush=True)
         self.rounds["seal"] += 1
         return True
+
+    def grew(self, before):
+        """Whether a container grew, or one appeared, since before (container_sizes())."""
+        now = dc.container_sizes(dc.containers_dir(self.fs))
+        return any(size > before.get(name, 0) for name, size in now.items())
 
     # (b) -------------------------------------------------------------------
 
     def gc_round(self, rnd):
-        self.start()
+        self.start(GC_OPTIONS)
         if not self.verify("after %s" % ("the sealing crashes" if rnd == 0 else "collection crash %d" % (rnd - 1))):
             return False
         doomed = []
@@ -170,23 +207,41 @@ class CrashTest:
             del self.model[rel]
         pruned = self.prune(ROUNDS + rnd - KEEP_ROUNDS)  # the sealing rounds' files go first
         log_at = dc.log_size(self.fs)
-        before = self.container_names()
-        delay = self.rng.uniform(0, GC_KILL_MAX)
-        self.kill_after(delay)
-        collected = len(COLLECTED.findall(dc.log_since(self.fs, log_at)))
-        gone = len(before - self.container_names())
+        before = dc.container_sizes(dc.containers_dir(self.fs))
+        t0 = time.monotonic()
+        while time.monotonic() < t0 + PHASE_TIMEOUT and not self.grew(before):
+            time.sleep(0.002)
+        waited = time.monotonic() - t0
+        self.kill()
+        log = dc.log_since(self.fs, log_at)
+        collected = len(COLLECTED.findall(log))
+        for m in COMPACTED.finditer(log):
+            self.compacted += int(m.group(1))
+            self.regions_compressed += int(m.group(2))
+        on_disk = dc.container_sizes(dc.containers_dir(self.fs))
+        rows = {int(r[0]): int(r[1]) for r in dc.sqlite_rows(self.fs, "SELECT id, size FROM containers WHERE tier = 0")}
+        longer = [n for n, size in on_disk.items() if int(n[:-4], 16) in rows and size > rows[int(n[:-4], 16)]]
+        unlisted = [n for n in on_disk if int(n[:-4], 16) not in rows]
+        began = self.grew(before)
+        ok = self.res.check(began and collected == 0, "collection round %d: the kill did not land in a compaction "
+                            "(a container grew: %s; collections logged: %d)" % (rnd, began, collected))
+        self.in_phase["gc"] += ok
+        self.copy_in_flight += bool(longer or unlisted)
+        new = set(on_disk) - set(before)
+        gone = len(set(before) - set(on_disk))
         self.gc_before_kill += collected > 0
         self.containers_gone += gone
-        print("collection round %d: deleted %d files, SIGKILL after %.2fs (%d collections logged before it, "
-              "%d of %d container files removed)" % (rnd, len(doomed) + pruned, delay, collected, gone, len(before)),
-              flush=True)
+        print("collection round %d: deleted %d files, SIGKILL %.3fs later, once a compaction had begun (%d "
+              "collections logged before it; %d of %d containers removed, %d new; %d longer on disk than in the catalog, "
+              "%d not in it)" % (rnd, len(doomed) + pruned, waited, collected, gone, len(before), len(new), len(longer),
+                                 len(unlisted)), flush=True)
         self.rounds["gc"] += 1
         return True
 
     # the end -----------------------------------------------------------------
 
     def no_leaks(self):
-        self.start()
+        self.start(GC_OPTIONS)
         if not self.verify("after the last collection crash"):
             return
         dc.delete_all_check_no_leaks(self.res, self.fs, self.model, self.p)
@@ -198,6 +253,7 @@ class CrashTest:
         for rnd in range(ROUNDS):
             if not self.gc_round(rnd):
                 return
+        self.res.check(self.copy_in_flight > 0, "no collection round killed a compaction with its copy in flight")
         self.no_leaks()
 
     def cleanup(self):
@@ -215,11 +271,13 @@ def main():
                   % (test.rounds["seal"], test.rounds["gc"]))
         raise
     finally:
-        print("%d sealing crash rounds, %d of them with files still raw after the crash; %d collection crash "
-              "rounds, %d of them killed after a collection, %d container files removed by the collector; "
-              "seed %d; %d files and %d bytes verified"
-              % (test.rounds["seal"], test.raw_after_seal_crash, test.rounds["gc"], test.gc_before_kill,
-                 test.containers_gone, SEED, test.files_checked, test.bytes_checked), flush=True)
+        print("%d sealing crash rounds, %d of them killed while sealing into regions, %d with files still raw "
+              "after the crash; %d collection crash rounds, %d of them killed during a compaction (%d with its copy in flight), %d after a "
+              "collection, %d container files removed by the collector, %d compacted and %d regions compressed "
+              "again (logged); seed %d; %d files and %d bytes verified"
+              % (test.rounds["seal"], test.in_phase["seal"], test.raw_after_seal_crash, test.rounds["gc"],
+                 test.in_phase["gc"], test.copy_in_flight, test.gc_before_kill, test.containers_gone, test.compacted,
+                 test.regions_compressed, SEED, test.files_checked, test.bytes_checked), flush=True)
         test.cleanup()
     res.finish()
 

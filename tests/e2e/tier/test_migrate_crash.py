@@ -1,25 +1,32 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""SIGKILL of the daemon in the middle of migrations and recalls.
+"""SIGKILL of the daemon in the middle of migrations (recompression on the target).
 
 oragen's FRA content is copied in and sealed.  Then, for
-FRATIER_CRASH_ROUNDS rounds (fewer under ASan), a tierctl migrate or recall
-of the whole mount runs and the daemon is killed at a random moment of it
-(the collector runs every second, so some kills land in collections of the
-moves' leftovers); the stale mount is cleared, the filesystem mounted again
-and every file must read back exactly.  At the end everything is recalled
-and read, then deleted: after a collection neither tier may hold a
+FRATIER_CRASH_ROUNDS rounds (fewer under ASan), a tierctl migrate of the
+whole mount to the capacity tier runs (after a recall of everything, when
+at most one file is left on the hot tier, and a collection that empties the
+capacity tier), and the daemon is killed while the move compresses regions again on
+the target at its level (9): once a seeded number of the files left have
+moved (the catalog, read beside the daemon, says) and the target's
+containers have grown since.  The kill must have landed in the middle of
+the move: asserted from what the killed daemon left (the target's
+containers grew; the catalog still has files on the hot tier).  The stale
+mount is cleared, the filesystem mounted again and every file must read
+back exactly.  At the end everything is recalled and read, then deleted: after a collection neither tier may hold a
 container with data, and the catalog no chunk (no space leaked by any
 interrupted move).
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_CRASH_ROUNDS, FRATIER_CRASH_SEED, FRATIER_TEST_BUILD (asan: fewer
-rounds), FRATIER_KEEP.
+rounds), FRATIER_PHASE_TIMEOUT (how long a round may wait for its phase,
+default 60 s), FRATIER_KEEP.
 """
 
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -32,6 +39,27 @@ from tiercommon import dc
 ASAN = os.environ.get("FRATIER_TEST_BUILD") == "asan"
 ROUNDS = int(os.environ.get("FRATIER_CRASH_ROUNDS", "3" if ASAN else "10"))
 SEED = int(os.environ.get("FRATIER_CRASH_SEED", "1"))
+PHASE_TIMEOUT = float(os.environ.get("FRATIER_PHASE_TIMEOUT", "60"))
+TIER_DIRS = ("hot", "capacity")
+
+
+ON_TIER = "SELECT count(*) FROM inodes WHERE tier = ? AND (mode & 61440) = 32768 AND nlink > 0"
+
+
+def on_tier(fs, tier):
+    """Regular files the catalog has on tier (read only: a reader beside the
+    daemon sees what it committed, and a killed daemon's WAL is read as a
+    remount would)."""
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(fs.data, "hot", "catalog.db"), uri=True, timeout=30)
+    try:
+        return db.execute(ON_TIER, (tier,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def grew(fs, tier, before):
+    now = dc.container_sizes(tc.containers_dir(fs, TIER_DIRS[tier]))
+    return any(size > before.get(name, 0) for name, size in now.items())
 
 
 def main():
@@ -48,22 +76,37 @@ def main():
         if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
             res.finish()
 
+        in_phase = 0
         for k in range(ROUNDS):
-            verb = rng.choice(["migrate", "recall"]) if k else "migrate"
-            p = subprocess.Popen([tc.tierctl_path(), "-m", fs.mnt, verb, fs.mnt], stdout=subprocess.DEVNULL,
+            if on_tier(fs, 0) <= 1:
+                rc, _, err = tc.tierctl(fs, "recall", fs.mnt)
+                res.check(rc == 0, "round %d: recall: %d %s" % (k, rc, err))
+                big = tc.wait_empty(fs, "capacity")
+                res.check(not big, "round %d: capacity containers with data left after a recall: %s" % (k, big[:3]))
+            moved_before = on_tier(fs, 1)
+            let_through = rng.randint(0, len(model) - moved_before - 1)
+            p = subprocess.Popen([tc.tierctl_path(), "-m", fs.mnt, "migrate", fs.mnt], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True)
-            # A random moment of the move: its copy, its switch, or the collection after it.
-            time.sleep(rng.uniform(0.0, 1.2 if not ASAN else 3.0))
+            deadline = time.monotonic() + PHASE_TIMEOUT
+            while time.monotonic() < deadline and p.poll() is None and on_tier(fs, 1) < moved_before + let_through:
+                time.sleep(0.001)
+            before = dc.container_sizes(tc.containers_dir(fs, "capacity"))
+            while time.monotonic() < deadline and p.poll() is None and not grew(fs, 1, before):
+                time.sleep(0.001)
             fs.kill()
             p.communicate(timeout=60)
+            left, moved = on_tier(fs, 0), on_tier(fs, 1)
+            ok = res.check(grew(fs, 1, before) and left > 0,
+                           "round %d: the kill did not land while migrate compressed regions on the capacity tier "
+                           "(its containers grew: %s; %d files still on tier 0)" % (k, grew(fs, 1, before), left))
+            in_phase += ok
             fs.start()
-            tiers = tc.tiers_of(res, fs, model)
-            print("round %d: %s killed; now %d files on tier 0, %d on tier 1" % (
-                k, verb, sum(1 for t in tiers.values() if t == 0), sum(1 for t in tiers.values() if t == 1)),
-                flush=True)
-            if not tc.compare_all(res, fs, model, "round %d (%s killed)" % (k, verb)):
+            print("round %d: migrate killed while it wrote regions on tier 1, %d files after it began; then %d "
+                  "files on tier 0, %d on tier 1" % (k, let_through, left, moved), flush=True)
+            if not tc.compare_all(res, fs, model, "round %d (migrate killed)" % k):
                 break
 
+        print("%d rounds, %d of them killed in the middle of a move" % (ROUNDS, in_phase), flush=True)
         rc, _, err = tc.tierctl(fs, "recall", fs.mnt)
         res.check(rc == 0, "recall of everything after the crashes: %d %s" % (rc, err))
         res.check(all(t == 0 for t in tc.tiers_of(res, fs, model).values()), "files left on tier 1 after recall")
