@@ -253,6 +253,34 @@ static int add_history(Conn *c) {
 	return catalog_history_foreach(c->reader, 0, history_tier_row, history_class_row, &e);
 }
 
+/*
+ * What moves compressed again on their way into each tier (at the tier's
+ * zstd_level): bytes the files took where they came from, and take there.
+ */
+static int add_moved_rows(Conn *c) {
+	TierSet *set = fs_tiers(c->fs);
+	int r = 0;
+	for (uint32_t n = 0; r >= 0 && n < tier_set_count(set); n++) {
+		const ConfigTier *t = tier_set_config(set, n);
+		CatalogTierMoved m;
+		r = catalog_tier_moved_get(c->reader, n, &m);
+		if (r < 0 || m.files == 0)
+			continue;
+		r = control_row(c, "moved");
+		if (r >= 0)
+			r = control_add(c, "tier", t ? t->name : "unknown");
+		if (r >= 0)
+			r = control_add_u64(c, "files", m.files);
+		if (r >= 0)
+			r = control_add_u64(c, "logical", m.logical);
+		if (r >= 0)
+			r = control_add_u64(c, "before", m.source_stored);
+		if (r >= 0)
+			r = control_add_u64(c, "after", m.stored);
+	}
+	return r;
+}
+
 int control_report(Conn *c, const CtlRequest *req) {
 	FileVec files = {};
 	GroupVec groups = {};
@@ -337,6 +365,8 @@ int control_report(Conn *c, const CtlRequest *req) {
 	free(groups.items);
 	free(files.items);
 	name_vec_done(&names);
+	if (r >= 0)
+		r = add_moved_rows(c);
 	if (r >= 0)
 		r = add_outlook_rows(c, &outlook);
 	if (r >= 0)

@@ -587,6 +587,39 @@ static const char *files_cell(uint64_t files, uint64_t bytes, char buf[static 64
 	return buf;
 }
 
+/* What moves compressed again on their way into each tier, after the report's table. */
+static int print_moved(const CtlMessage *m) {
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "moved", &n);
+	if (!rows)
+		return -ENOMEM;
+	if (n == 0)
+		return 0;
+	printf("\nMoved in, compressed again at the tier's level (since the catalog began counting):\n");
+	static const char *const h[] = { "TIER", "FILES", "LOGICAL", "BEFORE", "AFTER", "AFTER/BEFORE" };
+	TierctlTable t;
+	int r = table_start(&t, h, ELEMENTSOF(h), "lrrrrr");
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		uint64_t before = tierctl_get_u64(m, rows[i], "before"), after = tierctl_get_u64(m, rows[i], "after");
+		char a[32], b[32], c[32], d[32], e[32];
+		snprintf(a, sizeof(a), "%llu", (unsigned long long) tierctl_get_u64(m, rows[i], "files"));
+		tierctl_format_size(tierctl_get_u64(m, rows[i], "logical"), arg_bytes, b);
+		tierctl_format_size(before, arg_bytes, c);
+		tierctl_format_size(after, arg_bytes, d);
+		if (before > 0)
+			snprintf(e, sizeof(e), "%.3f", (double) after / (double) before);
+		else
+			snprintf(e, sizeof(e), "-");
+		const char *cells[] = { tierctl_get(m, rows[i], "tier"), a, b, c, d, e };
+		r = tierctl_table_add(&t, cells);
+	}
+	if (r >= 0)
+		table_finish(&t);
+	else
+		tierctl_table_done(&t);
+	return r;
+}
+
 /* What the policy moves next and when, after the report's table. */
 static int print_outlook(const TierctlReport *rep) {
 	char next[32];
@@ -719,6 +752,8 @@ static int run_report(TierctlMount *mount, char **args, int n_args) {
 			table_finish(&t);
 		else
 			tierctl_table_done(&t);
+		if (r >= 0)
+			r = print_moved(m);
 		if (r >= 0)
 			r = print_outlook(&rep);
 	}
