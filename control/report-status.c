@@ -52,6 +52,21 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = control_add_u64(c, "used", used);
 	if (r >= 0)
 		r = control_add_u64(c, "free", free_bytes);
+	/* The decompressed regions kept for readers: memory the daemon holds for this tier, bounded. */
+	DedupStore *store = tier_set_store(fs_tiers(c->fs), n);
+	if (r >= 0 && store) {
+		DedupRegionCacheStats cs;
+		dedup_store_cache_stats(store, &cs);
+		r = control_add_u64(c, "region_cache_bytes", cs.bytes);
+		if (r >= 0)
+			r = control_add_u64(c, "region_cache_max", cs.max_bytes);
+		if (r >= 0)
+			r = control_add_u64(c, "region_cache_hits", cs.hits);
+		if (r >= 0)
+			r = control_add_u64(c, "region_cache_misses", cs.misses);
+		if (r >= 0)
+			r = control_add_u64(c, "region_cache_loads", cs.loads);
+	}
 	if (r >= 0 && t->backend == TIER_BACKEND_NFS && backend) {
 		TierNfsStats ns;
 		tier_backend_nfs_stats(backend, &ns);

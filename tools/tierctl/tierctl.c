@@ -352,6 +352,15 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 		if (ctl_message_get(m, trows[i], "error"))
 			printf("tier %s (%s) is not usable: %s\n", tierctl_get(m, trows[i], "tier"),
 			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "error"));
+	/* A daemon from before compression regions reports no region cache: say nothing then. */
+	for (size_t i = 0; trows && i < nt; i++)
+		if (ctl_message_get(m, trows[i], "region_cache_max")) {
+			char held[32], bound[32];
+			printf("region cache of %s: %s of %s held; %s hits, %s misses, %s regions decompressed\n",
+			       tierctl_get(m, trows[i], "name"), size_of(m, trows[i], "region_cache_bytes", held),
+			       size_of(m, trows[i], "region_cache_max", bound), tierctl_get(m, trows[i], "region_cache_hits"),
+			       tierctl_get(m, trows[i], "region_cache_misses"), tierctl_get(m, trows[i], "region_cache_loads"));
+		}
 
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "error", &n);
