@@ -1343,7 +1343,7 @@ class Target:
             print("TIMEOUT: %s did not finish in %ds; SIGKILLing fratierfs" % (what, SCENARIO_TIMEOUT), flush=True)
             self.dead = True
             if self.fr is not None:
-                self.fr.kill()
+                self.fr.kill(check=False)
 
 
 def compare(results, name, ref, got):
@@ -1430,7 +1430,7 @@ def main():
         traceback.print_exc()
         results.check(False, "test aborted by an exception")
         if fr is not None:
-            fr.kill()
+            fr.kill(check=False)
             print("daemon log:\n" + fr.log_text())
     finally:
         if fr is not None and not os.environ.get("FRATIER_KEEP"):
