@@ -8,9 +8,16 @@ then all of them sealed), deletes whatever the killed writers left half
 written, and starts several writers that write files front to back in
 1 MiB writes, paced like an archiver, with fsync before close, one file
 after another.  The daemon is SIGKILLed at a seeded random moment while
-they write (the status taken just before says how many streams were
-alive).  A file counts as acknowledged only if its fsync and close
-returned.
+they write, once a status call says streams are alive (the kill waits
+for one, a little longer each time, while the writers write).  A file
+counts as acknowledged only if its fsync and close returned; a writer's
+error before the kill fails the test, and after it only the errors of a
+gone daemon (ENOTCONN, ECONNABORTED, and ENOENT once the dead mount is
+cleared) are expected.  A round whose writers finished before a stream
+was seen did not test a kill while streaming (the next kill comes
+earlier): rounds go on until
+FRATIER_CRASH_ROUNDS of them did (at most three times as many rounds), or the
+test fails.
 
 At the end everything is deleted: the collector must leave the containers
 (nearly) empty, no staging file may be left, and after a clean unmount the
@@ -22,6 +29,7 @@ FRATIER_STREAM_CRASH_SEED (default 1), FRATIER_SEAL_TIMEOUT,
 FRATIER_GC_TIMEOUT, FRATIER_KEEP.
 """
 
+import errno
 import os
 import random
 import signal
@@ -53,7 +61,9 @@ class StreamCrashTest:
         self.fs = harness.Fratier(options=OPTIONS)
         self.model = {}  # mount-relative path -> (round, bytes): acknowledged files
         self.rounds = 0
+        self.kill_max = KILL_MAX
         self.killed_streaming = 0
+        self.writer_errors = []
         self.acked = 0
         self.files_checked = 0
         self.bytes_checked = 0
@@ -106,6 +116,10 @@ class StreamCrashTest:
             files.append((rel, self.content.make(size, shared=0.6, rng=rng), rng.uniform(0, 0.006)))
         return files
 
+    # A killed FUSE daemon fails its pending and later calls with these; once
+    # its dead mount is cleared, names resolve in the empty mount point.
+    GONE = (errno.ENOTCONN, errno.ECONNABORTED, errno.ENOENT)
+
     def writer(self, files, acked, stop):
         for rel, data, pace in files:
             try:
@@ -118,8 +132,11 @@ class StreamCrashTest:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            except OSError:
-                return  # the daemon is gone: not acknowledged
+            except OSError as e:
+                # stop is set just before the kill: an error before that came from a live daemon.
+                if not stop.is_set() or e.errno not in self.GONE:
+                    self.writer_errors.append("%s: %s%s" % (rel, e, "" if stop.is_set() else " (before the kill)"))
+                return  # not acknowledged
             acked.append((rel, data))
             if stop.is_set():
                 return
@@ -134,14 +151,16 @@ class StreamCrashTest:
         threads = [threading.Thread(target=self.writer, args=(plans[k], acked, stop)) for k in range(WRITERS)]
         for t in threads:
             t.start()
-        delay = self.rng.uniform(0.05, KILL_MAX)
-        time.sleep(delay)
-        try:
+        start = time.monotonic()
+        time.sleep(self.rng.uniform(0.05, self.kill_max))
+        # No stream alive yet (or any more): look again a little later, while the writers write.
+        streams = dc.status(self.fs)["seal_streams"]
+        while streams == 0 and any(t.is_alive() for t in threads):
+            time.sleep(self.rng.uniform(0.005, 0.05))
             streams = dc.status(self.fs)["seal_streams"]
-        except Exception:
-            streams = -1
-        os.kill(self.fs.proc.pid, signal.SIGKILL)
+        delay = time.monotonic() - start
         stop.set()
+        os.kill(self.fs.proc.pid, signal.SIGKILL)
         self.fs.kill()  # reaps the daemon, fusermount3 -uz
         for t in threads:
             t.join()
@@ -149,10 +168,13 @@ class StreamCrashTest:
             self.model[rel] = (rnd, data)
         self.acked += len(acked)
         self.killed_streaming += streams > 0
-        print("round %d: SIGKILL after %.2fs with %d streams alive; %d files acknowledged (%d bytes)"
-              % (rnd, delay, streams, len(acked), sum(len(d) for _, d in acked)), flush=True)
+        # The writers were done: the next kill comes earlier.
+        self.kill_max = min(self.kill_max * 1.25, KILL_MAX) if streams else max(self.kill_max * 0.6, 0.1)
+        print("round %d: SIGKILL after %.2fs with %d streams alive; %d files acknowledged (%d bytes)%s"
+              % (rnd, delay, streams, len(acked), sum(len(d) for _, d in acked),
+                 "" if streams else ": the writers were done, again"), flush=True)
         self.rounds += 1
-        return True
+        return self.res.check(not self.writer_errors, "round %d: writers failed: %s" % (rnd, "; ".join(self.writer_errors)))
 
     def no_leaks(self):
         self.start()
@@ -161,10 +183,14 @@ class StreamCrashTest:
         dc.delete_all_check_no_leaks(self.res, self.fs, self.model, self.p)
 
     def run(self):
-        for rnd in range(ROUNDS):
+        rnd = 0
+        while self.killed_streaming < ROUNDS and rnd < 3 * ROUNDS:
             if not self.round(rnd):
                 return
-        self.no_leaks()
+            rnd += 1
+        if self.res.check(self.killed_streaming >= ROUNDS, "only %d of %d rounds killed the daemon with streams "
+                          "alive, %d wanted" % (self.killed_streaming, self.rounds, ROUNDS)):
+            self.no_leaks()
 
     def cleanup(self):
         dc.cleanup(self.res, self.fs)
