@@ -141,9 +141,8 @@ def refusal(frames):
 def main():
     require_fuse()
     res = Results("e2e-tierctl")
-    if not os.path.exists(tierctl_path()):
-        print("SKIP: tierctl not built")
-        sys.exit(77)
+    if not res.check(os.path.exists(tierctl_path()), "tierctl not built: %s" % tierctl_path()):
+        res.finish()
 
     base = tempfile.mkdtemp(prefix="fratier-e2e-tierctl-", dir=os.environ.get("FRATIER_TMP"))
     # The unprivileged user must reach the mount and the socket, as on a real system.
