@@ -10,6 +10,8 @@
 #   FRATIER_NO_ASAN=1     skip the AddressSanitizer build (quicker local runs)
 #   FRATIER_NO_TSAN=1     skip the ThreadSanitizer build
 #   FRATIER_NO_INSTALL=1  do not run apt-get (dependencies already present)
+#   FRATIER_TESTS="A B"   run only these meson tests, in every stage (the skip
+#                         and sanitizer rules below apply as in a whole run)
 #   CI=true               set by the CI runner (.ci/run only calls this script):
 #                         see "Skips" below
 #
@@ -100,9 +102,11 @@ sanitizer_logs() {
 	sanlogs+=("$1=$san")
 }
 
+read -r -a only <<<"${FRATIER_TESTS:-}"
+
 BUILD_FAILED=()
 TEST_ENV=(FRATIER_TEST_BUILD=release)
-build_and_test release -Dbuildtype=debugoptimized
+build_and_test release -Dbuildtype=debugoptimized -- "${only[@]}"
 if [ -z "${FRATIER_NO_ASAN:-}" ]; then
 	# The daemon under ASan/UBSan too: every e2e test exercises it with sanitizers
 	# on, with fewer rounds (the release build runs the full counts).
@@ -113,7 +117,7 @@ if [ -z "${FRATIER_NO_ASAN:-}" ]; then
 		FRATIER_CRASH_ROUNDS="${FRATIER_CRASH_ROUNDS_ASAN:-12}"
 		FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_ASAN:-6}")
 	build_and_test asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-		-- --setup sanitizer
+		-- --setup sanitizer "${only[@]}"
 fi
 
 if [ -z "${FRATIER_NO_TSAN:-}" ]; then
@@ -126,8 +130,10 @@ if [ -z "${FRATIER_NO_TSAN:-}" ]; then
 	sanitizer_logs tsan
 	TEST_ENV=(FRATIER_TEST_BUILD=tsan FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_TSAN:-6}"
 		TSAN_OPTIONS="second_deadlock_stack=1:log_path=$san/tsan")
+	tsan_tests=(e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill)
+	[ ${#only[@]} -gt 0 ] && tsan_tests=("${only[@]}")
 	build_and_test tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
-		-- --setup sanitizer e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill
+		-- --setup sanitizer "${tsan_tests[@]}"
 fi
 
 python3 - "${#BUILD_FAILED[@]}" "$strict_skips" "$ALLOWED_SKIPS" "${logs[@]}" -- "${sanlogs[@]}" <<'PY'
