@@ -79,7 +79,7 @@ build_and_test() {
 
 	echo "=== $name: configure and build"
 	local how=()
-	[ -d "$dir" ] && how=(--reconfigure)
+	[ -d "$dir/meson-private" ] && how=(--reconfigure)
 	meson setup "${how[@]}" "$dir" "${setup[@]}" >"$top/build-test-$name.setup.log" 2>&1 || {
 		tail -20 "$top/build-test-$name.setup.log"
 		status=1; echo "configure $name failed"; BUILD_FAILED+=("$name"); return
