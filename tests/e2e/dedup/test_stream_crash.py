@@ -8,15 +8,15 @@ then all of them sealed), deletes whatever the killed writers left half
 written, and starts several writers that write files front to back in
 1 MiB writes, paced like an archiver, with fsync before close, one file
 after another.  The daemon is SIGKILLed at a seeded random moment while
-they write, once a status call says streams are alive (the kill waits
-for one, a little longer each time, while the writers write); a round
-counts only if some writer was still writing then.  A file
+they write (after a random number of files, at most one a writer, were
+acknowledged), once a status call says streams are alive (the kill waits
+for one while the writers write); a round counts only if some writer was
+still writing then.  A file
 counts as acknowledged only if its fsync and close returned; a writer's
 error before the kill fails the test, and after it only the errors of a
 gone daemon (ENOTCONN, ECONNABORTED, and ENOENT once the dead mount is
 cleared) are expected.  A round whose writers finished before a stream
-was seen did not test a kill while streaming (the next kill comes
-earlier): rounds go on until
+was seen did not test a kill while streaming: rounds go on until
 FRATIER_CRASH_ROUNDS of them did (at most three times as many rounds), or the
 test fails.
 
@@ -49,7 +49,6 @@ SEED = int(os.environ.get("FRATIER_STREAM_CRASH_SEED", "1"))
 OPTIONS = ["seal_delay=0", "gc_interval=3", "stream_max=4", "seal_stream=1"]
 WRITERS = 4
 FILES_PER_WRITER = 2
-KILL_MAX = 0.8
 KEEP_ROUNDS = 2  # files of this many earlier rounds are checked again after each crash
 DIRS = {"arc": "ORCL/archivelog/2026_12_02", "bkp": "ORCL/backupset/2026_12_02", "dbf": "ORCL/datafile"}
 
@@ -62,7 +61,6 @@ class StreamCrashTest:
         self.fs = harness.Fratier(options=OPTIONS)
         self.model = {}  # mount-relative path -> (round, bytes): acknowledged files
         self.rounds = 0
-        self.kill_max = KILL_MAX
         self.killed_streaming = 0
         self.writer_errors = []
         self.acked = 0
@@ -153,7 +151,11 @@ class StreamCrashTest:
         for t in threads:
             t.start()
         start = time.monotonic()
-        time.sleep(self.rng.uniform(0.05, self.kill_max))
+        # A random moment of the writing, by progress (machines differ in speed): after some files were
+        # acknowledged, at most one a writer, so that the writers are still at their last file.
+        target = self.rng.randrange(WRITERS * (FILES_PER_WRITER - 1) + 1)
+        while len(acked) < target and any(t.is_alive() for t in threads):
+            time.sleep(0.001)
         # No stream alive yet (or any more): look again a little later, while the writers write.
         streams = dc.status(self.fs)["seal_streams"]
         writing = any(t.is_alive() for t in threads)
@@ -173,8 +175,6 @@ class StreamCrashTest:
         # Streams alive after the writers closed are sealing what they chunked: not "while they write".
         hit = streams > 0 and writing
         self.killed_streaming += hit
-        # The writers were done: the next kill comes earlier.
-        self.kill_max = min(self.kill_max * 1.25, KILL_MAX) if hit else max(self.kill_max * 0.6, 0.1)
         print("round %d: SIGKILL after %.2fs with %d streams alive%s; %d files acknowledged (%d bytes)%s"
               % (rnd, delay, streams, "" if writing else " and no writer", len(acked),
                  sum(len(d) for _, d in acked), "" if hit else ": the writers were done, again"), flush=True)
