@@ -223,6 +223,23 @@ class PrivateSystemd:
                 out.write(chunk)
         os.close(master)
 
+    def usable(self, path):
+        """A FUSE mount at path (in systemd's namespace) that answers: not a dead one left by a killed daemon."""
+        if not (self.mounted(path) or "").startswith("fuse"):
+            return False
+        try:
+            os.statvfs(self.path(path))
+        except OSError:
+            return False
+        return True
+
+    def read(self, path):
+        try:
+            with open(self.path(path), "rb") as f:
+                return f.read()
+        except OSError as e:
+            return e
+
     def console_text(self):
         try:
             with open(self.console, errors="replace") as f:
@@ -349,8 +366,7 @@ def main():
         s = state()
         res.check(p.returncode == 0 and s.get("ActiveState") == "active",
                   "multi-user.target starts the enabled unit: %s %r" % (p.stderr, s))
-        res.check((sd.mounted(mnt) or "").startswith("fuse"), "mounted when systemctl start returned: %r"
-                  % sd.mounted(mnt))
+        res.check(sd.usable(mnt), "mounted and usable when systemctl start returned: %r" % sd.mounted(mnt))
         payload = os.urandom(3 << 20)
         name_in = os.path.join(mnt, "archivelog", "o1_mf_1_77_systemd_.arc")
         os.makedirs(os.path.dirname(sd.path(name_in)))
@@ -370,10 +386,10 @@ def main():
 
         p = sd.systemctl("start", name)
         s = state()
-        res.check(p.returncode == 0 and s.get("ActiveState") == "active" and sd.mounted(mnt),
+        res.check(p.returncode == 0 and s.get("ActiveState") == "active" and sd.usable(mnt),
                   "systemctl start again: %s %r" % (p.stderr, s))
-        with open(sd.path(name_in), "rb") as f:
-            res.check(f.read() == payload, "after a stop and start: file differs")
+        got = sd.read(name_in)
+        res.check(got == payload, "after a stop and start: file differs (%r)" % (got if isinstance(got, OSError) else len(got)))
 
         # Killed hard: Restart=on-failure clears the dead mount (ExecStartPre) and mounts again.
         killed_pid = s.get("MainPID")
@@ -383,9 +399,10 @@ def main():
                               else None)(state()))
         res.check(bool(s) and s.get("MainPID") not in (killed_pid, "0", first_pid),
                   "restarted after SIGKILL: %r" % (s or state()))
-        res.check(sd.mounted(mnt) is not None, "mounted again after the restart")
-        with open(sd.path(name_in), "rb") as f:
-            res.check(f.read() == payload, "after SIGKILL and the restart: file differs")
+        res.check(sd.usable(mnt), "mounted again after the restart, not the dead mount: %r" % sd.mounted(mnt))
+        got = sd.read(name_in)
+        res.check(got == payload, "after SIGKILL and the restart: file differs (%r)"
+                  % (got if isinstance(got, OSError) else len(got)))
         p = sd.systemctl("stop", name)
         s = state()
         res.check(p.returncode == 0 and s.get("Result") == "success" and s.get("ExecMainStatus") == "0"
@@ -399,11 +416,14 @@ def main():
         res.check(p.returncode == 0 and s == {"ActiveState": "inactive", "ConditionResult": "no"}
                   and sd.mounted(os.path.join(base, "u02", "fra")) is None,
                   "a unit without its config is skipped: %s %r" % (p.stderr, s))
-        if res.failed:
-            sys.stderr.write("systemd's console:\n" + sd.console_text() + "\n")
+    except Exception:
+        res.check(False, "the test broke off")
+        raise
     finally:
         if sd is not None:
             sd.stop()
+            if res.failed:
+                sys.stderr.write("systemd's console:\n" + sd.console_text() + "\n")
         shutil.rmtree(base, ignore_errors=True)
     return res.finish()
 
