@@ -86,11 +86,16 @@ build_and_test() {
 	}
 	ninja -C "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 || { cat "$dir/build.log" | tail -50; status=1; echo "build $name failed"; BUILD_FAILED+=("$name"); return; }
 
+	# meson names the log after the test setup, if any.
+	local log="$dir/meson-logs/testlog.json" i
+	for ((i = 0; i + 1 < ${#testargs[@]}; i++)); do
+		[ "${testargs[i]}" = "--setup" ] && log="$dir/meson-logs/testlog-${testargs[i + 1]}.json"
+	done
 	# A meson test that dies before writing its log must not leave an old one to be counted.
-	rm -f "$dir/meson-logs/testlog.json"
+	rm -f "$log"
 	echo "=== $name: meson test ${testargs[*]}"
 	env "${TEST_ENV[@]}" meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" "${testargs[@]}" || status=1
-	logs+=("$name=$dir/meson-logs/testlog.json")
+	logs+=("$name=$log")
 }
 
 # sanitizer_logs NAME: san= a fresh directory for the stage's report files (see "Sanitizer reports").
