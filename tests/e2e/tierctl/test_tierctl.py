@@ -18,7 +18,6 @@ import json
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import socket
@@ -46,6 +45,43 @@ EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_DENIED, EXIT_PARTIAL = 2, 3, 4, 5
 def tierctl_path():
     return os.environ.get("FRATIER_TIERCTL") or os.path.join(
         os.environ.get("FRATIER_BUILD_ROOT", "build"), "tools", "tierctl", "tierctl")
+
+
+def ss_lines(*args):
+    p = subprocess.run(["ss", "-xH"] + list(args), capture_output=True, text=True, check=True)
+    return [l for l in p.stdout.splitlines() if l.strip()]
+
+
+def accepted_connections(sock):
+    """The daemon's open connections on its control socket (ss: local address sock, connected)."""
+    return ss_lines("state", "connected", "src", sock)
+
+
+def queued_connections(sock):
+    """Connections waiting on the listening socket for the daemon's accept (ss -l: its Recv-Q)."""
+    lines = ss_lines("-l", "src", sock)
+    return int(lines[0].split()[2]) if lines else -1
+
+
+def how_closed(s, timeout):
+    """Reads a client socket to its end: "busy" (refused), "closed" (without a word), "open", or other bytes."""
+    s.settimeout(timeout)
+    got = b""
+    try:
+        while True:
+            k = s.recv(4096)
+            if not k:
+                break
+            got += k
+    except socket.timeout:
+        return "open"
+    except ConnectionResetError:
+        pass
+    finally:
+        s.close()
+    if not got:
+        return "closed"
+    return "busy" if b"busy" in got else got
 
 
 def log_dir():
@@ -395,46 +431,50 @@ def main():
                 time.sleep(0.05)
             res.check(st and st.get("clients") == 1, "status: the daemon serves only the asking client %r"
                       % (st or {}).get("clients"))
-            # Silent clients for every slot, then one more asks.  A slot holder
-            # sends nothing and is dropped after the daemon's request timeout
-            # (5 s), so whether they all still held their slots while tierctl
-            # asked is checked afterwards, not assumed: a holder the daemon
-            # has not closed after tierctl's reply was connected (and, the
-            # accept queue being in order, accepted) before tierctl's
-            # connection and held its slot throughout.  Tries whose slots
-            # were not all held (a slow machine, a slot still draining from an
-            # earlier client) are tried again with fresh clients.
-            held, silent, tries = [], [], 0
-            while tries < 10:
-                tries += 1
-                for s_ in silent:
-                    s_.close()
+            # Silent clients for every slot, then one more asks.  A silent
+            # client is dropped after the daemon's request timeout (5 s), so
+            # the clients are not raced against it: they connect while the
+            # daemon is stopped (SIGSTOP), all queue on the listening socket
+            # in order, and on SIGCONT the daemon accepts the first
+            # CONNECTIONS_MAX into its slots and must refuse every later one,
+            # tierctl last, whatever the machine's speed.
+            pid = fs.proc.pid
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                # The status client above may still be draining in its slot:
+                # let it go until the daemon holds no accepted connection.
+                for _ in range(400):
+                    if not accepted_connections(sock):
+                        break
+                    os.kill(pid, signal.SIGCONT)
+                    time.sleep(0.05)
+                    os.kill(pid, signal.SIGSTOP)
+                res.check(not accepted_connections(sock), "the daemon still holds a connection: %r"
+                          % accepted_connections(sock))
                 silent = []
                 for _ in range(CONNECTIONS_MAX + 4):
                     s_ = socket.socket(socket.AF_UNIX)
                     s_.connect(sock)
                     silent.append(s_)
-                rc, _, err = ctl.run("df")
-                # Refused (busy, closed at once) or dropped (timed out): readable.
-                held = [s_ for s_ in silent if not select.select([s_], [], [], 0)[0]]
-                if len(held) == CONNECTIONS_MAX:
-                    break
-            res.check(len(held) == CONNECTIONS_MAX, "%d tries: never %d silent clients holding every slot (last: %d)"
-                      % (tries, CONNECTIONS_MAX, len(held)))
-            res.check(rc == 1 and "busy" in err, "a client past the %d held slots is told the daemon is busy: %d %r"
-                      % (CONNECTIONS_MAX, rc, err))
-            # A silent client is dropped after the request timeout, never kept.
-            holder = held[0] if held else silent[0]
-            holder.settimeout(scaled(60))
-            try:
-                closed = holder.recv(1) == b""
-            except socket.timeout:
-                closed = False
-            except ConnectionResetError:
-                closed = True
-            res.check(closed, "a silent client is disconnected")
-            for s in silent:
-                s.close()
+                late = subprocess.Popen([tierctl_path(), "-m", fs.mnt, "--socket", sock, "df"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(6000):
+                    if queued_connections(sock) == len(silent) + 1 or late.poll() is not None:
+                        break
+                    time.sleep(0.01)
+                res.check(queued_connections(sock) == len(silent) + 1, "%d clients queued for the stopped daemon, "
+                          "not %d" % (queued_connections(sock), len(silent) + 1))
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            _, err = late.communicate(timeout=scaled(60))
+            res.check(late.returncode == 1 and "busy" in err, "a client past the %d held slots is told the daemon "
+                      "is busy: %d %r" % (CONNECTIONS_MAX, late.returncode, err))
+            # Each silent client ends closed: the first CONNECTIONS_MAX without
+            # a word (dropped after the request timeout, never kept), the
+            # rest with the busy refusal.
+            refused = [how_closed(s_, scaled(60)) for s_ in silent]
+            want = ["closed"] * CONNECTIONS_MAX + ["busy"] * 4
+            res.check(refused == want, "silent clients in order of connection: %r, not %r" % (refused, want))
             for _ in range(100):
                 rc, _, err = ctl.run("df")
                 if rc == 0:
