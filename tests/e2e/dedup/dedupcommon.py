@@ -131,10 +131,9 @@ def compare(res, path, expect, what):
         got = read_all(path)
     except OSError as e:
         return res.check(False, "%s: reading %s failed: %s" % (what, path, e))
-    if got == expect:
-        return res.check(True, "")
-    first = next((i for i in range(min(len(got), len(expect))) if got[i] != expect[i]), min(len(got), len(expect)))
-    return res.check(False, "%s: %s differs: %d bytes read, %d expected, first difference at %d"
+    n = min(len(got), len(expect))
+    first = n if got == expect else next((i for i in range(n) if got[i] != expect[i]), n)
+    return res.check(got == expect, "%s: %s differs: %d bytes read, %d expected, first difference at %d"
                      % (what, path, len(got), len(expect), first))
 
 
