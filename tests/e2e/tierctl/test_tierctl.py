@@ -34,7 +34,7 @@ from harness import Fratier, Results, require_fuse, scaled
 
 STATE_XATTR = "trusted.fratier.state"
 SEAL_TIMEOUT = scaled(float(os.environ.get("FRATIER_SEAL_TIMEOUT", "120")))
-# fs/control.c: CONTROL_CONNECTIONS_MAX connections are served at once.
+# control/control-internal.h: CONTROL_CONNECTIONS_MAX connections are served at once.
 CONNECTIONS_MAX = 16
 FRAME_MAGIC = b"\x89FTC"  # docs/FORMAT.md, chunk frame
 CONTAINER_HEADER = 64
