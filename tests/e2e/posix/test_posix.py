@@ -21,6 +21,7 @@ import fcntl
 import itertools
 import mmap
 import os
+import re
 import select
 import shutil
 import stat
@@ -1343,11 +1344,24 @@ class Target:
             print("TIMEOUT: %s did not finish in %ds; SIGKILLing fratierfs" % (what, SCENARIO_TIMEOUT), flush=True)
             self.dead = True
             if self.fr is not None:
-                self.fr.kill()
+                self.fr.kill(check=False)
+
+
+# Lines that say a scenario broke off rather than what an operation returned:
+# an exception out of the scenario (recorded by run_scenario() and as_user())
+# or a lost helper process.  Alike on both sides they would compare equal
+# while the rest of the scenario never ran.
+BROKE_OFF = re.compile(r"(^|\] )EXCEPTION -> |-> '?(EXCEPTION |CHILD-DIED|CHILD-GONE)")
 
 
 def compare(results, name, ref, got):
-    """One check per transcript line; a desynchronized transcript prints a diff."""
+    """One check per transcript line; a desynchronized transcript prints a diff.
+
+    A scenario that broke off on either side fails, whatever the other did."""
+    for side, lines in (("ext4", ref), ("fratier", got)):
+        for line in lines:
+            if BROKE_OFF.search(line):
+                results.check(False, "%s broke off on %s: %s" % (name, side, line))
     if [r.rsplit(" -> ", 1)[0] for r in ref] == [g.rsplit(" -> ", 1)[0] for g in got]:
         for i, (r, g) in enumerate(zip(ref, got)):
             op, rr = r.rsplit(" -> ", 1)
@@ -1430,7 +1444,7 @@ def main():
         traceback.print_exc()
         results.check(False, "test aborted by an exception")
         if fr is not None:
-            fr.kill()
+            fr.kill(check=False)
             print("daemon log:\n" + fr.log_text())
     finally:
         if fr is not None and not os.environ.get("FRATIER_KEEP"):

@@ -39,7 +39,7 @@ from tiercommon import dc
 ASAN = os.environ.get("FRATIER_TEST_BUILD") == "asan"
 ROUNDS = int(os.environ.get("FRATIER_CRASH_ROUNDS", "3" if ASAN else "10"))
 SEED = int(os.environ.get("FRATIER_CRASH_SEED", "1"))
-PHASE_TIMEOUT = float(os.environ.get("FRATIER_PHASE_TIMEOUT", "60"))
+PHASE_TIMEOUT = harness.scaled(float(os.environ.get("FRATIER_PHASE_TIMEOUT", "60")))
 TIER_DIRS = ("hot", "capacity")
 
 
