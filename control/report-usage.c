@@ -148,6 +148,12 @@ static int add_outlook_rows(Conn *c, const FsPolicyOutlook *o) {
 		}
 		if (r >= 0 && oc->next_due)
 			r = control_add_i64(c, "next_due", oc->next_due);
+		if (r >= 0 && oc->held_files)
+			r = control_add_u64(c, "held_files", oc->held_files);
+		if (r >= 0 && oc->held_files)
+			r = control_add_u64(c, "held_bytes", oc->held_bytes);
+		if (r >= 0 && oc->held_files)
+			r = control_add_u64(c, "held_due_files", oc->held_due_files);
 	}
 	return r;
 }

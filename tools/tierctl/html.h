@@ -20,6 +20,7 @@ typedef struct TierctlOutlook {
 	const char *file_class, *target;
 	uint64_t files[TIERCTL_OUTLOOK_MAX], bytes[TIERCTL_OUTLOOK_MAX];
 	int64_t next_due;         /* Unix seconds, 0: none */
+	uint64_t held_files, held_bytes, held_due_files; /* kept hot by the recovery window (keep_hot) */
 } TierctlOutlook;
 
 /* Samples of usage over time, in time order (rows history_tier and history_class of the reply). */

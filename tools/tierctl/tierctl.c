@@ -543,6 +543,9 @@ static int report_details(const CtlMessage *m, TierctlReport *rep, TierctlOutloo
 			.file_class = tierctl_get(m, next[i], "class"),
 			.target = tierctl_get(m, next[i], "target"),
 			.next_due = (int64_t) tierctl_get_u64(m, next[i], "next_due"),
+			.held_files = tierctl_get_u64(m, next[i], "held_files"),
+			.held_bytes = tierctl_get_u64(m, next[i], "held_bytes"),
+			.held_due_files = tierctl_get_u64(m, next[i], "held_due_files"),
 		};
 		for (int w = 0; w < TIERCTL_OUTLOOK_MAX; w++) {
 			char key[32];
@@ -624,6 +627,15 @@ static int print_outlook(const TierctlReport *rep) {
 		table_finish(&t);
 	else
 		tierctl_table_done(&t);
+	for (size_t i = 0; r >= 0 && i < rep->n_outlook; i++) {
+		const TierctlOutlook *o = &rep->outlook[i];
+		char size[32];
+		if (o->held_files == 0)
+			continue;
+		tierctl_format_size(o->held_bytes, arg_bytes, size);
+		printf("Held hot by keep_hot (the recovery window): %s %s in %llu, %llu of them due by age.\n", o->file_class,
+		       size, (unsigned long long) o->held_files, (unsigned long long) o->held_due_files);
+	}
 	return r;
 }
 
