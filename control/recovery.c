@@ -134,10 +134,59 @@ int control_recovery_add_span(Conn *c, const TierRecoverySpan *s, const char *ki
 	return r;
 }
 
+/*
+ * Files of the archivelog class whose header is not recorded: sealed ones
+ * had a header that did not parse (damaged, or no archived log at all) and
+ * are never trusted with a place in a run; raw ones are read at their seal.
+ */
+static int unread_collect(Conn *c, uint64_t **ret, size_t *ret_n, uint64_t *ret_raw) {
+	FileVec v;
+	uint64_t *inos = NULL, raw = 0;
+	size_t n = 0;
+	int r = control_census(c, &v);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; r >= 0 && i < v.n; i++) {
+		CatalogArchivelog a;
+		if (v.items[i].file_class != TIER_CLASS_ARCHIVELOG)
+			continue;
+		if (v.items[i].state != CATALOG_FILE_SEALED) {
+			raw++;
+			continue;
+		}
+		int q = catalog_archivelog_get(c->reader, v.items[i].ino, &a);
+		if (q == -ENOENT) {
+			uint64_t *x = reallocarray(inos, n + 1, sizeof(*x));
+			if (!x)
+				r = -ENOMEM;
+			else {
+				inos = x;
+				inos[n++] = v.items[i].ino;
+			}
+		} else if (q < 0)
+			r = q;
+	}
+	free(v.items);
+	if (r < 0) {
+		free(inos);
+		return r;
+	}
+	*ret = inos;
+	*ret_n = n;
+	*ret_raw = raw;
+	return 0;
+}
+
 int control_recovery(Conn *c, const CtlRequest *req) {
 	LogVec l;
 	TierRecovery an;
-	int r = logs_collect(c, &l);
+	_cleanup_free_ uint64_t *unread = NULL;
+	size_t n_unread = 0;
+	uint64_t unsealed = 0;
+	int r = unread_collect(c, &unread, &n_unread, &unsealed);
+	if (r < 0)
+		return r;
+	r = logs_collect(c, &l);
 	if (r < 0)
 		return r;
 	r = tier_recovery_analyze(l.v, l.n, &an);
@@ -153,6 +202,23 @@ int control_recovery(Conn *c, const CtlRequest *req) {
 				 req->database);
 	if (r >= 0)
 		r = control_add_u64(c, "databases", shown);
+	/* Of no database that can be told: listed whatever database was asked for. */
+	if (r >= 0)
+		r = control_add_u64(c, "unreadable", n_unread);
+	if (r >= 0)
+		r = control_add_u64(c, "unsealed_logs", unsealed);
+	for (size_t i = 0; r >= 0 && i < n_unread; i++) {
+		_cleanup_free_ char *path = NULL;
+		CatalogInode ci;
+		r = control_row(c, "unreadable");
+		if (r >= 0 && control_path_of(c->reader, unread[i], &path) >= 0)
+			r = control_add(c, "path", path);
+		if (r >= 0 && catalog_inode_get(c->reader, unread[i], &ci) >= 0) {
+			r = control_add_u64(c, "size", ci.size);
+			if (r >= 0)
+				r = control_add_u64(c, "tier", ci.tier);
+		}
+	}
 	for (size_t i = 0; r >= 0 && i < an.n_dbs; i++) {
 		const TierRecoveryDb *db = &an.dbs[i];
 		if (!db_matches(db, req->database))

@@ -1167,8 +1167,9 @@ static int run_recovery(TierctlMount *mount, char **args, int n_args) {
 		tierctl_reply_done(&reply);
 		return 0;
 	}
-	size_t ndb;
+	size_t ndb, nu;
 	_cleanup_free_ size_t *dbs = tierctl_rows(m, "database", &ndb);
+	_cleanup_free_ size_t *unread = tierctl_rows(m, "unreadable", &nu);
 	if (!dbs || ndb == 0)
 		printf("No archived log with a readable header here.\n");
 	for (size_t d = 0; dbs && d < ndb; d++) {
@@ -1232,6 +1233,12 @@ static int run_recovery(TierctlMount *mount, char **args, int n_args) {
 			printf("  %s gap(s), %s sequence(s) missing: a roll-forward stops at each\n", tierctl_get(m, at, "gaps"),
 			       tierctl_get(m, at, "missing"));
 	}
+	for (size_t i = 0; unread && i < nu; i++)
+		printf("%sUNREADABLE: %s%s: named or placed as an archived log, but its header is damaged or not Oracle's; "
+		       "not trusted\n", i ? "" : "\n", mount->mountpoint, tierctl_get(m, unread[i], "path"));
+	if (tierctl_get_u64(m, 0, "unsealed_logs"))
+		printf("%s archived log(s) still being written or sealed: their headers are read at the seal\n",
+		       tierctl_get(m, 0, "unsealed_logs"));
 	tierctl_reply_done(&reply);
 	if (r < 0) {
 		log_oom();

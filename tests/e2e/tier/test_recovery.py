@@ -179,6 +179,8 @@ def run(res, fs, tmp):
     got, want = recovery_facts(j), expected_facts(where)
     res.check(got == want, "recovery --json:\n  missing %s\n  unexpected %s" % (sorted(want - got, key=str),
                                                                              sorted(got - want, key=str)))
+    unread = sorted(r["path"].lstrip("/") for r in rows(j, "unreadable"))
+    res.check(unread == sorted([where["bad"], where["text"]]), "unreadable headers: %s" % unread)
     j1 = tc.tierctl_json(res, fs, "recovery", "1111")
     res.check([d["db_name"] for d in rows(j1, "database")] == ["ORCL"], "recovery 1111 (a DBID) shows ORCL only")
     rc, out, err = tc.tierctl(fs, "recovery", "ORCL")
@@ -190,6 +192,7 @@ def run(res, fs, tmp):
               "the table names the short copy of 18")
     res.check(any("from SCN 10000" in l and "to SCN 14000" in l for l in lines), "the table shows the first window")
     res.check("SALES" not in out, "recovery ORCL shows no other database")
+    res.check(any(l.startswith("UNREADABLE: ") and where["bad"] in l for l in lines), "the table names the damaged log")
     rc, _, err = tc.tierctl(fs, "recovery", "NOSUCH")
     res.check(rc == 1 and "NOSUCH" in err, "an unknown database is refused: %d %r" % (rc, err))
 
