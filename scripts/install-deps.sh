@@ -16,4 +16,4 @@ apt-get install -y -qq --no-install-recommends \
 	libnfs-dev libnfs-utils nfs-ganesha nfs-ganesha-vfs rpcbind \
 	python3 attr acl xfsprogs e2fsprogs util-linux procps psmisc rsync systemd \
 	valgrind gdb \
-	python3-prometheus-client chromium
+	python3-prometheus-client python3-yaml chromium prometheus

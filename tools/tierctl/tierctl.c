@@ -1452,7 +1452,67 @@ static void tier_counter(FILE *f, const CtlMessage *m, const size_t *rows, size_
 	}
 }
 
-static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char **ret) {
+/*
+ * The recoverability metrics, from a recovery reply: per database and
+ * thread its newest archived log (the run reaching the highest SCN, so an
+ * older incarnation's higher sequences do not count), per database its
+ * gaps; what contrib/prometheus/fratier-alerts.yml watches.
+ */
+static void recovery_metrics(FILE *f, const CtlMessage *rec) {
+	size_t ndb, nrun;
+	_cleanup_free_ size_t *dbs = tierctl_rows(rec, "database", &ndb);
+	_cleanup_free_ size_t *runs = tierctl_rows(rec, "run", &nrun);
+	int64_t now = (int64_t) time(NULL);
+
+	metric_head(f, "fratier_archivelog_gaps", "gauge", "Gaps (runs of missing sequences) in a database's archived logs.");
+	for (size_t i = 0; dbs && i < ndb; i++) {
+		fprintf(f, "fratier_archivelog_gaps{db=\"");
+		label_escape(f, tierctl_get(rec, dbs[i], "db_name"));
+		fprintf(f, "\",dbid=\"%s\"} %s\n", tierctl_get(rec, dbs[i], "dbid"), tierctl_get(rec, dbs[i], "gaps"));
+	}
+	metric_head(f, "fratier_archivelog_missing_sequences", "gauge", "Sequences missing in those gaps.");
+	for (size_t i = 0; dbs && i < ndb; i++) {
+		fprintf(f, "fratier_archivelog_missing_sequences{db=\"");
+		label_escape(f, tierctl_get(rec, dbs[i], "db_name"));
+		fprintf(f, "\",dbid=\"%s\"} %s\n", tierctl_get(rec, dbs[i], "dbid"), tierctl_get(rec, dbs[i], "missing"));
+	}
+	metric_head(f, "fratier_archivelog_unreadable_files", "gauge",
+		    "Files of the archivelog class whose header is damaged or not Oracle's.");
+	fprintf(f, "fratier_archivelog_unreadable_files %llu\n", (unsigned long long) tierctl_get_u64(rec, 0, "unreadable"));
+	static const char *const per_thread[][3] = {
+		{ "fratier_archivelog_newest_sequence", "gauge", "Sequence of the newest archived log of a thread." },
+		{ "fratier_archivelog_newest_time_seconds", "gauge",
+		  "Unix time of the last change in the newest archived log of a thread." },
+		{ "fratier_archivelog_newest_age_seconds", "gauge", "Seconds since the last change in that log." },
+	};
+	for (size_t w = 0; w < ELEMENTSOF(per_thread); w++) {
+		metric_head(f, per_thread[w][0], per_thread[w][1], per_thread[w][2]);
+		for (size_t i = 0; runs && i < nrun; i++) {
+			size_t at = runs[i];
+			bool newest = true;
+			for (size_t k = 0; k < nrun && newest; k++)
+				newest = k == i || strcmp(tierctl_get(rec, runs[k], "dbid"), tierctl_get(rec, at, "dbid")) != 0 ||
+					 strcmp(tierctl_get(rec, runs[k], "thread"), tierctl_get(rec, at, "thread")) != 0 ||
+					 tierctl_get_u64(rec, runs[k], "next_scn") < tierctl_get_u64(rec, at, "next_scn");
+			if (!newest)
+				continue;
+			const char *db = "";
+			for (size_t k = 0; dbs && k < ndb; k++)
+				if (strcmp(tierctl_get(rec, dbs[k], "dbid"), tierctl_get(rec, at, "dbid")) == 0)
+					db = tierctl_get(rec, dbs[k], "db_name");
+			fprintf(f, "%s{db=\"", per_thread[w][0]);
+			label_escape(f, db);
+			fprintf(f, "\",dbid=\"%s\",thread=\"%s\"} ", tierctl_get(rec, at, "dbid"), tierctl_get(rec, at, "thread"));
+			int64_t t = (int64_t) tierctl_get_u64(rec, at, "next_time");
+			if (w == 0)
+				fprintf(f, "%s\n", tierctl_get(rec, at, "last_sequence"));
+			else
+				fprintf(f, "%lld\n", (long long) (w == 1 ? t : MAX(now - t, (int64_t) 0)));
+		}
+	}
+}
+
+static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const CtlMessage *rec, char **ret) {
 	char *buf = NULL;
 	size_t size = 0;
 	FILE *f = open_memstream(&buf, &size);
@@ -1537,6 +1597,21 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 			fprintf(f, "fratier_throttle_wait_seconds_total{work=\"%s\"} %.6f\n", throttle_kinds[k],
 				(double) throttle_get(m, throttle_kinds[k], "wait_us") / 1e6);
 	}
+	metric_head(f, "fratier_seal_backlog_seconds", "gauge",
+		    "Seconds since the last change of the oldest file still waiting to be sealed (0: none).");
+	fprintf(f, "fratier_seal_backlog_seconds %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "seal_backlog"));
+	for (size_t i = 0; rows && i < n; i++) {
+		uint64_t fs_size = tierctl_get_u64(m, rows[i], "fs_size"), avail = tierctl_get_u64(m, rows[i], "fs_avail");
+		if (strcmp(tierctl_get(m, rows[i], "role"), "hot") != 0 || fs_size == 0)
+			continue;
+		/* As the policy counts it: the share of the hot filesystem in use, against the high watermark. */
+		metric_head(f, "fratier_hot_fill_ratio", "gauge", "Share of the hot tier's filesystem in use.");
+		fprintf(f, "fratier_hot_fill_ratio %.4f\n", (double) (fs_size - MIN(avail, fs_size)) / (double) fs_size);
+		metric_head(f, "fratier_hot_high_watermark_ratio", "gauge", "The hot tier's high watermark.");
+		fprintf(f, "fratier_hot_high_watermark_ratio %.2f\n", (double) tierctl_get_u64(m, 0, "high_watermark") / 100);
+	}
+	if (rec)
+		recovery_metrics(f, rec);
 	metric_head(f, "fratier_errors_total", "counter", "Warnings and errors the daemon logged since it started.");
 	fprintf(f, "fratier_errors_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "errors_total"));
 	(void) mount;
@@ -1551,11 +1626,16 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 static int metrics_fetch(char **ret_body, void *userdata) {
 	TierctlMount *mount = userdata;
 	TierctlReply reply;
+	TierctlReply rec;
 	int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
 	if (r != 0)
 		return -EIO;
-	r = metrics_render(mount, &reply.data, ret_body);
+	/* Without the recovery answer the rest still serves (the alert on a vanished series says so). */
+	bool have_rec = call(mount, CTL_COMMAND_RECOVERY, NULL, NULL, 0, NULL, NULL, &rec) == 0;
+	r = metrics_render(mount, &reply.data, have_rec ? &rec.data : NULL, ret_body);
 	tierctl_reply_done(&reply);
+	if (have_rec)
+		tierctl_reply_done(&rec);
 	return r;
 }
 
