@@ -159,8 +159,20 @@ static void chart_lines(FILE *f, const char *id, const char *label, const Series
 			t1 = MAX(t1, s[k].t[i]);
 			max = MAX(max, s[k].v[i]);
 		}
+	/*
+	 * Fewer than two sample times draw no line and no time axis (with none
+	 * at all, t0 and t1 are still the sentinels: dates from year -2e8):
+	 * say so instead of an empty frame.
+	 */
+	if (t0 >= t1) {
+		fprintf(f, "<p class=\"no-history\" id=\"%s\">Not enough history yet: ", id);
+		html_escape(f, label);
+		fputs(" needs samples at two times at least; the daemon records one at mount and then every "
+		      "history_interval.</p>\n", f);
+		return;
+	}
 	int plot_w = CHART_WIDTH - LINE_LEFT - 20, plot_h = LINE_HEIGHT - 60;
-	double span = t1 > t0 ? (double) (t1 - t0) : 1;
+	double span = (double) (t1 - t0);
 	fprintf(f, "<svg class=\"chart\" id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		   "role=\"img\" aria-label=\"",
 		id, CHART_WIDTH, LINE_HEIGHT + 20 * (int) ((n + 3) / 4));

@@ -27,6 +27,7 @@ env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_TIERCTL), FRATIER_KEEP.
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -125,7 +126,28 @@ def set_of(res, fs, *args, want_rc=0):
     return j, [(int(f["thread"]), int(f["sequence"])) for f in j.get("moves", [])]
 
 
+def check_fresh_html(res, fs, tmp):
+    """A new mount has one sample of usage: the charts over time say so, with no axis of sentinel dates."""
+    out = os.path.join(tmp, "fresh.html")
+    rc, _, err = tc.tierctl(fs, "report", "--html", out)
+    if not res.check(rc == 0, "report --html on a fresh mount: %d %r" % (rc, err)):
+        return
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not res.check(chromium is not None, "chromium is installed (scripts/install-deps.sh)"):
+        return
+    p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--user-data-dir=" + os.path.join(tmp, "chromium"), "--dump-dom", "file://" + out],
+                       capture_output=True, text=True, timeout=300)
+    dom = p.stdout
+    years = sorted(set(re.findall(r"(-?\d+)-\d\d-\d\d \d\d:\d\d UTC", dom)))
+    res.check(p.returncode == 0 and dom.count('class="no-history"') == 4 and "<polyline" not in dom,
+              "chromium: a fresh mount's four charts over time say there is not enough history yet (%d)"
+              % dom.count('class="no-history"'))
+    res.check(all(2000 <= int(y) <= 2200 for y in years), "no axis of sentinel dates: years %s" % years)
+
+
 def run(res, fs, tmp):
+    check_fresh_html(res, fs, tmp)
     model, where = build(fs)
     if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
         return
