@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ctlproto.h"
+
 /* One group of a report (a class, a day or a tier), as the daemon sent it. */
 typedef struct TierctlReportGroup {
 	const char *key;
@@ -48,6 +50,10 @@ typedef struct TierctlReport {
 	size_t n_tiers;
 	const TierctlHistoryClass *classes;
 	size_t n_classes;
+	/* Replies borrowed for the sections per tier and the recovery timelines; NULL leaves a section out. */
+	const CtlMessage *report;     /* its tier_class rows */
+	const CtlMessage *df;         /* its tier rows */
+	const CtlMessage *recovery;   /* tierctl recovery's reply */
 } TierctlReport;
 
 /*

@@ -684,7 +684,18 @@ static int run_report(TierctlMount *mount, char **args, int n_args) {
 		return log_oom(), TIERCTL_EXIT_FAILURE;
 	}
 	if (arg_html) {
+		/* The sections per tier and the recovery timelines: left out if the daemon cannot say. */
+		TierctlReply df, rec;
+		bool have_df = call(mount, CTL_COMMAND_DF, NULL, NULL, 0, NULL, NULL, &df) == 0;
+		bool have_rec = call(mount, CTL_COMMAND_RECOVERY, NULL, NULL, 0, NULL, NULL, &rec) == 0;
+		rep.report = m;
+		rep.df = have_df ? &df.data : NULL;
+		rep.recovery = have_rec ? &rec.data : NULL;
 		r = tierctl_html_report(arg_html, &rep);
+		if (have_df)
+			tierctl_reply_done(&df);
+		if (have_rec)
+			tierctl_reply_done(&rec);
 		if (r < 0) {
 			log_error_errno(r, "cannot write %s: %m", arg_html);
 			tierctl_reply_done(&reply);

@@ -126,6 +126,36 @@ def set_of(res, fs, *args, want_rc=0):
     return j, [(int(f["thread"]), int(f["sequence"])) for f in j.get("moves", [])]
 
 
+def chromium_dom(res, tmp, page):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not res.check(chromium is not None, "chromium is installed (scripts/install-deps.sh)"):
+        return ""
+    p = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--user-data-dir=" + os.path.join(tmp, "chromium"), "--dump-dom", "file://" + page],
+                       capture_output=True, text=True, timeout=300)
+    res.check(p.returncode == 0, "chromium renders %s: %d" % (page, p.returncode))
+    return p.stdout
+
+
+def check_timeline_html(res, fs, tmp):
+    """report --html: a recoverability timeline per database, and a section per tier, as Chromium reads them."""
+    out = os.path.join(tmp, "report.html")
+    rc, _, err = tc.tierctl(fs, "report", "--html", out)
+    if not res.check(rc == 0, "report --html: %d %r" % (rc, err)):
+        return
+    dom = chromium_dom(res, tmp, out)
+    charts = dict(re.findall(r'<svg class="chart timeline" id="timeline-(\d+)-\d+".*?>(.*?)</svg>', dom, re.S))
+    got = {dbid: (body.count('class="run'), body.count('class="gap"'), body.count('class="window"'))
+           for dbid, body in charts.items()}
+    res.check(got == {"1111": (3, 1, 2), "2222": (1, 0, 1)},
+              "timelines (runs, gaps, windows) per DBID: %r" % got)
+    tiers = re.findall(r'<tr class="tier"><td>(\w+)</td>.*?</tr>', dom, re.S)
+    res.check(tiers == ["hot", "capacity", "archive"], "a row per tier: %r" % tiers)
+    hot = re.search(r'<tr class="tier"><td>hot</td>(.*?)</tr>', dom, re.S)
+    res.check(hot is not None and re.search(r"archivelog [\d.]+ MiB in \d+", hot.group(1)) is not None,
+              "the hot tier's row says what is on it: %r" % (hot.group(1)[:300] if hot else None))
+
+
 def check_fresh_html(res, fs, tmp):
     """A new mount has one sample of usage: the charts over time say so, with no axis of sentinel dates."""
     out = os.path.join(tmp, "fresh.html")
@@ -157,6 +187,7 @@ def run(res, fs, tmp):
         j = tc.tierctl_json(res, fs, "migrate", "--to", target, *paths)
         res.check(int(j.get("moved", 0)) == len(paths), "migrate --to %s: %r" % (target, j.get("moved")))
     tiers = tc.tiers_of(res, fs, model)
+    check_timeline_html(res, fs, tmp)
 
     j = tc.tierctl_json(res, fs, "recovery")
     got, want = recovery_facts(j), expected_facts(where)
