@@ -250,6 +250,10 @@ def run(res, fs, tmp):
     # Ctrl-C while a set comes back: each log whole, on its old tier or the hot one.
     tc.tierctl_json(res, fs, "migrate", "--to", "2", *[fs.path(where[("ORCL", 2, s)]) for s in range(5, 16)])
     before = tc.tiers_of(res, fs, model)
+    # Recalls from tier 2 have been measured now: the dry run gives an expected time (each log at least a second).
+    j, order = set_of(res, fs, "--dry-run", "--from", "10000", "--until", "13900", "ORCL")
+    res.check(int(j.get("would_move", 0)) == 5 and int(j.get("expected_seconds", -1)) >= 5,
+              "expected time of 5 logs from the archive tier at the measured speed: %r" % j.get("expected_seconds"))
     p = subprocess.Popen([tc.tierctl_path(), "-m", fs.mnt, "recall", "--from", "10000", "--until", "13900", "ORCL"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = p.stderr.readline()
