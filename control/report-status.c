@@ -246,6 +246,47 @@ static int add_throttle_status(Conn *c) {
 	return r;
 }
 
+static int collect_raw(uint64_t ino, void *userdata) {
+	FileVec *v = userdata;
+	if (v->n == v->cap) {
+		size_t cap = MAX(v->cap * 2, (size_t) 64);
+		FileRow *q = reallocarray(v->items, cap, sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		v->items = q;
+		v->cap = cap;
+	}
+	v->items[v->n++] = (FileRow) { .ino = ino };
+	return 0;
+}
+
+/*
+ * Seconds since the last change of the oldest raw file of a class that
+ * seals (passthrough files stay raw for good), by its staging file (the
+ * catalog's mtime of a raw file is advisory): what the alert on the seal
+ * backlog watches.  0 when nothing waits, or when it cannot be told.
+ */
+static uint64_t seal_backlog(Conn *c) {
+	FileVec raw = {};
+	int64_t oldest = 0;
+	/* The catalog is locked during the walk: collect first, look the inodes up after. */
+	int r = catalog_files_foreach_state(c->reader, CATALOG_FILE_RAW, collect_raw, &raw);
+	for (size_t i = 0; r >= 0 && i < raw.n; i++) {
+		CatalogInode ci;
+		if (catalog_inode_get(c->reader, raw.items[i].ino, &ci) < 0 || ci.nlink == 0 ||
+		    !tier_class_is_sealed((TierFileClass) ci.file_class))
+			continue;
+		int64_t mtime = ci.mtime_ns;
+		uint64_t size = ci.size, blocks = 0;
+		control_raw_fill(c->fs, ci.tier, ci.ino, &size, &blocks, &mtime);
+		if (oldest == 0 || mtime < oldest)
+			oldest = mtime;
+	}
+	free(raw.items);
+	int64_t now = control_now_ns(CLOCK_REALTIME);
+	return r >= 0 && oldest > 0 && now > oldest ? (uint64_t) ((now - oldest) / 1000000000) : 0;
+}
+
 int control_status(Conn *c) {
 	Fs *fs = c->fs;
 	Control *ctl = c->ctl;
@@ -304,6 +345,10 @@ int control_status(Conn *c) {
 		r = control_add_u64(c, "seal_queue", seal.queue);
 	if (r >= 0)
 		r = control_add_u64(c, "seal_queue_due", seal.queue_due);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_backlog", seal_backlog(c));
+	if (r >= 0)
+		r = control_add_u64(c, "high_watermark", tier_set_config(fs_tiers(fs), 0)->high_watermark);
 	if (r >= 0)
 		r = control_add_u64(c, "migrate_queue", atomic_load(&ctl->migrate_queue));
 	if (r >= 0)

@@ -21,4 +21,4 @@ apt-get install -y -qq --no-install-recommends \
 	libnfs-dev libnfs-utils nfs-ganesha nfs-ganesha-vfs rpcbind \
 	python3 attr acl xfsprogs e2fsprogs util-linux mount iproute2 kmod zstd procps psmisc rsync systemd \
 	valgrind gdb \
-	python3-prometheus-client chromium
+	python3-prometheus-client python3-yaml chromium prometheus
