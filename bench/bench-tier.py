@@ -92,6 +92,7 @@ class Bench:
         self.passthrough = os.path.join(build, 'bench', 'passthrough')
         self.pt_daemon = None
         self.perf = None
+        self.peak_rss = 0.0  # MiB, the largest of the daemons mounted so far
         self.tierctl = os.path.join(build, 'tools', 'tierctl', 'tierctl')
         self.nfs_cp = shutil.which('nfs-cp')
         self.pieces, self.logs = [], []  # paths relative to the oragen output
@@ -172,6 +173,7 @@ class Bench:
                                    os.path.join(self.work, 'passthrough.log')).start()
 
     def unmount(self):
+        self.peak_rss = max(self.peak_rss, self.daemon.peak_rss_mib())
         self.daemon.stop()
         self.daemon = None
 
@@ -270,7 +272,8 @@ class Bench:
         print(f'  {section:<10} {what:<34} {fmt_mb(fratier.bytes):>6} {bl.fmt(fratier.mbps()):>8} '
               f'{base_name or "":>12} {bl.fmt(base.mbps() if base else None):>8} {bl.fmt(pt.mbps() if pt else None):>8} '
               f'{bl.fmt(ratio, 3):>6} {bl.fmt(pt_ratio, 3):>6} {bl.fmt(fr_pt, 3):>6} '
-              f'{bl.fmt(fratier.cpu):>6}', flush=True)
+              f'{bl.fmt(fratier.cpu):>6} {bl.fmt(self.daemon.peak_rss_mib() if self.daemon else None, 0):>5}',
+              flush=True)
 
     def fg_write(self, rnd, migrate_rels, to):
         """The archiver: every log written to a new name, alone or while a migration of migrate_rels runs."""
@@ -303,7 +306,7 @@ class Bench:
         a = self.args
         print_machine(self)
         print(f'\n  {"section":<10} {"what":<34} {"MB":>6} {"MB/s":>8} {"baseline":>12} {"MB/s":>8} {"pt MB/s":>8} '
-              f'{"ratio":>6} {"pt/bl":>6} {"fr/pt":>6} {"CPU s":>6}')
+              f'{"ratio":>6} {"pt/bl":>6} {"fr/pt":>6} {"CPU s":>6} {"HWM":>5}')
 
         self.mount(a.share)
         self.mount_passthrough()
@@ -367,6 +370,7 @@ class Bench:
             profile(self)
         self.unmount()
         print_summary(self, fg)
+        print(f'  daemon peak RSS: {self.peak_rss:.1f} MiB (target <= 256)')
         la = os.getloadavg()
         print(f'\nload avg at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}'
               + (f' -- more runnable work than {os.cpu_count()} cores: figures are noisy'

@@ -11,9 +11,9 @@
  * (the request round trips, the copies through /dev/fuse) and what is
  * fratier's own.  It negotiates the connection exactly as fratierfs does
  * (fs/ops.c op_init: 1 MiB max_write, splice in both directions, the
- * kernel's locks, keep_cache on every non-O_DIRECT open, reads capped to
- * what libfuse can splice; read_ahead_kb as fratierfs's option of the same
- * name), so that the two differ only in what happens behind the requests;
+ * kernel's locks, keep_cache on every non-O_DIRECT open, requests capped
+ * to what libfuse can splice; read_ahead_kb as fratierfs's option of the
+ * same name), so that the two differ only in what happens behind the requests;
  * writeback turns on the kernel's writeback cache for measuring it.
  *
  * Only what the benchmarks need: lookup, getattr, setattr (size, mode,
@@ -56,6 +56,7 @@ typedef struct Pt {
 	unsigned writeback;
 	unsigned read_ahead_kb;
 	size_t max_read;        /* 0: the kernel's (max_pages) */
+	size_t max_write;
 	PtInode root;
 	pthread_mutex_t lock;
 	PtInode *buckets[PT_BUCKETS]; /* protected by lock */
@@ -149,8 +150,9 @@ static int entry_get(fuse_req_t req, fuse_ino_t parent, const char *name, struct
 static void pt_init(void *userdata, struct fuse_conn_info *conn) {
 	Pt *pt = userdata;
 	/* As fratierfs negotiates (fs/ops.c op_init). */
-	conn->max_write = PT_MAX_WRITE;
-	conn->max_readahead = PT_MAX_WRITE;
+	conn->max_write = (unsigned) pt->max_write;
+	/* As fratierfs: never lower the window read_ahead_kb set before this INIT came. */
+	conn->max_readahead = UINT_MAX;
 	conn->max_read = (unsigned) pt->max_read;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
@@ -437,11 +439,13 @@ int main(int argc, char **argv) {
 	}
 	/*
 	 * As fratierfs does (fs/main.c): without CAP_SYS_RESOURCE, libfuse
-	 * cannot splice a 1 MiB reply and copies it through a buffer it
-	 * allocates for every reply; reads are then capped to what it can
-	 * splice.
+	 * cannot splice a 1 MiB request or reply; requests are then capped to
+	 * what it can splice.
 	 */
-	size_t splice_max = pipe_splice_reply_max(pipe_capacity_max(2 * PT_MAX_WRITE), PT_MAX_WRITE);
+	size_t pipe_max = pipe_capacity_max(2 * PT_MAX_WRITE);
+	size_t write_max = pipe_splice_request_max(pipe_max, PT_MAX_WRITE);
+	pt.max_write = write_max >= PT_MAX_WRITE / 2 ? write_max : PT_MAX_WRITE;
+	size_t splice_max = pipe_splice_reply_max(pipe_max, PT_MAX_WRITE);
 	if (splice_max > 0 && splice_max < PT_MAX_WRITE) {
 		char opt[64];
 		snprintf(opt, sizeof(opt), "max_read=%zu", splice_max);

@@ -15,6 +15,8 @@
 /* What libfuse 3 reserves beside a reply's bytes: a page for each of its two iovecs and one more. */
 #define PIPE_REPLY_PAGES 3u
 #define PIPE_REPLY_HEADER 16u /* struct fuse_out_header */
+/* Beside a request's payload: FUSE_BUFFER_HEADER_SIZE. */
+#define PIPE_REQUEST_HEADER 4096u
 
 size_t pipe_capacity_max(size_t want) {
 	int fds[2];
@@ -35,11 +37,21 @@ size_t pipe_capacity_max(size_t want) {
 	return cap;
 }
 
-size_t pipe_splice_reply_max(size_t capacity, size_t want) {
+static size_t page_size(void) {
 	long page = sysconf(_SC_PAGESIZE);
-	size_t p = page > 0 ? (size_t) page : 4096;
-	size_t reserve = PIPE_REPLY_PAGES * p + PIPE_REPLY_HEADER;
+	return page > 0 ? (size_t) page : 4096;
+}
+
+size_t pipe_splice_reply_max(size_t capacity, size_t want) {
+	size_t p = page_size(), reserve = PIPE_REPLY_PAGES * p + PIPE_REPLY_HEADER;
 	if (capacity <= reserve)
 		return 0;
 	return MIN(want, (capacity - reserve) / p * p);
+}
+
+size_t pipe_splice_request_max(size_t capacity, size_t want) {
+	size_t p = page_size();
+	if (capacity <= PIPE_REQUEST_HEADER)
+		return 0;
+	return MIN(want, (capacity - PIPE_REQUEST_HEADER) / p * p);
 }

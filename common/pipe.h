@@ -3,10 +3,13 @@
 
 /*
  * How large a pipe this process can make.  libfuse splices a read reply
- * through a pipe that must hold the whole reply plus a few pages: if it
- * cannot grow one that large (past /proc/sys/fs/pipe-max-size, 1 MiB by
- * default, only CAP_SYS_RESOURCE may go), it copies the reply through a
- * buffer it allocates anew for every reply instead.
+ * through a pipe that must hold the whole reply plus a few pages, and a
+ * request (a write's payload) from /dev/fuse into one that holds it and a
+ * page more.  If it cannot grow one that large (past
+ * /proc/sys/fs/pipe-max-size, 1 MiB by default: only CAP_SYS_RESOURCE may
+ * go further), it copies instead: a reply through a buffer it allocates
+ * anew for every reply, a request into the thread's buffer (one more copy
+ * of every byte written).
  */
 
 #include <stddef.h>
@@ -24,3 +27,11 @@ size_t pipe_capacity_max(size_t want);
  * hold the reply, the reply's header and a page per buffer of each.
  */
 size_t pipe_splice_reply_max(size_t capacity, size_t want);
+
+/*
+ * The largest write request payload (a whole number of pages, at most want
+ * bytes) that libfuse 3 can splice from /dev/fuse with a pipe of capacity
+ * bytes: it splices a request only into a pipe that holds the payload and
+ * a page for the request's header.
+ */
+size_t pipe_splice_request_max(size_t capacity, size_t want);

@@ -287,12 +287,27 @@ static uint64_t seal_backlog(Conn *c) {
 	return r >= 0 && oldest > 0 && now > oldest ? (uint64_t) ((now - oldest) / 1000000000) : 0;
 }
 
+/* Reads of sealed files since the mount; the rate is over the time such reads were in progress. */
+static int add_restore_status(Conn *c, const FsRestoreStatus *st) {
+	int r = control_add_u64(c, "restore_bytes", st->bytes);
+	if (r >= 0 && st->busy_ns > 0)
+		r = control_add_u64(c, "restore_rate", (uint64_t) ((double) st->bytes * 1e9 / (double) st->busy_ns));
+	if (r >= 0)
+		r = control_add_u64(c, "readahead_hits", st->hits);
+	if (r >= 0)
+		r = control_add_u64(c, "readahead_waits", st->waits);
+	if (r >= 0)
+		r = control_add_u64(c, "readahead_misses", st->misses);
+	return r;
+}
+
 int control_status(Conn *c) {
 	Fs *fs = c->fs;
 	Control *ctl = c->ctl;
 	CatalogFileTotals totals;
 	FileVec files = {};
 	FsSealStatus seal;
+	FsRestoreStatus restore;
 	FsSettings set;
 	uint64_t dead = 0, errors_total = 0, tp_sealed = 0, tp_stored = 0;
 	bool tp_known;
@@ -307,6 +322,7 @@ int control_status(Conn *c) {
 		return control_fail(c, r, "cannot read the catalog: %s", strerror(-r));
 
 	fs_seal_status_get(fs, &seal);
+	fs_restore_status_get(fs, &restore);
 	fs_settings_get(fs, &set);
 	throughput(ctl, &tp_known, &tp_sealed, &tp_stored);
 	size_t n_recent = log_recent_get(recent, ELEMENTSOF(recent), &errors_total);
@@ -349,6 +365,12 @@ int control_status(Conn *c) {
 		r = control_add_u64(c, "seal_backlog", seal_backlog(c));
 	if (r >= 0)
 		r = control_add_u64(c, "high_watermark", tier_set_config(fs_tiers(fs), 0)->high_watermark);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_queue_bytes", seal.queue_bytes);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_behind", seal.behind_s);
+	if (r >= 0)
+		r = add_restore_status(c, &restore);
 	if (r >= 0)
 		r = control_add_u64(c, "migrate_queue", atomic_load(&ctl->migrate_queue));
 	if (r >= 0)

@@ -160,6 +160,9 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	if (r < 0)
 		goto err_unlink;
 
+	/* Before its bytes can change: nothing decompressed ahead of the sealed file is handed out again. */
+	if (fs->readahead)
+		fs_readahead_invalidate(fs->readahead, i);
 	pthread_mutex_lock(&i->lock);
 	if (i->fd >= 0)
 		close(i->fd);

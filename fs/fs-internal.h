@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "dedup/store.h"
 #include "fs/daemon.h"
+#include "fs/readahead.h"
 #include "fs/throttle.h"
 #include "tier/class.h"
 #include "tier/move.h"
@@ -31,6 +32,8 @@
  *   4. FsInode.lock
  *   -. Fs.throttle.lock: a leaf, and no thread waits on it holding any of the above
  *      (throttle.c, invariant 2)
+ *   -. FsReadahead.lock: a leaf (readahead.c, invariant 5); a FUSE thread holding
+ *      data_lock shared may wait there for a block, whose worker takes no inode lock
  * A thread holding a later lock never waits for an earlier one.  No close()
  * or unlink() of staging files happens under table_lock.
  */
@@ -91,6 +94,7 @@ typedef struct FsInode {
 	atomic_bool written;             /* changed since it was last queued for sealing */
 	atomic_bool overwritten;         /* rewritten in place: never sealed (online redo, control files) */
 	atomic_uint_fast64_t written_end; /* highest byte written so far, to spot rewrites */
+	struct FsReadWindow *ra_window;  /* protected by FsReadahead.lock: the restore pipeline's (readahead.c) */
 } FsInode;
 
 typedef struct FsStream FsStream;
@@ -98,6 +102,7 @@ typedef struct FsStream FsStream;
 typedef struct FsSealItem {
 	uint64_t ino;
 	int64_t due_ns;           /* CLOCK_MONOTONIC */
+	uint64_t bytes;           /* the file's size when queued: the backlog status shows */
 	struct FsSealItem *next;
 } FsSealItem;
 
@@ -138,6 +143,8 @@ struct Fs {
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
 	unsigned seal_workers;    /* sealing threads */
+	unsigned restore_workers; /* the restore pipeline's threads, 0: none (readahead.c) */
+	unsigned read_ahead_kb;   /* the kernel's read-ahead window asked for, 0: the kernel's (main.c) */
 	bool seal_stream;         /* chunk files written front to back while they are written */
 	unsigned stream_max;      /* streams alive at once; other files are sealed whole after close */
 
@@ -175,6 +182,9 @@ struct Fs {
 	pthread_t policy_thread;
 
 	FsThrottle throttle;      /* background work yields to reads, writes and fsyncs (throttle.c) */
+	struct FsReadahead *readahead; /* the restore pipeline (readahead.c) */
+	size_t max_read;          /* the largest read request, 0: the kernel's (see fs/main.c) */
+	size_t max_write;         /* the largest write request (FS_MAX_WRITE, or what libfuse can splice) */
 
 	const char *mountpoint;
 
@@ -314,7 +324,7 @@ void fs_data_attrs_changed(Fs *fs, uint64_t ino);
  * its log lines.
  */
 /* Opens every tier but the hot one, and the mover; creates directories when create (embedded default). */
-int fs_tiers_open(Fs *fs, bool create);
+int fs_tiers_open(Fs *fs, const DedupStoreOptions *store_opts, bool create);
 /* Describes the lower tiers one last time and closes them. */
 void fs_tiers_close(Fs *fs);
 /* The open store of tier n, or NULL (no such tier, or not reachable). */
@@ -335,7 +345,7 @@ int fs_mover_open(Fs *fs);
 int fs_sealer_start(Fs *fs);
 void fs_sealer_stop(Fs *fs);
 /* Queues ino for sealing after the quiet time. */
-void fs_seal_schedule(Fs *fs, uint64_t ino);
+void fs_seal_schedule(Fs *fs, uint64_t ino, uint64_t bytes);
 /* Queues every raw file of a sealed class (work left from before a restart). */
 int fs_seal_schedule_pending(Fs *fs);
 

@@ -37,7 +37,8 @@ int fs_inode_table_init(Fs *fs) {
 	return 0;
 }
 
-static void inode_free(FsInode *i) {
+static void inode_free(Fs *fs, FsInode *i) {
+	fs_readahead_forget(fs->readahead, i);
 	if (i->fd >= 0)
 		close(i->fd);
 	pthread_mutex_destroy(&i->lock);
@@ -51,7 +52,7 @@ void fs_inode_table_done(Fs *fs) {
 	for (size_t b = 0; b < fs->n_buckets; b++)
 		for (FsInode *i = fs->buckets[b], *next; i; i = next) {
 			next = i->hash_next;
-			inode_free(i);
+			inode_free(fs, i);
 		}
 	free(fs->buckets);
 	fs->buckets = NULL;
@@ -216,7 +217,7 @@ static bool inode_unused(FsInode *i) {
 static void inode_gone(Fs *fs, FsInode *i, uint64_t ino) {
 	if (!i)
 		return;
-	inode_free(i);
+	inode_free(fs, i);
 	inode_delete_if_unlinked(fs, ino);
 }
 

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -126,9 +127,16 @@ void fs_reply_entry(fuse_req_t req, uint64_t ino) {
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn) {
-	conn->max_write = FS_MAX_WRITE;
-	/* The kernel would otherwise send 128 KiB reads; archivelog restores are large and sequential. */
-	conn->max_readahead = FS_MAX_WRITE;
+	Fs *fs = userdata;
+	conn->max_write = (unsigned) fs->max_write;
+	/*
+	 * The kernel takes the smaller of this and its window (128 KiB, or what
+	 * main.c set through sysfs before this INIT came: read_ahead_kb): never
+	 * lower it.
+	 */
+	conn->max_readahead = UINT_MAX;
+	/* What libfuse can splice a raw file's read reply with (main.c); libfuse wants it said twice. */
+	conn->max_read = (unsigned) fs->max_read;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
@@ -394,11 +402,11 @@ static void mark_passthrough(Fs *fs, uint64_t ino) {
 }
 
 /* After the last close of a written file: it is queued for sealing, or stays raw for good if rewritten in place. */
-static void file_quiet(Fs *fs, uint64_t ino, bool rewritten) {
+static void file_quiet(Fs *fs, uint64_t ino, bool rewritten, uint64_t bytes) {
 	if (rewritten)
 		mark_passthrough(fs, ino);
 	else
-		fs_seal_schedule(fs, ino);
+		fs_seal_schedule(fs, ino, bytes);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
@@ -406,38 +414,38 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
 
 	bool rewritten = atomic_load(&i->overwritten);
+	uint64_t bytes = atomic_load(&i->written_end);
 	bool written = fs_inode_release(fs, i, true);
 	if (written)
-		file_quiet(fs, ino, rewritten);
+		file_quiet(fs, ino, rewritten, bytes);
 	fuse_reply_err(req, 0);
 	/* After the reply: the archiver's close never waits for a statfs. */
 	if (written)
 		fs_policy_check_space(fs);
 }
 
+/* From the restore pipeline's blocks (readahead.c): the reply copies, it does not decompress. */
 static void read_sealed(fuse_req_t req, FsInode *i, size_t size, off_t off) {
 	Fs *fs = fs_of(req);
-	_cleanup_free_ void *buf = malloc(size ? size : 1);
-	if (!buf)
-		return (void) fuse_reply_err(req, ENOMEM);
-	DedupStore *store = fs_tier_store(fs, i->sealed_tier);
-	/* A tier that could not be opened at start: its files cannot be read, the others can. */
-	ssize_t n = store ? dedup_file_read(store, i->ino, i->sealed_size, (uint64_t) off, buf, size) : -EIO;
+	FsReadReply r;
+	ssize_t n = fs_readahead_read(fs->readahead, i, (uint64_t) off, size, &r);
 	if (n < 0) {
 		/* Damaged or unreachable chunks: an error, never wrong bytes. */
 		log_error_errno((int) n, "Failed to read inode %llu at %lld: %m", (unsigned long long) i->ino,
 				(long long) off);
-		return (void) fuse_reply_err(req, n == -EBADMSG ? EIO : (int) -n);
-	}
-	fuse_reply_buf(req, buf, (size_t) n);
+		fuse_reply_err(req, n == -EBADMSG ? EIO : (int) -n);
+	} else
+		fuse_reply_iov(req, r.iov, (int) r.n_iov);
+	fs_readahead_done(fs->readahead, &r);
 }
 
 /* Drops op_read()'s open count; i may be gone after. */
 static void read_done(Fs *fs, FsInode *i) {
 	uint64_t ino = i->ino;
 	bool rewritten = atomic_load(&i->overwritten);
+	uint64_t bytes = atomic_load(&i->written_end);
 	if (fs_inode_release(fs, i, true))
-		file_quiet(fs, ino, rewritten);
+		file_quiet(fs, ino, rewritten, bytes);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {

@@ -2,7 +2,7 @@
 /*
  * Unit tests for common/bdi.c and common/pipe.c: finding a mount's device
  * through mountinfo, the read-ahead window's argument checks, and the
- * splice reply limit's arithmetic.
+ * splice limits' arithmetic.
  */
 #undef NDEBUG
 #include <assert.h>
@@ -52,6 +52,11 @@ static void test_splice_reply_max(void) {
 	assert(pipe_splice_reply_max(2u << 20, 1u << 20) == 1u << 20);
 	assert(pipe_splice_reply_max(3 * p, 1u << 20) == 0);
 	assert(pipe_splice_reply_max(0, 1u << 20) == 0);
+
+	/* A request needs its payload and one page of header in the pipe. */
+	assert(pipe_splice_request_max(1u << 20, 1u << 20) == (1u << 20) - 4096);
+	assert(pipe_splice_request_max((1u << 20) + 4096, 1u << 20) == 1u << 20);
+	assert(pipe_splice_request_max(4096, 1u << 20) == 0);
 
 	size_t cap = pipe_capacity_max(2u << 20);
 	assert(cap >= 4096 && cap <= (2u << 20));

@@ -341,6 +341,16 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 		       size_of(m, 0, "store_rate", b));
 	else
 		printf("throughput:  not measured yet (the daemon samples every 10 s)\n");
+	if (ctl_message_get(m, 0, "seal_queue_bytes"))
+		printf("seal lag:    %s waiting, the oldest due file %ss past its quiet time\n",
+		       size_of(m, 0, "seal_queue_bytes", a), tierctl_get(m, 0, "seal_behind"));
+	if (ctl_message_get(m, 0, "restore_bytes")) {
+		printf("restores:    %s of sealed files read", size_of(m, 0, "restore_bytes", a));
+		if (ctl_message_get(m, 0, "restore_rate"))
+			printf(" at %s/s", size_of(m, 0, "restore_rate", b));
+		printf("; read-ahead %s hits, %s waits, %s misses\n", tierctl_get(m, 0, "readahead_hits"),
+		       tierctl_get(m, 0, "readahead_waits"), tierctl_get(m, 0, "readahead_misses"));
+	}
 	printf("policy:      seal after %ss quiet, collect every %ss, move by age and watermark every %ss (tierctl policy show)\n",
 	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"), tierctl_get(m, 0, "policy_interval"));
 	print_policy_worker(m);
@@ -1629,6 +1639,28 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const 
 		fprintf(f, "fratier_store_throughput_bytes_per_second %llu\n",
 			(unsigned long long) tierctl_get_u64(m, 0, "store_rate"));
 	}
+	metric_head(f, "fratier_seal_backlog_bytes", "gauge", "Bytes of the files waiting to be sealed.");
+	fprintf(f, "fratier_seal_backlog_bytes %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "seal_queue_bytes"));
+	metric_head(f, "fratier_seal_behind_seconds", "gauge",
+		    "How long the oldest file past its quiet time has waited for sealing since.");
+	fprintf(f, "fratier_seal_behind_seconds %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "seal_behind"));
+	metric_head(f, "fratier_restore_bytes_total", "counter", "Bytes read from sealed files since start.");
+	fprintf(f, "fratier_restore_bytes_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "restore_bytes"));
+	if (ctl_message_get(m, 0, "restore_rate")) {
+		metric_head(f, "fratier_restore_throughput_bytes_per_second", "gauge",
+			    "Bytes read from sealed files over the time such reads were in progress, since start.");
+		fprintf(f, "fratier_restore_throughput_bytes_per_second %llu\n",
+			(unsigned long long) tierctl_get_u64(m, 0, "restore_rate"));
+	}
+	metric_head(f, "fratier_readahead_requests_total", "counter",
+		    "Reads of sealed files by how the restore pipeline served them: from a block decompressed ahead (hit), "
+		    "after waiting for one (wait), or read directly (miss).");
+	fprintf(f, "fratier_readahead_requests_total{result=\"hit\"} %llu\n"
+		   "fratier_readahead_requests_total{result=\"wait\"} %llu\n"
+		   "fratier_readahead_requests_total{result=\"miss\"} %llu\n",
+		(unsigned long long) tierctl_get_u64(m, 0, "readahead_hits"),
+		(unsigned long long) tierctl_get_u64(m, 0, "readahead_waits"),
+		(unsigned long long) tierctl_get_u64(m, 0, "readahead_misses"));
 	metric_head(f, "fratier_policy_moving", "gauge", "Whether the policy worker is moving a file (1) or idle (0).");
 	fprintf(f, "fratier_policy_moving %d\n", strcmp(tierctl_get(m, 0, "policy_state"), "moving") == 0);
 	metric_head(f, "fratier_policy_moved_files_total", "counter", "Files the policy worker moved off the hot tier since start.");
