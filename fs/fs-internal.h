@@ -52,7 +52,15 @@ typedef struct FsInode {
 	struct FsInode *hash_next; /* protected by Fs.table_lock */
 
 	pthread_mutex_t lock;     /* order: after table_lock */
-	int fd;                   /* protected by lock: staging descriptor while open, else -1 */
+	/*
+	 * The staging descriptor while a handle is open, else -1.  Set and
+	 * taken under lock; read without it, under data_lock shared, by every
+	 * request on any handle.  A second open sets it (fs_staging_fd) while
+	 * another handle's read, write or fsync reads it, both under data_lock
+	 * shared, so it is atomic: a reader sees -1 or the whole descriptor,
+	 * and the descriptor's open happens before its use.
+	 */
+	atomic_int fd;
 	int xattrs;               /* protected by lock: -1 unknown, 0 none, 1 some (spares a catalog query per write) */
 
 	/*
@@ -93,6 +101,17 @@ typedef struct FsInode {
 	atomic_uint_fast64_t data_gen;   /* bumped by every change of the bytes, so a seal can tell it raced one */
 	atomic_bool written;             /* changed since it was last queued for sealing */
 	atomic_bool overwritten;         /* rewritten in place: never sealed (online redo, control files) */
+	/*
+	 * Stored with release by each open before its handle goes to the
+	 * kernel (handle_attach), loaded with acquire by each request that
+	 * finds the inode through a handle (ops.c handle_inode).  The kernel
+	 * already orders an open's reply before any request on its handle, but
+	 * through /dev/fuse, and since requests are spliced from it (max_write
+	 * fits a pipe) no read() of it orders them for the compiler's model or
+	 * TSan: the pair says it in C11, so that the inode's initialisation and
+	 * whatever the open did before replying happen before the handle's use.
+	 */
+	atomic_bool handed_out;
 	atomic_uint_fast64_t written_end; /* highest byte written so far, to spot rewrites */
 	struct FsReadWindow *ra_window;  /* protected by FsReadahead.lock: the restore pipeline's (readahead.c) */
 } FsInode;

@@ -39,8 +39,9 @@ int fs_inode_table_init(Fs *fs) {
 
 static void inode_free(Fs *fs, FsInode *i) {
 	fs_readahead_forget(fs->readahead, i);
-	if (i->fd >= 0)
-		close(i->fd);
+	int fd = atomic_load(&i->fd);
+	if (fd >= 0)
+		close(fd);
 	pthread_mutex_destroy(&i->lock);
 	pthread_rwlock_destroy(&i->data_lock);
 	free(i);
@@ -100,7 +101,7 @@ static FsInode *inode_new(Fs *fs, uint64_t ino) {
 	if (!i)
 		return NULL;
 	i->ino = ino;
-	i->fd = -1;
+	atomic_init(&i->fd, -1);
 	i->xattrs = -1;
 	pthread_mutex_init(&i->lock, NULL);
 	pthread_rwlock_init(&i->data_lock, NULL);
@@ -282,7 +283,7 @@ bool fs_inode_release(Fs *fs, FsInode *i, bool take_written) {
 			gone = true;
 		} else {
 			pthread_mutex_lock(&i->lock);
-			fd = TAKE_FD(i->fd);
+			fd = atomic_exchange(&i->fd, -1);
 			pthread_mutex_unlock(&i->lock);
 		}
 	}

@@ -186,6 +186,13 @@ static void run_stop(FsInode *i) {
 	pthread_mutex_unlock(&i->lock);
 }
 
+/* The inode behind an open handle, ordered after the open that handed it out (FsInode.handed_out). */
+static FsInode *handle_inode(const struct fuse_file_info *fi) {
+	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	(void) atomic_load_explicit(&i->handed_out, memory_order_acquire);
+	return i;
+}
+
 static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct stat *ret) {
 	CatalogInode ci;
 	int r;
@@ -283,7 +290,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	int r;
 
 	if (fi && fi->fh)
-		i = (FsInode *) (uintptr_t) fi->fh;
+		i = handle_inode(fi);
 	else {
 		/* No handle: pin the inode (the root has no lookup reference at all). */
 		r = fs_inode_pin(fs, ino, true, &i);
@@ -302,8 +309,9 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 	fs_inode_open(fs, i);
 	if (fd >= 0) {
 		pthread_mutex_lock(&i->lock);
-		if (i->fd < 0)
-			i->fd = TAKE_FD(fd);
+		int none = -1;
+		if (atomic_compare_exchange_strong(&i->fd, &none, fd))
+			fd = -1;
 		pthread_mutex_unlock(&i->lock);
 		if (fd >= 0)
 			close(fd);
@@ -315,7 +323,7 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 			r = fs_staging_fd(fs, i);
 		/* Writes below what the file already holds are rewrites (see op_write_buf). */
 		struct stat st;
-		if (r >= 0 && !i->sealed && !atomic_load(&i->written) && fstat(i->fd, &st) >= 0)
+		if (r >= 0 && !i->sealed && !atomic_load(&i->written) && fstat(atomic_load(&i->fd), &st) >= 0)
 			atomic_store(&i->written_end, (uint64_t) st.st_size);
 		fs_data_unlock(i);
 	}
@@ -323,6 +331,7 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 		(void) fs_inode_release(fs, i, false);
 		return r;
 	}
+	atomic_store_explicit(&i->handed_out, true, memory_order_release);
 	fi->fh = (uintptr_t) i;
 	if (fi->flags & O_DIRECT)
 		fi->direct_io = 1; /* the caller asked to bypass the page cache: so do we */
@@ -411,7 +420,7 @@ static void file_quiet(Fs *fs, uint64_t ino, bool rewritten, uint64_t bytes) {
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 
 	bool rewritten = atomic_load(&i->overwritten);
 	uint64_t bytes = atomic_load(&i->written_end);
@@ -450,7 +459,7 @@ static void read_done(Fs *fs, FsInode *i) {
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
 	fs_throttle_foreground(&fs->throttle);
@@ -473,7 +482,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	else {
 		/* libfuse splices straight from the staging file into the reply when it can. */
 		buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-		buf.buf[0].fd = i->fd;
+		buf.buf[0].fd = atomic_load(&i->fd);
 		buf.buf[0].pos = off;
 		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 	}
@@ -487,7 +496,7 @@ static int lock_raw(Fs *fs, FsInode *i) {
 		int r = fs_data_lock_read(fs, i);
 		if (r < 0)
 			return r;
-		if (!i->sealed && i->fd >= 0)
+		if (!i->sealed && atomic_load(&i->fd) >= 0)
 			return 0;
 		bool sealed = i->sealed;
 		fs_data_unlock(i);
@@ -565,7 +574,7 @@ static ssize_t write_in(struct fuse_bufvec *in, size_t left, int fd, off_t pos, 
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	size_t size = fuse_buf_size(in), done = 0;
 	unsigned moves = 0;
 	ssize_t n = 0;
@@ -585,7 +594,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		if (end > known && !fs_spill_has_room(fs, atomic_load(&i->staging_tier), end - known))
 			n = -ENOSPC;
 		else
-			n = write_in(in, size - done, i->fd, (off_t) at, &exact);
+			n = write_in(in, size - done, atomic_load(&i->fd), (off_t) at, &exact);
 		if (n > 0) {
 			change = data_written(i, at, at + (uint64_t) n);
 			done += (size_t) n;
@@ -615,13 +624,13 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	fs_throttle_foreground(&fs->throttle);
 	int r = fs_data_lock_read(fs, i);
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);
 	/* A sealed file's bytes are durable already; its catalog state is synced below. */
-	if (!i->sealed && (datasync ? fdatasync(i->fd) : fsync(i->fd)) < 0)
+	if (!i->sealed && (datasync ? fdatasync(atomic_load(&i->fd)) : fsync(atomic_load(&i->fd))) < 0)
 		r = -errno;
 	bool raw = !i->sealed;
 	uint32_t tier = atomic_load(&i->staging_tier);
@@ -653,7 +662,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			 struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	int r;
 
 	/* Like a write: a full staging tier hands the file over to the next with room (op_write_buf()). */
@@ -661,7 +670,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		r = lock_raw(fs, i);
 		if (r < 0)
 			return (void) fuse_reply_err(req, -r);
-		if (fallocate(i->fd, mode, offset, length) < 0)
+		if (fallocate(atomic_load(&i->fd), mode, offset, length) < 0)
 			r = -errno;
 		else {
 			(void) data_written(i, (uint64_t) offset, (uint64_t) offset + (uint64_t) length);
@@ -683,14 +692,14 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	int r = fs_data_lock_read(fs, i);
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);
 	off_t pos;
 	if (!i->sealed) {
 		/* Holes are the staging file's holes; SEEK_DATA/SEEK_HOLE ask it directly. */
-		pos = lseek(i->fd, off, whence);
+		pos = lseek(atomic_load(&i->fd), off, whence);
 		if (pos < 0)
 			pos = -errno;
 	} else if (off < 0)
