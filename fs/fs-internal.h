@@ -102,16 +102,20 @@ typedef struct FsInode {
 	atomic_bool written;             /* changed since it was last queued for sealing */
 	atomic_bool overwritten;         /* rewritten in place: never sealed (online redo, control files) */
 	/*
-	 * Stored with release by each open before its handle goes to the
-	 * kernel (handle_attach), loaded with acquire by each request that
-	 * finds the inode through a handle (ops.c handle_inode).  The kernel
-	 * already orders an open's reply before any request on its handle, but
-	 * through /dev/fuse, and since requests are spliced from it (max_write
-	 * fits a pipe) no read() of it orders them for the compiler's model or
-	 * TSan: the pair says it in C11, so that the inode's initialisation and
-	 * whatever the open did before replying happen before the handle's use.
+	 * The order the kernel gives the requests of a handle, said in C11.
+	 * The kernel sends no request on a handle before the open's reply, and
+	 * no release before the replies of the handle's other requests; but it
+	 * says so through /dev/fuse, and since requests are spliced from it
+	 * (max_write fits a pipe) no read() of it orders them for the
+	 * compiler's model or TSan, which then sees the inode's creation race
+	 * its first use, and its last use race the free after release.  So an
+	 * open, before its reply, and every request on a handle, after its
+	 * last touch of the inode and before its reply, add to this with
+	 * release (a read-modify-write, so that each one is in the release
+	 * sequence); every request on a handle, release included, loads it
+	 * with acquire first (ops.c handle_inode, handle_done).
 	 */
-	atomic_bool handed_out;
+	atomic_uint_fast64_t handle_sync;
 	atomic_uint_fast64_t written_end; /* highest byte written so far, to spot rewrites */
 	struct FsReadWindow *ra_window;  /* protected by FsReadahead.lock: the restore pipeline's (readahead.c) */
 } FsInode;

@@ -186,11 +186,16 @@ static void run_stop(FsInode *i) {
 	pthread_mutex_unlock(&i->lock);
 }
 
-/* The inode behind an open handle, ordered after the open that handed it out (FsInode.handed_out). */
+/* The inode behind an open handle, after the open and the handle's earlier requests (FsInode.handle_sync). */
 static FsInode *handle_inode(const struct fuse_file_info *fi) {
 	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
-	(void) atomic_load_explicit(&i->handed_out, memory_order_acquire);
+	(void) atomic_load_explicit(&i->handle_sync, memory_order_acquire);
 	return i;
+}
+
+/* A request on a handle, or an open, is done with the inode: what it did comes before a later release. */
+static void handle_done(FsInode *i) {
+	atomic_fetch_add_explicit(&i->handle_sync, 1, memory_order_release);
 }
 
 static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct stat *ret) {
@@ -300,6 +305,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	r = do_setattr(fs, i, attr, to_set, &st);
 	if (!(fi && fi->fh))
 		fs_inode_unpin(fs, i);
+	else
+		handle_done(i);
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);
 	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
@@ -331,7 +338,7 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 		(void) fs_inode_release(fs, i, false);
 		return r;
 	}
-	atomic_store_explicit(&i->handed_out, true, memory_order_release);
+	handle_done(i);
 	fi->fh = (uintptr_t) i;
 	if (fi->flags & O_DIRECT)
 		fi->direct_io = 1; /* the caller asked to bypass the page cache: so do we */
@@ -617,6 +624,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 			break;
 		}
 	}
+	handle_done(i);
 	if (done > 0)
 		return (void) fuse_reply_write(req, done);
 	fuse_reply_err(req, n < 0 ? (int) -n : EIO);
@@ -627,14 +635,17 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	FsInode *i = handle_inode(fi);
 	fs_throttle_foreground(&fs->throttle);
 	int r = fs_data_lock_read(fs, i);
-	if (r < 0)
+	if (r < 0) {
+		handle_done(i);
 		return (void) fuse_reply_err(req, -r);
+	}
 	/* A sealed file's bytes are durable already; its catalog state is synced below. */
 	if (!i->sealed && (datasync ? fdatasync(atomic_load(&i->fd)) : fsync(atomic_load(&i->fd))) < 0)
 		r = -errno;
 	bool raw = !i->sealed;
 	uint32_t tier = atomic_load(&i->staging_tier);
 	fs_data_unlock(i);
+	handle_done(i);
 	/*
 	 * The data is only findable after a power loss if its names are
 	 * durable too.  Its staging file may have spilled meanwhile: the spill
@@ -669,7 +680,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	for (unsigned moves = 0;; moves++) {
 		r = lock_raw(fs, i);
 		if (r < 0)
-			return (void) fuse_reply_err(req, -r);
+			break;
 		if (fallocate(atomic_load(&i->fd), mode, offset, length) < 0)
 			r = -errno;
 		else {
@@ -687,6 +698,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		if (r < 0)
 			break;
 	}
+	handle_done(i);
 	fuse_reply_err(req, -r);
 }
 
@@ -694,8 +706,10 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	Fs *fs = fs_of(req);
 	FsInode *i = handle_inode(fi);
 	int r = fs_data_lock_read(fs, i);
-	if (r < 0)
+	if (r < 0) {
+		handle_done(i);
 		return (void) fuse_reply_err(req, -r);
+	}
 	off_t pos;
 	if (!i->sealed) {
 		/* Holes are the staging file's holes; SEEK_DATA/SEEK_HOLE ask it directly. */
@@ -710,6 +724,7 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 		/* A sealed file reports no holes, as filesystems without SEEK_HOLE support do. */
 		pos = whence == SEEK_HOLE ? (off_t) i->sealed_size : off;
 	fs_data_unlock(i);
+	handle_done(i);
 	if (pos < 0)
 		return (void) fuse_reply_err(req, (int) -pos);
 	fuse_reply_lseek(req, pos);
