@@ -344,13 +344,13 @@ def fallocate_modes(t):
     MiB = 1 << 20
     fd = t.open("fa", "O_CREAT|O_RDWR", 0o644)
     t.fdcall("fallocate 0 @0 1MiB", fd, fallocate, 0, 0, MiB)
-    t.fst(fd, "fa")
+    t.fst(fd, "fa", ctime_twice=True)
     t.pread(fd, 100, 500000)
     t.fdcall("fallocate KEEP_SIZE @1MiB 1MiB", fd, fallocate, FALLOC_FL_KEEP_SIZE, MiB, MiB)
-    t.fst(fd, "fa")
+    t.fst(fd, "fa", ctime_twice=True)
     t.pread(fd, 10, MiB)
     t.fdcall("fallocate 0 @3MiB 4096 (extends)", fd, fallocate, 0, 3 * MiB, 4096)
-    t.fst(fd, "fa")
+    t.fst(fd, "fa", ctime_twice=True)
     t.fdcall("fallocate PUNCH_HOLE alone", fd, fallocate, FALLOC_FL_PUNCH_HOLE, 0, 4096)
     t.fdcall("fallocate @-1", fd, fallocate, 0, -1, 10)
     t.fdcall("fallocate len 0", fd, fallocate, 0, 0, 0)
@@ -360,7 +360,7 @@ def fallocate_modes(t):
     fd = t.open("p", "O_RDWR")
     t.fdcall("fallocate PUNCH|KEEP @8192 49152", fd, fallocate,
              FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 8192, 49152)
-    t.fst(fd, "p")
+    t.fst(fd, "p", ctime_twice=True)
     t.pread(fd, 8192, 4096)
     t.pread(fd, 8192, 53248)
     t.fdcall("fallocate PUNCH|KEEP unaligned @100 50", fd, fallocate,
@@ -368,7 +368,7 @@ def fallocate_modes(t):
     t.pread(fd, 200, 0)
     t.fdcall("fallocate PUNCH|KEEP past EOF", fd, fallocate,
              FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 60000, 100000)
-    t.fst(fd, "p")
+    t.fst(fd, "p", ctime_twice=True)
     t.fdcall("fallocate ZERO_RANGE @0 4096", fd, fallocate, FALLOC_FL_ZERO_RANGE, 0, 4096)
     t.pread(fd, 10, 0)
     t.close(fd)
