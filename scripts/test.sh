@@ -118,12 +118,15 @@ TEST_ENV=(FRATIER_TEST_BUILD=release)
 build_and_test release -Dbuildtype=debugoptimized -- "${only[@]}"
 if [ -z "${FRATIER_NO_ASAN:-}" ]; then
 	# The daemon under ASan/UBSan too: every e2e test exercises it with sanitizers
-	# on, with fewer rounds (the release build runs the full counts).
+	# on, with fewer rounds (the release build runs the full counts): each
+	# crash test's own under FRATIER_TEST_BUILD=asan (e2e-crash 12,
+	# e2e-dedup-crash 6, e2e-dedup-stream-crash 6, e2e-migrate-crash 3),
+	# unless FRATIER_CRASH_ROUNDS_ASAN sets one count for all.
 	sanitizer_logs asan
-	TEST_ENV=(FRATIER_TEST_BUILD=asan
+	TEST_ENV=(-u FRATIER_CRASH_ROUNDS FRATIER_TEST_BUILD=asan
 		ASAN_OPTIONS="log_path=$san/asan"
 		UBSAN_OPTIONS="log_path=$san/ubsan"
-		FRATIER_CRASH_ROUNDS="${FRATIER_CRASH_ROUNDS_ASAN:-12}"
+		${FRATIER_CRASH_ROUNDS_ASAN:+FRATIER_CRASH_ROUNDS="$FRATIER_CRASH_ROUNDS_ASAN"}
 		FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_ASAN:-6}")
 	build_and_test asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
 		-- --setup sanitizer "${only[@]}"
