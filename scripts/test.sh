@@ -78,6 +78,7 @@ build_and_test() {
 	local dir="$top/build-test-$name"
 
 	echo "=== $name: configure and build"
+	local t0=$SECONDS
 	local how=()
 	[ -d "$dir/meson-private" ] && how=(--reconfigure)
 	meson setup "${how[@]}" "$dir" "${setup[@]}" >"$top/build-test-$name.setup.log" 2>&1 || {
@@ -94,7 +95,10 @@ build_and_test() {
 	# A meson test that dies before writing its log must not leave an old one to be counted.
 	rm -f "$log"
 	echo "=== $name: meson test ${testargs[*]}"
+	local t1=$SECONDS
 	env "${TEST_ENV[@]}" meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" "${testargs[@]}" || status=1
+	# Per stage, so that the suite's length can be kept under its budget.
+	echo "=== $name: built in $((t1 - t0)) s, tested in $((SECONDS - t1)) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
 	logs+=("$name=$log")
 }
 
@@ -114,12 +118,15 @@ TEST_ENV=(FRATIER_TEST_BUILD=release)
 build_and_test release -Dbuildtype=debugoptimized -- "${only[@]}"
 if [ -z "${FRATIER_NO_ASAN:-}" ]; then
 	# The daemon under ASan/UBSan too: every e2e test exercises it with sanitizers
-	# on, with fewer rounds (the release build runs the full counts).
+	# on, with fewer rounds (the release build runs the full counts): each
+	# crash test's own under FRATIER_TEST_BUILD=asan (e2e-crash 12,
+	# e2e-dedup-crash 6, e2e-dedup-stream-crash 6, e2e-migrate-crash 3),
+	# unless FRATIER_CRASH_ROUNDS_ASAN sets one count for all.
 	sanitizer_logs asan
-	TEST_ENV=(FRATIER_TEST_BUILD=asan
+	TEST_ENV=(-u FRATIER_CRASH_ROUNDS FRATIER_TEST_BUILD=asan
 		ASAN_OPTIONS="log_path=$san/asan"
 		UBSAN_OPTIONS="log_path=$san/ubsan"
-		FRATIER_CRASH_ROUNDS="${FRATIER_CRASH_ROUNDS_ASAN:-12}"
+		${FRATIER_CRASH_ROUNDS_ASAN:+FRATIER_CRASH_ROUNDS="$FRATIER_CRASH_ROUNDS_ASAN"}
 		FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_ASAN:-6}")
 	build_and_test asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
 		-- --setup sanitizer "${only[@]}"
@@ -154,6 +161,7 @@ sep = rest.index("--")
 stages, sanitizer_dirs = rest[:sep], rest[sep + 1:]
 passed = failed = skipped = 0
 skips = []
+failures = []  # (stage, meson's record) of each failed test: its output's tail is printed at the end
 for stage in stages:
     name, _, path = stage.partition("=")
     try:
@@ -180,6 +188,7 @@ for stage in stages:
                                      " (allowed: %s)" % allowed[test] if test in allowed else ""))
                 else:
                     failed += 1
+                    failures.append((name, t))
     except OSError as e:
         print("%s: no test log (%s): meson test did not finish" % (name, e))
         failed += 1
@@ -190,6 +199,15 @@ for stage in sanitizer_dirs:
         print("%s: sanitizer report %s:" % (name, os.path.join(d, report)))
         with open(os.path.join(d, report), errors="replace") as f:
             print("".join(f.readlines()[:40]))
+# meson's own --print-errorlogs output is far above, between other tests'
+# output; the reason of each failure is printed again here, where a CI log's
+# tail shows it.
+for name, t in failures:
+    out = ((t.get("stdout") or "") + (t.get("stderr") or "")).splitlines()
+    print("%s: %s: %s after %.1fs; the last %d lines of its output:"
+          % (name, t["name"].rpartition(" / ")[2], t.get("result"), t.get("duration", 0), min(len(out), 60)))
+    for line in out[-60:]:
+        print("    " + line)
 for s in skips:
     print(s)
 failed += build_failures
