@@ -330,6 +330,16 @@ void store_decoded_done(StoreDecoded *d);
  * Returns: 0, -EIO (any failure of the stored bytes), -ENOMEM.
  */
 int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d);
+/* A unit's chunk count and plain bytes, from its header.  Returns: 0, -EIO. */
+int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_count, uint32_t *ret_plain_size);
+/*
+ * As store_unit_decode(), into plain[0, plain_cap), ends and ids[0,
+ * entries_cap) (d gives the decoders and gets level, count, plain_size):
+ * a reader decodes straight into a cache entry.  On error the buffers
+ * hold garbage.
+ */
+int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d, uint8_t *plain,
+			   size_t plain_cap, uint32_t *ends, DedupChunkId *ids, size_t entries_cap);
 
 /* Where a chunk's unit is: its offset and how many bytes to read. */
 static inline uint32_t store_chunk_unit_size(const CatalogChunk *ch) {

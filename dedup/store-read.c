@@ -397,20 +397,27 @@ static void unit_damaged(DedupStore *s, uint64_t container, uint64_t offset, uin
 	chunk_damaged(s, chunk);
 }
 
-/* Decodes one fetched unit into a new cache entry and publishes it (invariant 1). */
+/*
+ * Decodes one fetched unit straight into a new cache entry and publishes it
+ * (invariant 1); an entry that failed a check is never published.
+ */
 static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf) {
-	int r = store_unit_decode(u->region, buf, u->size, s->verify_content, &ctx->dec);
+	uint32_t count, plain_size;
+	DedupCachedRegion *e = NULL;
+	int r = store_unit_sizes(u->region, buf, u->size, &count, &plain_size);
+	if (r >= 0) {
+		e = dedup_cached_region_new(u->container, u->offset, count, plain_size);
+		if (!e)
+			return -ENOMEM;
+		r = store_unit_decode_into(u->region, buf, u->size, s->verify_content, &ctx->dec, e->data, plain_size,
+					   e->ends, e->ids, count);
+	}
 	if (r < 0) {
+		dedup_region_cache_release(s->cache, e);
 		if (r != -ENOMEM)
 			unit_damaged(s, u->container, u->offset, ctx->locs[u->first].chunk);
 		return r;
 	}
-	DedupCachedRegion *e = dedup_cached_region_new(u->container, u->offset, ctx->dec.count, ctx->dec.plain_size);
-	if (!e)
-		return -ENOMEM;
-	memcpy(e->data, ctx->dec.plain, ctx->dec.plain_size);
-	memcpy(e->ends, ctx->dec.ends, ctx->dec.count * sizeof(*e->ends));
-	memcpy(e->ids, ctx->dec.ids, ctx->dec.count * sizeof(*e->ids));
 	u->held = dedup_region_cache_publish(s->cache, e);
 	u->state = DEDUP_REGION_HIT;
 	return 0;

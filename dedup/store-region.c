@@ -274,7 +274,25 @@ static int decoded_reserve(StoreDecoded *d, size_t plain, size_t entries) {
 	return 0;
 }
 
-int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d) {
+int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_count, uint32_t *ret_plain_size) {
+	if (!region) {
+		DedupFrameHeader h;
+		if (dedup_frame_header_parse(buf, len, &h) < 0)
+			return -EIO;
+		*ret_count = 1;
+		*ret_plain_size = h.plain_size;
+		return 0;
+	}
+	DedupRegionHeader h;
+	if (dedup_region_header_parse(buf, len, &h) < 0)
+		return -EIO;
+	*ret_count = h.count;
+	*ret_plain_size = h.plain_size;
+	return 0;
+}
+
+int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d, uint8_t *plain,
+			   size_t plain_cap, uint32_t *ends, DedupChunkId *ids, size_t entries_cap) {
 	int r;
 
 	if (verify && !d->hasher) {
@@ -289,19 +307,16 @@ int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, 
 			if (r < 0)
 				return r;
 		}
-		if (dedup_frame_header_parse(buf, len, &h) < 0)
+		if (entries_cap < 1)
 			return -EIO;
-		r = decoded_reserve(d, h.plain_size, 1);
-		if (r < 0)
-			return r;
-		r = dedup_frame_decode(d->frame_decoder, buf, len, verify ? d->hasher : NULL, d->plain, d->plain_cap, &h);
+		r = dedup_frame_decode(d->frame_decoder, buf, len, verify ? d->hasher : NULL, plain, plain_cap, &h);
 		if (r < 0)
 			return r == -ENOMEM ? r : -EIO;
 		d->level = -1;
 		d->count = 1;
 		d->plain_size = h.plain_size;
-		d->ends[0] = h.plain_size;
-		d->ids[0] = h.id;
+		ends[0] = h.plain_size;
+		ids[0] = h.id;
 		return 0;
 	}
 
@@ -311,20 +326,27 @@ int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, 
 		if (r < 0)
 			return r;
 	}
-	if (dedup_region_header_parse(buf, len, &h) < 0)
-		return -EIO;
-	r = decoded_reserve(d, h.plain_size, h.count);
-	if (r < 0)
-		return r;
-	r = dedup_region_decode(d->region_decoder, buf, len, verify ? d->hasher : NULL, d->plain, d->plain_cap,
-				d->ends, d->ids, d->entries_cap, &h);
+	r = dedup_region_decode(d->region_decoder, buf, len, verify ? d->hasher : NULL, plain, plain_cap, ends, ids,
+				entries_cap, &h);
 	if (r < 0)
 		return r == -ENOMEM ? r : -EIO;
 	/* Lengths into ends, in place. */
 	for (size_t i = 1; i < h.count; i++)
-		d->ends[i] += d->ends[i - 1];
+		ends[i] += ends[i - 1];
 	d->level = h.level;
 	d->count = h.count;
 	d->plain_size = h.plain_size;
 	return 0;
+}
+
+int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d) {
+	uint32_t count, plain_size;
+	int r = store_unit_sizes(region, buf, len, &count, &plain_size);
+	if (r < 0)
+		return r;
+	r = decoded_reserve(d, plain_size, count);
+	if (r < 0)
+		return r;
+	return store_unit_decode_into(region, buf, len, verify, d, d->plain, d->plain_cap, d->ends, d->ids,
+				      d->entries_cap);
 }
