@@ -432,11 +432,12 @@ static int chunk_process(DedupWriter *w, const uint8_t *data, size_t len) {
 DedupWriter *dedup_writer_free(DedupWriter *w) {
 	if (!w)
 		return NULL;
+	/* First: the encoders may still be compressing its regions, and the store must outlive that. */
+	store_builder_done(&w->builder);
 	store_pins_release(w->s, &w->pins);
 	if (w->entered)
 		store_writers_leave(w->s);
 	dedup_hasher_free(w->hasher);
-	store_builder_done(&w->builder);
 	free(w->chunk_buf);
 	free(w->window);
 	free(w->literals);
