@@ -11,6 +11,9 @@
  * order the regions were gathered, so the containers' layout and the
  * writer's registration order are those of one thread.
  *
+ * The threads start with the store's first writer, not at open: a daemon
+ * opens its stores before it detaches, and a fork keeps no thread.
+ *
  * Invariants:
  *  1. A job is in exactly one of: queued (on the list), running (one
  *     thread encodes it, holding no lock), done.  Its state and the list
@@ -78,23 +81,29 @@ static void *encoder_main(void *userdata) {
 	return NULL;
 }
 
-int store_encoders_start(DedupStore *s) {
+void store_encoders_init(DedupStore *s) {
 	pthread_mutex_init(&s->encode_lock, NULL);
 	pthread_cond_init(&s->encode_work, NULL);
 	pthread_cond_init(&s->encode_done, NULL);
 	s->encode_ready = true;
-	if (s->opts.encode_workers == 0)
-		return 0;
+}
+
+void store_encoders_start(DedupStore *s) {
+	pthread_mutex_lock(&s->encode_lock);
+	if (s->encoders_started || s->opts.encode_workers == 0)
+		goto out;
+	s->encoders_started = true;
 	s->encoders = calloc(s->opts.encode_workers, sizeof(*s->encoders));
 	if (!s->encoders)
-		return -ENOMEM;
+		goto out;
 	for (unsigned i = 0; i < s->opts.encode_workers; i++) {
 		/* Without a thread, fewer encoders: waiters encode what nobody took (invariant 2). */
 		if (pthread_create(&s->encoders[i], NULL, encoder_main, s) != 0)
 			break;
 		s->n_encoders++;
 	}
-	return 0;
+out:
+	pthread_mutex_unlock(&s->encode_lock);
 }
 
 void store_encoders_stop(DedupStore *s) {
@@ -104,6 +113,7 @@ void store_encoders_stop(DedupStore *s) {
 	s->encode_stop = true;
 	pthread_cond_broadcast(&s->encode_work);
 	pthread_mutex_unlock(&s->encode_lock);
+	/* No lock: no writer is alive, so nobody starts them now. */
 	for (unsigned i = 0; i < s->n_encoders; i++)
 		pthread_join(s->encoders[i], NULL);
 	free(s->encoders);

@@ -227,8 +227,9 @@ struct DedupStore {
 	StoreEncodeJob *encode_head; /* protected by encode_lock: queued jobs, oldest first */
 	bool encode_stop;            /* protected by encode_lock */
 	bool encode_ready;           /* the lock and conditions are initialized */
-	pthread_t *encoders;
-	unsigned n_encoders;
+	bool encoders_started;       /* protected by encode_lock */
+	pthread_t *encoders;         /* set once, by the first writer, under encode_lock */
+	unsigned n_encoders;         /* likewise */
 
 	pthread_mutex_t read_lock;
 	StoreSegment **segments; /* protected by read_lock: opts.segment_cache slots */
@@ -258,8 +259,10 @@ void store_exclusive_end(DedupStore *s);
  */
 int store_append(DedupStore *s, StoreUnit *units, size_t n, StorePins *pins);
 
-/* store-encode.c: starts opts.encode_workers encoders (fewer if threads cannot be made). */
-int store_encoders_start(DedupStore *s);
+/* store-encode.c: the encoders' lock and conditions, at open. */
+void store_encoders_init(DedupStore *s);
+/* Starts opts.encode_workers encoders once (fewer, or none, if threads cannot be made). */
+void store_encoders_start(DedupStore *s);
 /* Stops them; no job may be queued. */
 void store_encoders_stop(DedupStore *s);
 /* Queues j (its buffers and level set) for the encoders. */

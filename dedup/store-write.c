@@ -480,6 +480,7 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 	r = dedup_hasher_new(&w->hasher);
 	if (r < 0)
 		return r;
+	store_encoders_start(s);
 	r = store_builder_init_parallel(&w->builder, s, zstd_level, region_size, p.min_size, p.max_size);
 	if (r < 0)
 		return r;

@@ -771,9 +771,7 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 	r = store_filter_rebuild(s);
 	if (r < 0)
 		return r;
-	r = store_encoders_start(s);
-	if (r < 0)
-		return r;
+	store_encoders_init(s);
 
 	*ret = TAKE_PTR(s);
 	return 0;

@@ -111,7 +111,8 @@ typedef struct DedupStoreOptions {
 	uint64_t sync_bytes;          /* frames a writer appends between fsync + registration */
 	int zstd_level;               /* for writers created with DEDUP_STORE_LEVEL_DEFAULT; 0 = zstd's */
 	uint32_t region_size;         /* for writers created with DEDUP_STORE_REGION_DEFAULT (DEDUP_REGION_TARGET_MIN..MAX) */
-	unsigned encode_workers;      /* threads compressing writers' regions beside them (..DEDUP_STORE_ENCODE_WORKERS_MAX); 0 = none */
+	unsigned encode_workers;      /* threads compressing writers' regions beside them, started by the first writer
+				       * (..DEDUP_STORE_ENCODE_WORKERS_MAX); 0 = none */
 	int encode_nice;              /* their nice value; 0 = the opener's */
 	DedupVerify verify;
 } DedupStoreOptions;
