@@ -92,6 +92,10 @@ class Bench:
         self.pt_daemon = None
         self.oragen = os.path.join(build, 'tools', 'oragen', 'oragen')
         self.results = {}  # (variant, side) -> [Run]
+        self.sides = SIDES + tuple(n for n, _ in args.variant)
+        self.sealing = SEALING + tuple(n for n, _ in args.variant)
+        self.mount_opts = dict(MOUNT_OPTS, **dict(args.variant))
+        self.perf = None
 
     def setup(self):
         base = os.path.abspath(self.args.workdir)
@@ -119,6 +123,9 @@ class Bench:
     def cleanup(self):
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            if self.perf is not None:
+                self.perf.kill()
+                self.perf = None
             if self.pt_daemon is not None:
                 self.pt_daemon.stop()
                 self.pt_daemon = None
@@ -176,7 +183,29 @@ class Bench:
                 watch.closed_at(dst, time.monotonic())
         return total, time.monotonic() - t0
 
-    def measure(self, side, pace):
+    def config_opts(self, opts, data):
+        """opts, its zstd_level=N (the bench's, not the daemon's) made into a config file giving every
+        class that level, with the default mount's tiers under data."""
+        out, level = [], None
+        for o in filter(None, opts.split(',')):
+            if o.startswith('zstd_level='):
+                level = o.partition('=')[2]
+            else:
+                out.append(o)
+        if level is None:
+            return ','.join(out)
+        for t in ('hot', 'capacity'):
+            os.makedirs(os.path.join(data, t), exist_ok=True)
+        conf = os.path.join(self.work, 'fratier.conf')
+        with open(conf, 'w') as f:
+            f.write(f'[fratier]\ndata_dir = {data}\n'
+                    f'[tier hot]\nrole = hot\npath = {data}/hot\n'
+                    f'[tier capacity]\nrole = capacity\npath = {data}/capacity\n')
+            for c in ('archivelog', 'backuppiece', 'imagecopy', 'other'):
+                f.write(f'[class {c}]\nzstd_level = {level}\n')
+        return ','.join(out + [f'config={conf}'])
+
+    def measure(self, side, pace, perf=False):
         run = Run()
         data = os.path.join(self.work, 'data')
         mnt = os.path.join(self.work, 'mnt')
@@ -185,8 +214,8 @@ class Bench:
         # The native side writes into the hot tier's directory of a mount, as fratier's staging does;
         # the passthrough side into a directory beside it, through bench/passthrough.
         opts = f'data={data},seal_delay=0,gc_interval=3600'
-        if side in SEALING:
-            opts += ',' + MOUNT_OPTS[side]
+        if side in self.sealing:
+            opts += ',' + self.config_opts(self.mount_opts[side], data)
         if self.args.mount_opts:
             opts += ',' + self.args.mount_opts
         self.daemon = bl.Daemon(self.fratierfs, opts, mnt, os.path.join(self.work, 'fratierfs.log')).start()
@@ -201,7 +230,7 @@ class Bench:
                                        os.path.join(self.work, 'passthrough.log')).start()
             measured = self.pt_daemon
         watch = None
-        if side in SEALING:
+        if side in self.sealing:
             watch = SealWatch()
             watch.start()
         self.cache.drop()
@@ -211,6 +240,8 @@ class Bench:
                 with open(src, 'rb') as f:
                     while f.read(bl.MIB):
                         pass
+        if perf and not self.perf.start(side, measured.proc.pid):
+            raise bl.BenchError('perf record failed')
         cpu0 = measured.cpu_seconds()
         run.bytes, run.wall = self.write_all(root, pace, watch)
         if watch:
@@ -229,6 +260,12 @@ class Bench:
             run.lags = [watch.sealed[p] - watch.closed[p] for p in watch.closed]
             run.drain = max(watch.sealed.values()) - last_close
         run.cpu = measured.cpu_seconds() - cpu0
+        if perf:
+            self.perf.stop()
+            print(f'\n#### perf record -a -g -e {self.perf.event}, side {side}: write + seal of '
+                  f'{run.bytes / bl.MB:.0f} MB, {bl.fmt(run.mbps())} MB/s written, drain '
+                  f'{bl.fmt(run.drain, 2)} s (slowed by perf)')
+            self.perf.report(run.bytes, (('fratier daemon', measured.proc.pid),))
         if self.pt_daemon is not None:
             self.pt_daemon.stop()
             self.pt_daemon = None
@@ -248,32 +285,41 @@ class Bench:
             print(f'\n{variant}: {len(self.files)} files, {total / bl.MB:.0f} MB, one writer, {how}; '
                   f'ratio = of native; pt = of the passthrough')
             print(f'{"round":>5}  {"side":<11} {"MB/s":>7} {"ratio":>6} {"pt":>6} {"lag med s":>9} {"lag max s":>9} '
-                  f'{"drain s":>7} {"daemon CPU s":>12}')
+                  f'{"drain s":>7} {"daemon CPU s":>12} {"ingest x":>8}')
             for rnd in range(a.rounds):
-                order = SIDES[rnd % len(SIDES):] + SIDES[:rnd % len(SIDES)]
+                sides = self.sides
+                order = sides[rnd % len(sides):] + sides[:rnd % len(sides)]
                 runs = {}
                 for side in order:
                     runs[side] = self.measure(side, pace)
                     self.results.setdefault((variant, side), []).append(runs[side])
-                for side in SIDES:
+                for side in sides:
                     r = runs[side]
                     r.ratio = r.mbps() / runs['native'].mbps() if side != 'native' else None
-                    r.pt_ratio = r.mbps() / runs['passthrough'].mbps() if side in SEALING else None
+                    r.pt_ratio = r.mbps() / runs['passthrough'].mbps() if side in self.sealing else None
+                    r.ingest = (r.wall + r.drain) / runs['native'].wall if side in self.sealing else None
                     print(f'{rnd + 1:>5}  {side:<11} {bl.fmt(r.mbps()):>7} {bl.fmt(r.ratio, 3):>6} '
                           f'{bl.fmt(r.pt_ratio, 3):>6} '
                           f'{bl.fmt(bl.med(r.lags), 2):>9} {bl.fmt(max(r.lags) if r.lags else None, 2):>9} '
-                          f'{bl.fmt(r.drain, 2):>7} {bl.fmt(r.cpu, 1):>12}', flush=True)
+                          f'{bl.fmt(r.drain, 2):>7} {bl.fmt(r.cpu, 2):>12} {bl.fmt(r.ingest, 2):>8}', flush=True)
             print(f'median {"":<11}')
-            for side in SIDES:
+            for side in self.sides:
                 rs = self.results[(variant, side)]
                 ratio = bl.med([r.ratio for r in rs]) if side != 'native' else None
-                pt_ratio = bl.med([r.pt_ratio for r in rs]) if side in SEALING else None
+                pt_ratio = bl.med([r.pt_ratio for r in rs]) if side in self.sealing else None
                 print(f'{"":>5}  {side:<11} {bl.fmt(bl.med([r.mbps() for r in rs])):>7} {bl.fmt(ratio, 3):>6} '
                       f'{bl.fmt(pt_ratio, 3):>6} '
                       f'{bl.fmt(bl.med([bl.med(r.lags) for r in rs if r.lags]), 2):>9} '
                       f'{bl.fmt(bl.med([max(r.lags) for r in rs if r.lags]), 2):>9} '
                       f'{bl.fmt(bl.med([r.drain for r in rs if r.drain is not None]), 2):>7} '
-                      f'{bl.fmt(bl.med([r.cpu for r in rs]), 1):>12}')
+                      f'{bl.fmt(bl.med([r.cpu for r in rs]), 2):>12} '
+                      f'{bl.fmt(bl.med([r.ingest for r in rs if r.ingest is not None]), 2):>8}')
+        if a.perf:
+            self.perf = bl.Perf(self.work)
+            if self.perf.ready():
+                for side in self.sealing:
+                    self.measure(side, 0, perf=True)
+            self.perf = None
         la = os.getloadavg()
         print(f'\nload avg at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}'
               + (f' -- more runnable work than {os.cpu_count()} cores: figures are noisy'
@@ -313,7 +359,20 @@ def main():
     ap.add_argument('--build', help='meson build dir (default SRC/build); use an optimized one')
     ap.add_argument('--workdir', default='/var/tmp', help='scratch dir parent (default /var/tmp)')
     ap.add_argument('--mount-opts', default='', help='extra -o options for fratierfs')
+    ap.add_argument('--variant', action='append', default=[], metavar='NAME=OPTS',
+                    help='one more fratier side, NAME, mounted with -o OPTS (an A/B of an option in one run); '
+                         'zstd_level=N in OPTS mounts with a config giving every class that level; repeatable')
+    ap.add_argument('--perf', action='store_true',
+                    help='after the rounds, each sealing side once more under perf record -a -g '
+                         '(write until every file is sealed), its CPU broken down')
     args = ap.parse_args()
+    variants = []
+    for v in args.variant:
+        name, sep, opts = v.partition('=')
+        if not sep or not name or name in SIDES or name in (n for n, _ in variants):
+            ap.error(f'--variant {v!r}: NAME=OPTS, NAME new')
+        variants.append((name, opts))
+    args.variant = variants
     if args.rounds < 1:
         ap.error('--rounds must be at least 1')
     if os.geteuid() != 0:

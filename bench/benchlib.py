@@ -290,6 +290,7 @@ PERF_CALL_SITES = (
     ('dedup_file_read', 'dedup: dedup_file_read'),
     ('catalog_recipe_find', 'catalog: recipe segment look-ups'),
     ('catalog_chunk_get', 'catalog: chunk location look-ups'),
+    ('catalog_chunks_get', 'catalog: chunk location look-ups, batched'),
     ('sqlite3_step', 'catalog: every SQLite statement'),
     ('dir_pread', 'tier: container reads (directory backend)'),
     ('dedup_frame_decode', 'dedup: frame checks + decompression'),

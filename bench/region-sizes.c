@@ -93,7 +93,7 @@ static int parse_list(const char *s, long *out, bool sizes) {
 			v <<= 10, end++;
 		else if (sizes && (*end == 'M' || *end == 'm'))
 			v <<= 20, end++;
-		if (*end || v < 0) {
+		if (*end || (sizes && v < 0)) {
 			free(copy);
 			return -1;
 		}

@@ -235,6 +235,12 @@ int catalog_containers_foreach(Catalog *c, uint32_t tier, int (*cb)(const Catalo
  */
 int catalog_chunk_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], CatalogChunk *ret);
 int catalog_chunk_get(Catalog *c, uint64_t id, CatalogChunk *ret);
+/*
+ * catalog_chunk_get() of n chunks in one read transaction (or in the
+ * caller's): ret[i] and ret_r[i] (0, -ENOENT, or an error) for ids[i].
+ * Returns 0, or an error when none could be looked up.
+ */
+int catalog_chunks_get(Catalog *c, const uint64_t *ids, size_t n, CatalogChunk *ret, int *ret_r);
 int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
 int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta);
 /*

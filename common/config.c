@@ -142,7 +142,7 @@ ConfigClassPolicy config_class_default(ConfigClass c) {
 		 * (README, "Dedup across classes").  Between blocks (headers), CDC
 		 * of 8 KiB.
 		 */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, 3, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, CONFIG_ZSTD_LEVEL_HOT, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
 					     REGION_SIZE_DEFAULT };
 	case CONFIG_CLASS_IMAGECOPY:
 		/*
@@ -150,14 +150,14 @@ ConfigClassPolicy config_class_default(ConfigClass c) {
 		 * RECOVER COPY rewrites them in place every day, so they stay
 		 * hot: moved, they would come back at the next change.
 		 */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, 3, 0, 0, false, REGION_SIZE_DEFAULT };
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, CONFIG_ZSTD_LEVEL_HOT, 0, 0, false, REGION_SIZE_DEFAULT };
 	case CONFIG_CLASS_ARCHIVELOG:
 		/* Read again only for a recovery: a day on the hot tier covers the usual restore of last night's backup. */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, CONFIG_ZSTD_LEVEL_HOT, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
 					     REGION_SIZE_DEFAULT };
 	default:
 		/* Nothing is known of what it is, so nothing is moved without being asked. */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, 3, 0, 0, false, REGION_SIZE_DEFAULT };
+		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, CONFIG_ZSTD_LEVEL_HOT, 0, 0, false, REGION_SIZE_DEFAULT };
 	}
 }
 

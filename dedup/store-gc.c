@@ -213,7 +213,7 @@ static int compaction_flush(Compaction *c) {
 	StoreRegionBuilder *b = &c->builder;
 	if (b->n_units == 0)
 		return 0;
-	int r = store_append(c->s, b->out, b->units, b->n_units, &c->pins);
+	int r = store_append(c->s, b->units, b->n_units, &c->pins);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < c->n_gathered_from; i++) {
@@ -294,7 +294,12 @@ static int compaction_copy(Compaction *c, size_t k0, size_t k1, const uint8_t *u
 		b->cap_units = cap;
 	}
 	size_t unit_index = b->n_units++;
-	b->units[unit_index] = (StoreUnit) { .size = size, .count = c->dec.count, .plain_size = c->dec.plain_size };
+	b->units[unit_index] = (StoreUnit) {
+		.data = b->out + b->out_len,
+		.size = size,
+		.count = c->dec.count,
+		.plain_size = c->dec.plain_size,
+	};
 	memcpy(b->out + b->out_len, unit, size);
 	b->out_len += size;
 	for (size_t k = k0; k < k1; k++) {

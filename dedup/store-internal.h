@@ -17,8 +17,8 @@
  *   io_lock                 shared around every pread of a container object,
  *                           exclusive around unlinking one; nothing else is
  *                           taken while it is held
- *   read_lock, writers_lock, the region cache, the locality cache,
- *   the backend's own locks  leaves
+ *   read_lock, writers_lock, encode_lock, the region cache, the
+ *   locality cache, the backend's own locks  leaves
  *
  * (!) A thread holding a claim on a unit of the region cache holds no lock
  * while it loads it, and waits for another thread's claim only while it
@@ -82,19 +82,55 @@ typedef struct StorePins {
 
 /* A region handed to store_append(). */
 typedef struct StoreUnit {
-	uint32_t size;       /* bytes of the encoded region */
+	const uint8_t *data; /* the encoded region */
+	uint32_t size;       /* its bytes */
 	uint32_t count;      /* its chunks */
 	uint32_t plain_size; /* their bytes */
 	uint64_t container;  /* out: where it went */
 	uint64_t offset;
 } StoreUnit;
 
+/* A region for the store's encoders (store-encode.c). */
+typedef struct StoreEncodeJob {
+	int level;
+	const DedupChunkId *ids;
+	const uint32_t *lengths;
+	size_t count;
+	const uint8_t *plain;
+	size_t plain_len;
+	uint8_t *out; /* out_cap bytes, dedup_region_size_bound() of the region */
+	size_t out_cap;
+	size_t size;  /* result: the encoded region's bytes */
+	int r;        /* result: dedup_region_encode()'s */
+	int state;                   /* protected by the store's encode_lock */
+	struct StoreEncodeJob *next; /* protected by the store's encode_lock */
+} StoreEncodeJob;
+
+/* A region's gathering buffers, and its job once handed to the encoders. */
+typedef struct StoreEncodeSlot {
+	uint8_t *plain;
+	DedupChunkId *ids;
+	uint32_t *lengths;
+	size_t unit; /* the unit it was encoded as */
+	bool busy;   /* handed over and not waited for */
+	StoreEncodeJob job;
+} StoreEncodeSlot;
+
 /*
  * Gathers chunks into regions and encodes them into a buffer of units, for
  * writers and for compaction.  Not thread-safe.
+ *
+ * With the store's encoders (store_builder_init_parallel()), a gathered
+ * region goes to them and the builder gathers the next one into another
+ * slot meanwhile; each region is encoded into a place of the output
+ * reserved for the largest it can be, so units are not back to back, and
+ * their sizes (and shares) are known only after store_builder_wait().
  */
 typedef struct StoreRegionBuilder {
 	DedupRegionEncoder *encoder;
+	DedupStore *pool;        /* the store whose encoders compress, or NULL: encode() compresses */
+	StoreEncodeSlot *slots;  /* with a pool: n_slots, plain/ids/lengths below are slots[cur]'s */
+	size_t n_slots, cur;
 	size_t target;    /* a region is encoded before it would grow past this (unless it holds one chunk) */
 	size_t count_cap; /* and when it holds this many chunks */
 	/* The region being gathered. */
@@ -117,21 +153,38 @@ typedef struct StoreRegionBuilder {
  * smaller chunk per region).  Returns: 0, -EINVAL, -ENOMEM.
  */
 int store_builder_init(StoreRegionBuilder *b, int level, size_t target, size_t min_chunk, size_t max_chunk);
+/*
+ * As store_builder_init(), the regions compressed by s's encoders (when it
+ * has any; else as store_builder_init()).  Returns as store_builder_init().
+ */
+int store_builder_init_parallel(StoreRegionBuilder *b, DedupStore *s, int level, size_t target, size_t min_chunk,
+				size_t max_chunk);
+/* Waits for the regions handed to the encoders; frees everything. */
 void store_builder_done(StoreRegionBuilder *b);
 /* Whether adding a chunk of len bytes first needs the gathered region encoded. */
 bool store_builder_is_full(const StoreRegionBuilder *b, size_t len);
 /* Adds a chunk to the region being gathered (store_builder_is_full() must be false); returns its offset in it. */
 uint32_t store_builder_add(StoreRegionBuilder *b, const DedupChunkId *id, const void *data, size_t len);
 /*
- * Encodes the gathered region as the next unit in out; b->shares then holds
- * its chunks' shares of the region's bytes, and b->ids/lengths its table,
- * until the next add.  Returns 1 and *ret_unit, 0 if nothing was gathered,
- * -ENOBUFS when out has no room for it (append the units, reset the
- * output, and call again), or another negative errno.
+ * Encodes the gathered region as the next unit in out; without a pool
+ * b->shares then holds its chunks' shares of the region's bytes, and
+ * b->ids/lengths its table, until the next add.  With a pool the region is
+ * handed to the encoders: its size is known after store_builder_wait().
+ * Returns 1 and *ret_unit, 0 if nothing was gathered, -ENOBUFS when out has
+ * no room for it (wait, append the units, reset the output, and call
+ * again), or another negative errno (with a pool, maybe an earlier
+ * region's).
  */
 int store_builder_encode(StoreRegionBuilder *b, size_t *ret_unit);
-/* Forgets the encoded units (after they were appended). */
+/* Waits until every unit of the output is encoded.  Returns 0 or the first error of one. */
+int store_builder_wait(StoreRegionBuilder *b);
+/* Forgets the encoded units (after they were appended; after store_builder_wait()). */
 void store_builder_reset_output(StoreRegionBuilder *b);
+
+/* Invariant 2 of store-region.c: the share of a region's size bytes of a chunk of len of its plain bytes. */
+static inline uint32_t store_share(uint32_t size, uint32_t len, uint32_t plain_size, bool last, uint64_t given) {
+	return last ? (uint32_t) (size - given) : (uint32_t) ((uint64_t) size * len / plain_size);
+}
 
 /* A decoded recipe segment held by readers (see store-read.c). */
 typedef struct StoreSegment StoreSegment;
@@ -168,6 +221,16 @@ struct DedupStore {
 	DedupLocality *locality;
 	DedupRegionCache *cache;
 
+	/* The encoders (store-encode.c); the lock is a leaf. */
+	pthread_mutex_t encode_lock;
+	pthread_cond_t encode_work, encode_done;
+	StoreEncodeJob *encode_head; /* protected by encode_lock: queued jobs, oldest first */
+	bool encode_stop;            /* protected by encode_lock */
+	bool encode_ready;           /* the lock and conditions are initialized */
+	bool encoders_started;       /* protected by encode_lock */
+	pthread_t *encoders;         /* set once, by the first writer, under encode_lock */
+	unsigned n_encoders;         /* likewise */
+
 	pthread_mutex_t read_lock;
 	StoreSegment **segments; /* protected by read_lock: opts.segment_cache slots */
 	uint64_t segment_tick;   /* protected by read_lock */
@@ -188,12 +251,24 @@ bool store_exclusive_try_begin(DedupStore *s);
 void store_exclusive_end(DedupStore *s);
 
 /*
- * Appends the n regions in buf (back to back, described by units[]) to the
- * open container(s), sealing full ones and creating new ones as needed, and
- * pins every container written in pins.  Sets units[i].container/offset.
- * Regions are written, not durable: see store_pins_sync().
+ * Appends the n regions of units[] in order to the open container(s), one
+ * write per run of regions back to back in memory, sealing full containers
+ * and creating new ones as needed, and pins every container written in
+ * pins.  Sets units[i].container/offset.  Regions are written, not
+ * durable: see store_pins_sync().
  */
-int store_append(DedupStore *s, const uint8_t *buf, StoreUnit *units, size_t n, StorePins *pins);
+int store_append(DedupStore *s, StoreUnit *units, size_t n, StorePins *pins);
+
+/* store-encode.c: the encoders' lock and conditions, at open. */
+void store_encoders_init(DedupStore *s);
+/* Starts opts.encode_workers encoders once (fewer, or none, if threads cannot be made). */
+void store_encoders_start(DedupStore *s);
+/* Stops them; no job may be queued. */
+void store_encoders_stop(DedupStore *s);
+/* Queues j (its buffers and level set) for the encoders. */
+void store_encode_submit(DedupStore *s, StoreEncodeJob *j);
+/* Waits until j is encoded, encoding it with self if no encoder took it yet; returns its result. */
+int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self);
 /* fsyncs the pinned containers as far as the pins reach. */
 int store_pins_sync(DedupStore *s, StorePins *pins);
 /* Inside a catalog transaction: raises each pinned container's committed size to its pin's end. */
@@ -258,6 +333,16 @@ void store_decoded_done(StoreDecoded *d);
  * Returns: 0, -EIO (any failure of the stored bytes), -ENOMEM.
  */
 int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d);
+/* A unit's chunk count and plain bytes, from its header.  Returns: 0, -EIO. */
+int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_count, uint32_t *ret_plain_size);
+/*
+ * As store_unit_decode(), into plain[0, plain_cap), ends and ids[0,
+ * entries_cap) (d gives the decoders and gets level, count, plain_size):
+ * a reader decodes straight into a cache entry.  On error the buffers
+ * hold garbage.
+ */
+int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d, uint8_t *plain,
+			   size_t plain_cap, uint32_t *ends, DedupChunkId *ids, size_t entries_cap);
 
 /* Where a chunk's unit is: its offset and how many bytes to read. */
 static inline uint32_t store_chunk_unit_size(const CatalogChunk *ch) {

@@ -89,6 +89,11 @@ struct StoreReadCtx {
 	size_t n_units;
 	uint32_t unit_map[UNIT_MAP_SLOTS];
 	uint32_t order[STORE_READ_WINDOW]; /* claimed units by container and offset */
+	/* Chunk locations looked up together. */
+	uint64_t lookup_ids[STORE_READ_WINDOW];
+	uint32_t lookup_at[STORE_READ_WINDOW]; /* their entries */
+	int lookup_r[STORE_READ_WINDOW];
+	CatalogChunk lookup[STORE_READ_WINDOW];
 };
 
 static void segment_free(StoreSegment *seg) {
@@ -392,20 +397,27 @@ static void unit_damaged(DedupStore *s, uint64_t container, uint64_t offset, uin
 	chunk_damaged(s, chunk);
 }
 
-/* Decodes one fetched unit into a new cache entry and publishes it (invariant 1). */
+/*
+ * Decodes one fetched unit straight into a new cache entry and publishes it
+ * (invariant 1); an entry that failed a check is never published.
+ */
 static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf) {
-	int r = store_unit_decode(u->region, buf, u->size, s->verify_content, &ctx->dec);
+	uint32_t count, plain_size;
+	DedupCachedRegion *e = NULL;
+	int r = store_unit_sizes(u->region, buf, u->size, &count, &plain_size);
+	if (r >= 0) {
+		e = dedup_cached_region_new(u->container, u->offset, count, plain_size);
+		if (!e)
+			return -ENOMEM;
+		r = store_unit_decode_into(u->region, buf, u->size, s->verify_content, &ctx->dec, e->data, plain_size,
+					   e->ends, e->ids, count);
+	}
 	if (r < 0) {
+		dedup_region_cache_release(s->cache, e);
 		if (r != -ENOMEM)
 			unit_damaged(s, u->container, u->offset, ctx->locs[u->first].chunk);
 		return r;
 	}
-	DedupCachedRegion *e = dedup_cached_region_new(u->container, u->offset, ctx->dec.count, ctx->dec.plain_size);
-	if (!e)
-		return -ENOMEM;
-	memcpy(e->data, ctx->dec.plain, ctx->dec.plain_size);
-	memcpy(e->ends, ctx->dec.ends, ctx->dec.count * sizeof(*e->ends));
-	memcpy(e->ids, ctx->dec.ids, ctx->dec.count * sizeof(*e->ids));
 	u->held = dedup_region_cache_publish(s->cache, e);
 	u->state = DEDUP_REGION_HIT;
 	return 0;
@@ -467,13 +479,23 @@ static int locations_resolve(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg
 	for (size_t i = i0; i < i_ra; i++)
 		ctx->locs[i - i0] = seg->locs[i];
 	pthread_mutex_unlock(&s->read_lock);
-	for (size_t i = i0; i < i_ra; i++) {
+	size_t n = 0;
+	for (size_t i = i0; i < i_ra; i++)
+		if (dedup_recipe_entry_is_chunk(e + i) && ctx->locs[i - i0].epoch != epoch) {
+			ctx->lookup_ids[n] = e[i].chunk;
+			ctx->lookup_at[n++] = (uint32_t) i;
+		}
+	if (n > 0) {
+		r = catalog_chunks_get(s->catalog, ctx->lookup_ids, n, ctx->lookup, ctx->lookup_r);
+		if (r < 0)
+			return r;
+	}
+	for (size_t k = 0; k < n; k++) {
+		size_t i = ctx->lookup_at[k];
 		StoreLoc *loc = ctx->locs + (i - i0);
-		CatalogChunk ch;
-		if (!dedup_recipe_entry_is_chunk(e + i) || loc->epoch == epoch)
-			continue;
-		r = catalog_chunk_get(s->catalog, e[i].chunk, &ch);
-		if (r >= 0 && !chunk_is_plausible(s, &ch, e[i].length))
+		const CatalogChunk *ch = ctx->lookup + k;
+		r = ctx->lookup_r[k];
+		if (r >= 0 && !chunk_is_plausible(s, ch, e[i].length))
 			r = -EIO;
 		if (r < 0) {
 			if (i < i_need)
@@ -484,14 +506,14 @@ static int locations_resolve(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg
 		}
 		*loc = (StoreLoc) {
 			.epoch = epoch,
-			.container = ch.container,
-			.offset = ch.offset,
-			.size = store_chunk_unit_size(&ch),
-			.region = ch.region_size > 0,
-			.region_offset = ch.region_offset,
-			.chunk = ch.id,
+			.container = ch->container,
+			.offset = ch->offset,
+			.size = store_chunk_unit_size(ch),
+			.region = ch->region_size > 0,
+			.region_offset = ch->region_offset,
+			.chunk = ch->id,
 		};
-		memcpy(loc->id.bytes, ch.digest, DEDUP_CHUNK_ID_SIZE);
+		memcpy(loc->id.bytes, ch->digest, DEDUP_CHUNK_ID_SIZE);
 	}
 	pthread_mutex_lock(&s->read_lock);
 	for (size_t i = i0; i < i_ra; i++)

@@ -50,11 +50,89 @@ int store_builder_init(StoreRegionBuilder *b, int level, size_t target, size_t m
 	return 0;
 }
 
+/* Slots beside the one gathering: enough to keep every encoder busy with one builder. */
+static size_t slots_for(const DedupStore *s) {
+	return MIN((size_t) s->n_encoders, (size_t) 4) + 1;
+}
+
+int store_builder_init_parallel(StoreRegionBuilder *b, DedupStore *s, int level, size_t target, size_t min_chunk,
+				size_t max_chunk) {
+	int r = store_builder_init(b, level, target, min_chunk, max_chunk);
+	if (r < 0 || s->n_encoders == 0)
+		return r;
+
+	size_t n = slots_for(s);
+	b->slots = calloc(n, sizeof(*b->slots));
+	if (!b->slots) {
+		store_builder_done(b);
+		return -ENOMEM;
+	}
+	b->n_slots = n;
+	/* Slot 0 takes the buffers init() made. */
+	b->slots[0] = (StoreEncodeSlot) { .plain = b->plain, .ids = b->ids, .lengths = b->lengths };
+	for (size_t i = 1; i < n; i++) {
+		StoreEncodeSlot *sl = b->slots + i;
+		sl->plain = malloc(b->plain_cap);
+		sl->ids = malloc(b->count_cap * sizeof(*sl->ids));
+		sl->lengths = malloc(b->count_cap * sizeof(*sl->lengths));
+		if (!sl->plain || !sl->ids || !sl->lengths) {
+			store_builder_done(b);
+			return -ENOMEM;
+		}
+	}
+	/*
+	 * Each region has the room of the largest it can be: enough for every
+	 * slot's region and a few more, so that appends stay large.
+	 */
+	size_t cap = MAX(2 * STORE_WRITE_BUFFER, (n + 1) * dedup_region_size_bound(b->count_cap, b->plain_cap));
+	uint8_t *out = realloc(b->out, cap);
+	if (!out) {
+		store_builder_done(b);
+		return -ENOMEM;
+	}
+	b->out = out;
+	b->out_cap = cap;
+	b->pool = s;
+	return 0;
+}
+
+/* Waits for the slot's region, if it was handed over, and records its size. */
+static int slot_wait(StoreRegionBuilder *b, StoreEncodeSlot *sl) {
+	if (!sl->busy)
+		return 0;
+	int r = store_encode_wait(b->pool, &sl->job, b->encoder);
+	sl->busy = false;
+	if (r < 0)
+		return r;
+	b->units[sl->unit].size = (uint32_t) sl->job.size;
+	return 0;
+}
+
+int store_builder_wait(StoreRegionBuilder *b) {
+	int ret = 0;
+	for (size_t i = 0; i < b->n_slots; i++) {
+		int r = slot_wait(b, b->slots + i);
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	return ret;
+}
+
 void store_builder_done(StoreRegionBuilder *b) {
+	if (b->slots) {
+		(void) store_builder_wait(b);
+		for (size_t i = 0; i < b->n_slots; i++) {
+			free(b->slots[i].plain);
+			free(b->slots[i].ids);
+			free(b->slots[i].lengths);
+		}
+		free(b->slots);
+	} else {
+		free(b->plain);
+		free(b->ids);
+		free(b->lengths);
+	}
 	dedup_region_encoder_free(b->encoder);
-	free(b->plain);
-	free(b->ids);
-	free(b->lengths);
 	free(b->shares);
 	free(b->out);
 	free(b->units);
@@ -75,13 +153,53 @@ uint32_t store_builder_add(StoreRegionBuilder *b, const DedupChunkId *id, const 
 	return at;
 }
 
+/*
+ * Hands the gathered region to the encoders, into the room of the largest
+ * it can be, and makes the next slot the one gathering (once the region it
+ * held last is encoded).
+ */
+static int encode_parallel(StoreRegionBuilder *b, size_t bound, size_t *ret_unit) {
+	StoreEncodeSlot *sl = b->slots + b->cur;
+	sl->job = (StoreEncodeJob) {
+		.level = dedup_region_encoder_level(b->encoder),
+		.ids = b->ids,
+		.lengths = b->lengths,
+		.count = b->count,
+		.plain = b->plain,
+		.plain_len = b->plain_len,
+		.out = b->out + b->out_len,
+		.out_cap = bound,
+	};
+	sl->unit = b->n_units;
+	sl->busy = true;
+	b->units[b->n_units] = (StoreUnit) {
+		.data = b->out + b->out_len,
+		.count = (uint32_t) b->count,
+		.plain_size = (uint32_t) b->plain_len,
+	};
+	store_encode_submit(b->pool, &sl->job);
+	b->out_len += bound;
+	*ret_unit = b->n_units++;
+	b->plain_len = 0;
+	b->count = 0;
+
+	b->cur = (b->cur + 1) % b->n_slots;
+	sl = b->slots + b->cur;
+	int r = slot_wait(b, sl);
+	b->plain = sl->plain;
+	b->ids = sl->ids;
+	b->lengths = sl->lengths;
+	return r < 0 ? r : 1;
+}
+
 int store_builder_encode(StoreRegionBuilder *b, size_t *ret_unit) {
 	size_t size;
 	int r;
 
 	if (b->count == 0)
 		return 0;
-	if (dedup_region_size_bound(b->count, b->plain_len) > b->out_cap - b->out_len)
+	size_t bound = dedup_region_size_bound(b->count, b->plain_len);
+	if (bound > b->out_cap - b->out_len)
 		return -ENOBUFS;
 	if (b->n_units == b->cap_units) {
 		size_t cap = MAX(b->cap_units * 2, (size_t) 64);
@@ -91,6 +209,8 @@ int store_builder_encode(StoreRegionBuilder *b, size_t *ret_unit) {
 		b->units = u;
 		b->cap_units = cap;
 	}
+	if (b->pool)
+		return encode_parallel(b, bound, ret_unit);
 	r = dedup_region_encode(b->encoder, b->ids, b->lengths, b->count, b->plain, b->plain_len, b->out + b->out_len,
 				b->out_cap - b->out_len, &size);
 	if (r < 0)
@@ -99,11 +219,12 @@ int store_builder_encode(StoreRegionBuilder *b, size_t *ret_unit) {
 	/* Invariant 2: each chunk's share in proportion to its bytes, the rounding on the last. */
 	uint64_t given = 0;
 	for (size_t i = 0; i < b->count; i++) {
-		b->shares[i] = i + 1 < b->count ? (uint32_t) ((uint64_t) size * b->lengths[i] / b->plain_len)
-						: (uint32_t) (size - given);
+		b->shares[i] = store_share((uint32_t) size, b->lengths[i], (uint32_t) b->plain_len, i + 1 == b->count,
+					   given);
 		given += b->shares[i];
 	}
 	b->units[b->n_units] = (StoreUnit) {
+		.data = b->out + b->out_len,
 		.size = (uint32_t) size,
 		.count = (uint32_t) b->count,
 		.plain_size = (uint32_t) b->plain_len,
@@ -153,7 +274,25 @@ static int decoded_reserve(StoreDecoded *d, size_t plain, size_t entries) {
 	return 0;
 }
 
-int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d) {
+int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_count, uint32_t *ret_plain_size) {
+	if (!region) {
+		DedupFrameHeader h;
+		if (dedup_frame_header_parse(buf, len, &h) < 0)
+			return -EIO;
+		*ret_count = 1;
+		*ret_plain_size = h.plain_size;
+		return 0;
+	}
+	DedupRegionHeader h;
+	if (dedup_region_header_parse(buf, len, &h) < 0)
+		return -EIO;
+	*ret_count = h.count;
+	*ret_plain_size = h.plain_size;
+	return 0;
+}
+
+int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d, uint8_t *plain,
+			   size_t plain_cap, uint32_t *ends, DedupChunkId *ids, size_t entries_cap) {
 	int r;
 
 	if (verify && !d->hasher) {
@@ -168,19 +307,16 @@ int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, 
 			if (r < 0)
 				return r;
 		}
-		if (dedup_frame_header_parse(buf, len, &h) < 0)
+		if (entries_cap < 1)
 			return -EIO;
-		r = decoded_reserve(d, h.plain_size, 1);
-		if (r < 0)
-			return r;
-		r = dedup_frame_decode(d->frame_decoder, buf, len, verify ? d->hasher : NULL, d->plain, d->plain_cap, &h);
+		r = dedup_frame_decode(d->frame_decoder, buf, len, verify ? d->hasher : NULL, plain, plain_cap, &h);
 		if (r < 0)
 			return r == -ENOMEM ? r : -EIO;
 		d->level = -1;
 		d->count = 1;
 		d->plain_size = h.plain_size;
-		d->ends[0] = h.plain_size;
-		d->ids[0] = h.id;
+		ends[0] = h.plain_size;
+		ids[0] = h.id;
 		return 0;
 	}
 
@@ -190,20 +326,27 @@ int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, 
 		if (r < 0)
 			return r;
 	}
-	if (dedup_region_header_parse(buf, len, &h) < 0)
-		return -EIO;
-	r = decoded_reserve(d, h.plain_size, h.count);
-	if (r < 0)
-		return r;
-	r = dedup_region_decode(d->region_decoder, buf, len, verify ? d->hasher : NULL, d->plain, d->plain_cap,
-				d->ends, d->ids, d->entries_cap, &h);
+	r = dedup_region_decode(d->region_decoder, buf, len, verify ? d->hasher : NULL, plain, plain_cap, ends, ids,
+				entries_cap, &h);
 	if (r < 0)
 		return r == -ENOMEM ? r : -EIO;
 	/* Lengths into ends, in place. */
 	for (size_t i = 1; i < h.count; i++)
-		d->ends[i] += d->ends[i - 1];
+		ends[i] += ends[i - 1];
 	d->level = h.level;
 	d->count = h.count;
 	d->plain_size = h.plain_size;
 	return 0;
+}
+
+int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d) {
+	uint32_t count, plain_size;
+	int r = store_unit_sizes(region, buf, len, &count, &plain_size);
+	if (r < 0)
+		return r;
+	r = decoded_reserve(d, plain_size, count);
+	if (r < 0)
+		return r;
+	return store_unit_decode_into(region, buf, len, verify, d, d->plain, d->plain_cap, d->ends, d->ids,
+				      d->entries_cap);
 }

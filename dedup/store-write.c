@@ -4,10 +4,12 @@
  *
  * New chunks are gathered, in file order, into the region being built
  * (StoreRegionBuilder); a full region is compressed into the builder's
- * output, and the output is appended to the containers when it fills, before
+ * output (by the store's encoders, while the writer gathers the next ones,
+ * when the store has encoders), and the output is appended to the
+ * containers, in the order the regions were gathered, when it fills, before
  * a registration and at finish.  A pending chunk is thus gathered, encoded
- * (in a region of the output: share known), appended (container and
- * offset known), and registered.
+ * (in a region of the output), appended (share, container and offset
+ * known), and registered.
  *
  * Invariants:
  *  1. A recipe entry holds a catalog chunk id, 0 for a zero run,
@@ -52,8 +54,8 @@ typedef struct StorePending {
 	DedupChunkId id;
 	uint32_t plain_size;
 	uint32_t region_offset; /* where it starts in its region's plain bytes */
-	uint32_t share;         /* its share of the region's bytes, once encoded */
-	uint32_t region_size;   /* the region's bytes, once encoded */
+	uint32_t share;         /* its share of the region's bytes, once appended */
+	uint32_t region_size;   /* the region's bytes, once appended */
 	size_t unit;            /* its region in the builder's output, once encoded and until appended */
 	uint64_t container;     /* once appended; 0 when registration found another copy */
 	uint64_t offset;        /* of its region, once appended */
@@ -209,12 +211,33 @@ static int store_lookup(DedupWriter *w, const DedupChunkId *id, uint64_t *ret_ch
 	return 1;
 }
 
-/* Appends the encoded regions of the builder's output to the store's containers. */
+/*
+ * Appends the encoded regions of the builder's output to the store's
+ * containers, once all are encoded: then their chunks' shares are known.
+ */
 static int output_flush(DedupWriter *w) {
 	StoreRegionBuilder *b = &w->builder;
 	if (b->n_units == 0)
 		return 0;
-	int r = store_append(w->s, b->out, b->units, b->n_units, &w->pins);
+	int r = store_builder_wait(b);
+	if (r < 0)
+		return r;
+	/* A region's chunks are consecutive pending chunks, and every region of the output has some. */
+	for (size_t i = w->appended, j; i < w->region_first; i = j) {
+		const StoreUnit *u = b->units + w->pending[i].unit;
+		uint64_t given = 0;
+		for (j = i; j < w->region_first && w->pending[j].unit == w->pending[i].unit; j++)
+			;
+		for (size_t k = i; k < j; k++) {
+			StorePending *p = w->pending + k;
+			p->share = store_share(u->size, p->plain_size, u->plain_size, k + 1 == j, given);
+			p->region_size = u->size;
+			given += p->share;
+		}
+		w->stats.stored_bytes += u->size;
+		w->stats.regions++;
+	}
+	r = store_append(w->s, b->units, b->n_units, &w->pins);
 	if (r < 0)
 		return r;
 	for (size_t i = w->appended; i < w->region_first; i++) {
@@ -227,7 +250,7 @@ static int output_flush(DedupWriter *w) {
 	return 0;
 }
 
-/* Compresses the region being gathered into the builder's output. */
+/* Compresses the region being gathered into the builder's output (or hands it to the store's encoders). */
 static int region_encode(DedupWriter *w) {
 	StoreRegionBuilder *b = &w->builder;
 	size_t unit;
@@ -239,15 +262,9 @@ static int region_encode(DedupWriter *w) {
 	}
 	if (r <= 0)
 		return r;
-	for (size_t i = w->region_first; i < w->n_pending; i++) {
-		StorePending *p = w->pending + i;
-		p->unit = unit;
-		p->share = b->shares[i - w->region_first];
-		p->region_size = b->units[unit].size;
-	}
+	for (size_t i = w->region_first; i < w->n_pending; i++)
+		w->pending[i].unit = unit;
 	w->region_first = w->n_pending;
-	w->stats.stored_bytes += b->units[unit].size;
-	w->stats.regions++;
 	return 0;
 }
 
@@ -415,11 +432,12 @@ static int chunk_process(DedupWriter *w, const uint8_t *data, size_t len) {
 DedupWriter *dedup_writer_free(DedupWriter *w) {
 	if (!w)
 		return NULL;
+	/* First: the encoders may still be compressing its regions, and the store must outlive that. */
+	store_builder_done(&w->builder);
 	store_pins_release(w->s, &w->pins);
 	if (w->entered)
 		store_writers_leave(w->s);
 	dedup_hasher_free(w->hasher);
-	store_builder_done(&w->builder);
 	free(w->chunk_buf);
 	free(w->window);
 	free(w->literals);
@@ -462,7 +480,8 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 	r = dedup_hasher_new(&w->hasher);
 	if (r < 0)
 		return r;
-	r = store_builder_init(&w->builder, zstd_level, region_size, p.min_size, p.max_size);
+	store_encoders_start(s);
+	r = store_builder_init_parallel(&w->builder, s, zstd_level, region_size, p.min_size, p.max_size);
 	if (r < 0)
 		return r;
 	w->chunk_buf = malloc(p.max_size);

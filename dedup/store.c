@@ -244,8 +244,8 @@ static void pin(StorePins *pins, StoreContainer *c, uint64_t end) {
 	c->pins++;
 }
 
-int store_append(DedupStore *s, const uint8_t *buf, StoreUnit *units, size_t n, StorePins *pins) {
-	size_t i = 0, off = 0;
+int store_append(DedupStore *s, StoreUnit *units, size_t n, StorePins *pins) {
+	size_t i = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&s->append_lock);
@@ -262,11 +262,16 @@ int store_append(DedupStore *s, const uint8_t *buf, StoreUnit *units, size_t n, 
 			s->open = c;
 		}
 
-		/* The longest run of regions that fits; the first region of a container always does. */
+		/*
+		 * The longest run of regions back to back in memory that fits; the
+		 * first region of a container always does.
+		 */
 		size_t j = i;
 		uint64_t run = 0;
 		while (j < n && c->n_index + (j - i) < DEDUP_CONTAINER_FRAMES_MAX) {
 			uint64_t size = units[j].size;
+			if (j > i && units[j].data != units[i].data + run)
+				break;
 			if (c->n_index + (j - i) > 0 && c->size + run + size > s->opts.container_size)
 				break;
 			run += size;
@@ -286,7 +291,7 @@ int store_append(DedupStore *s, const uint8_t *buf, StoreUnit *units, size_t n, 
 			r = pins_reserve(pins);
 		if (r < 0)
 			goto out;
-		r = dedup_backend_file_pwrite(s->backend, c->file, buf + off, (size_t) run, c->size);
+		r = dedup_backend_file_pwrite(s->backend, c->file, units[i].data, (size_t) run, c->size);
 		if (r < 0) {
 			/* Invariant 3: take the partial write back, or never append here again. */
 			if (dedup_backend_file_truncate(s->backend, c->file, c->size) < 0) {
@@ -309,7 +314,6 @@ int store_append(DedupStore *s, const uint8_t *buf, StoreUnit *units, size_t n, 
 			at += units[k].size;
 		}
 		c->size = at;
-		off += (size_t) run;
 		pin(pins, c, c->size);
 		i = j;
 
@@ -688,7 +692,8 @@ static int options_resolve(const DedupStoreOptions *in, DedupStoreOptions *ret) 
 	    o.locality_cache_chunks > DEDUP_LOCALITY_CHUNKS_MAX || o.segment_cache > DEDUP_STORE_SEGMENT_CACHE_MAX ||
 	    o.readahead_bytes > DEDUP_STORE_READAHEAD_MAX || o.zstd_level < DEDUP_FRAME_LEVEL_MIN ||
 	    o.zstd_level > DEDUP_FRAME_LEVEL_MAX || o.region_size < DEDUP_REGION_TARGET_MIN ||
-	    o.region_size > DEDUP_REGION_TARGET_MAX || o.verify >= _DEDUP_VERIFY_MAX)
+	    o.region_size > DEDUP_REGION_TARGET_MAX || o.verify >= _DEDUP_VERIFY_MAX ||
+	    o.encode_workers > DEDUP_STORE_ENCODE_WORKERS_MAX || o.encode_nice < -20 || o.encode_nice > 19)
 		return -EINVAL;
 	*ret = o;
 	return 0;
@@ -702,6 +707,7 @@ DedupStore *dedup_store_free(DedupStore *s) {
 		s->containers = c->next;
 		container_free(s, c);
 	}
+	store_encoders_stop(s);
 	store_read_done(s);
 	dedup_bloom_free(s->filter);
 	dedup_locality_free(s->locality);
@@ -765,6 +771,7 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 	r = store_filter_rebuild(s);
 	if (r < 0)
 		return r;
+	store_encoders_init(s);
 
 	*ret = TAKE_PTR(s);
 	return 0;

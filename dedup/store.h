@@ -85,6 +85,7 @@
 #define DEDUP_STORE_READAHEAD_DEFAULT ((size_t) 4 << 20)
 #define DEDUP_STORE_READAHEAD_MAX ((size_t) 64 << 20)
 #define DEDUP_STORE_SYNC_BYTES_DEFAULT (UINT64_C(64) << 20)
+#define DEDUP_STORE_ENCODE_WORKERS_MAX 64u
 /* Pass as zstd_level to dedup_writer_new() to use DedupStoreOptions.zstd_level. */
 #define DEDUP_STORE_LEVEL_DEFAULT (-1000)
 /* Pass as region_size to dedup_writer_new() to use DedupStoreOptions.region_size. */
@@ -110,6 +111,9 @@ typedef struct DedupStoreOptions {
 	uint64_t sync_bytes;          /* frames a writer appends between fsync + registration */
 	int zstd_level;               /* for writers created with DEDUP_STORE_LEVEL_DEFAULT; 0 = zstd's */
 	uint32_t region_size;         /* for writers created with DEDUP_STORE_REGION_DEFAULT (DEDUP_REGION_TARGET_MIN..MAX) */
+	unsigned encode_workers;      /* threads compressing writers' regions beside them, started by the first writer
+				       * (..DEDUP_STORE_ENCODE_WORKERS_MAX); 0 = none */
+	int encode_nice;              /* their nice value; 0 = the opener's */
 	DedupVerify verify;
 } DedupStoreOptions;
 

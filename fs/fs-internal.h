@@ -38,6 +38,8 @@
  * or unlink() of staging files happens under table_lock.
  */
 
+/* The nice value of background work: sealing, encoding, moves, the collector. */
+#define FS_BACKGROUND_NICE 10
 #define FS_ATTR_TIMEOUT 1.0
 #define FS_MAX_WRITE (1u << 20)
 #define FS_STAGING_DIR "staging"
@@ -167,6 +169,7 @@ struct Fs {
 	unsigned gc_interval_s;
 	unsigned seal_workers;    /* sealing threads */
 	unsigned restore_workers; /* the restore pipeline's threads, 0: none (readahead.c) */
+	unsigned encode_workers;  /* the stores' region encoders, 0: none (dedup/store-encode.c) */
 	unsigned read_ahead_kb;   /* the kernel's read-ahead window asked for, 0: the kernel's (main.c) */
 	bool seal_stream;         /* chunk files written front to back while they are written */
 	unsigned stream_max;      /* streams alive at once; other files are sealed whole after close */

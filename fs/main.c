@@ -40,6 +40,8 @@
 #define GC_INTERVAL_DEFAULT_S 60
 #define SEAL_WORKERS_DEFAULT 2
 #define SEAL_WORKERS_MAX 64
+#define ENCODE_WORKERS_DEFAULT 2u
+#define ENCODE_WORKERS_MAX 16u
 #define LOCK_FILE "fratier.lock"
 #define CONTROL_SOCKET "control.sock"
 /*
@@ -66,6 +68,7 @@ typedef struct Args {
 	unsigned container_kib;    /* 0: the store's default */
 	unsigned read_ahead_kb;
 	unsigned restore_workers;
+	unsigned encode_workers;
 	char *positional[2];
 	unsigned n_positional;
 	bool allow_other;
@@ -97,6 +100,7 @@ static const struct fuse_opt arg_table[] = {
 	{ "container_kib=%u", offsetof(Args, container_kib), 0 },
 	{ "read_ahead_kb=%u", offsetof(Args, read_ahead_kb), 0 },
 	{ "restore_workers=%u", offsetof(Args, restore_workers), 0 },
+	{ "encode_workers=%u", offsetof(Args, encode_workers), 0 },
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -162,6 +166,8 @@ static void help(const char *argv0) {
 	       "                   (default %u; needs root, else the kernel's is kept)\n"
 	       "  -o restore_workers=N threads that decompress sealed files ahead of a sequential reader,\n"
 	       "                   0 = none: each read decompresses on its own (default %u, at most %u)\n"
+	       "  -o encode_workers=N threads that compress the regions of files being sealed or moved, at\n"
+	       "                   nice 10, 0 = none: each seal worker compresses its own (default %u, at most %u)\n"
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
@@ -176,7 +182,7 @@ static void help(const char *argv0) {
 	       CONFIG_BACKGROUND_SHARE_DEFAULT, (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MIN >> 10),
 	       (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MAX >> 10),
 	       (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_DEFAULT >> 10), READ_AHEAD_KB_DEFAULT,
-	       FS_RA_WORKERS_DEFAULT, FS_RA_WORKERS_MAX);
+	       FS_RA_WORKERS_DEFAULT, FS_RA_WORKERS_MAX, ENCODE_WORKERS_DEFAULT, ENCODE_WORKERS_MAX);
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -273,7 +279,15 @@ static int catalog_start(Fs *fs, bool create) {
 	 * The same for every tier: the lower tiers' stores took 120 MiB more
 	 * and decompressed more with their own read-ahead, NFS included.
 	 */
-	DedupStoreOptions store_opts = { .container_size = fs->hot_container_size };
+	/*
+	 * Compression is most of a seal's CPU: the encoders spread one file's
+	 * regions over the cores, at the seal workers' nice (bench/README.md).
+	 */
+	DedupStoreOptions store_opts = {
+		.container_size = fs->hot_container_size,
+		.encode_workers = fs->encode_workers,
+		.encode_nice = FS_BACKGROUND_NICE,
+	};
 	if (fs->restore_workers > 0 || fs->read_ahead_kb > 0) {
 		store_opts.readahead_bytes = 1;
 		store_opts.region_cache_bytes = FS_RA_STORE_REGION_CACHE;
@@ -370,6 +384,7 @@ static int run(int argc, char **argv) {
 		.history_interval_s = UINT_MAX,
 		.read_ahead_kb = READ_AHEAD_KB_DEFAULT,
 		.restore_workers = FS_RA_WORKERS_DEFAULT,
+		.encode_workers = ENCODE_WORKERS_DEFAULT,
 	};
 	Fs fs = { .hot_fd = -1, .lock_fd = -1 };
 	Control *control = NULL;
@@ -408,9 +423,10 @@ static int run(int argc, char **argv) {
 			  (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MAX >> 10));
 		goto out_args;
 	}
-	if (a.read_ahead_kb > BDI_READ_AHEAD_KB_MAX || a.restore_workers > FS_RA_WORKERS_MAX) {
-		log_error("read_ahead_kb must be 0..%u, restore_workers 0..%u (see --help)", BDI_READ_AHEAD_KB_MAX,
-			  FS_RA_WORKERS_MAX);
+	if (a.read_ahead_kb > BDI_READ_AHEAD_KB_MAX || a.restore_workers > FS_RA_WORKERS_MAX ||
+	    a.encode_workers > ENCODE_WORKERS_MAX) {
+		log_error("read_ahead_kb must be 0..%u, restore_workers 0..%u, encode_workers 0..%u (see --help)",
+			  BDI_READ_AHEAD_KB_MAX, FS_RA_WORKERS_MAX, ENCODE_WORKERS_MAX);
 		goto out_args;
 	}
 	if (!a.recover_from &&
@@ -467,6 +483,7 @@ static int run(int argc, char **argv) {
 	history_interval_s = a.history_interval_s != UINT_MAX ? a.history_interval_s : (unsigned) config.history_interval;
 	fs.seal_workers = a.seal_workers;
 	fs.restore_workers = a.restore_workers;
+	fs.encode_workers = a.encode_workers;
 	fs.read_ahead_kb = a.read_ahead_kb;
 	fs.seal_stream = a.seal_stream && a.stream_max > 0;
 	fs.stream_max = a.stream_max;

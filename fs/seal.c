@@ -127,7 +127,7 @@ static void run_gc(Fs *fs) {
 
 /* Background work yields the CPU to the writers; a failure only costs that. */
 static void lower_priority(void) {
-	(void) setpriority(PRIO_PROCESS, (id_t) gettid(), 10);
+	(void) setpriority(PRIO_PROCESS, (id_t) gettid(), FS_BACKGROUND_NICE);
 }
 
 static struct timespec deadline_after(int64_t wait_ns) {

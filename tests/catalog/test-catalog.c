@@ -327,6 +327,28 @@ static void test_chunks_and_recipes(void) {
 						     .digest = { 0xab, 0xab } }, &other) == 0);
 	CHECK(catalog_chunk_retire(c, 999999) == -ENOENT);
 
+	/* Looked up together, in a transaction of their own or in the caller's: each as alone. */
+	for (int txn = 0; txn < 2; txn++) {
+		uint64_t ids[] = { other, 999999, id, other };
+		CatalogChunk many[ELEMENTSOF(ids)], one;
+		int rs[ELEMENTSOF(ids)];
+		if (txn)
+			CHECK(catalog_begin(c) == 0);
+		CHECK(catalog_chunks_get(c, ids, ELEMENTSOF(ids), many, rs) == 0);
+		if (txn)
+			CHECK(catalog_commit(c) == 0);
+		for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+			int r1 = catalog_chunk_get(c, ids[i], &one);
+			CHECK(rs[i] == r1 && r1 == (ids[i] == 999999 ? -ENOENT : 0));
+			CHECK(r1 < 0 || (one.id == many[i].id && one.tier == many[i].tier &&
+					  memcmp(one.digest, many[i].digest, sizeof(one.digest)) == 0 &&
+					  one.container == many[i].container && one.offset == many[i].offset &&
+					  one.frame_size == many[i].frame_size && one.refs == many[i].refs &&
+					  one.region_size == many[i].region_size &&
+					  one.region_offset == many[i].region_offset));
+		}
+	}
+
 	ct = (CatalogContainer) { .id = cont, .size = 12345, .full = true };
 	CHECK(catalog_container_update(c, &ct) == 0);
 	CHECK(catalog_container_get(c, cont, &ct) == 0 && ct.size == 12345 && ct.full);

@@ -209,6 +209,122 @@ static void test_racing_writers(void) {
 	env_close(&e);
 }
 
+typedef struct ChunkList {
+	CatalogChunk *items;
+	size_t n;
+} ChunkList;
+
+static int chunk_collect(const CatalogChunk *ch, void *userdata) {
+	ChunkList *l = userdata;
+	l->items = realloc(l->items, (l->n + 1) * sizeof(*l->items));
+	ASSERT(l->items);
+	l->items[l->n++] = *ch;
+	return 0;
+}
+
+/* A file of every kind of content: compressible, random (stored raw), zeros, and repeats of itself. */
+static uint8_t *mixed_file(TestRng *rng, size_t len) {
+	uint8_t *data = test_malloc(len);
+	for (size_t off = 0; off < len;) {
+		size_t n = MIN(len - off, 64 * KiB + (size_t) (test_rng_next(rng) % (600 * KiB)));
+		switch (test_rng_next(rng) % 4) {
+		case 0:
+			fill_text(rng, data + off, n);
+			break;
+		case 1:
+			test_rng_fill(rng, data + off, n);
+			break;
+		case 2:
+			memset(data + off, 0, n);
+			break;
+		default:
+			if (off >= n)
+				memcpy(data + off, data + (size_t) (test_rng_next(rng) % (off - n + 1)), n);
+			else
+				fill_sparse(rng, data + off, n);
+		}
+		off += n;
+	}
+	return data;
+}
+
+/*
+ * With the store's encoders compressing a writer's regions on other
+ * threads, the containers come out as one thread writes them: the same
+ * regions, in the same order, at the same places, with the same shares, for
+ * any number of encoders, several registrations per file (sync_bytes) and
+ * several containers; two writers at once each find their file whole.
+ */
+static void test_parallel_encoding(void) {
+	static const unsigned workers[] = { 0, 1, 3 };
+	const size_t len = 12 * MiB;
+	ChunkList lists[ELEMENTSOF(workers)] = {};
+	DedupWriterStats stats[ELEMENTSOF(workers)];
+	TestRng data_rng = { 31 };
+	uint8_t *data = mixed_file(&data_rng, len);
+
+	for (size_t k = 0; k < ELEMENTSOF(workers); k++) {
+		DedupStoreOptions o = {
+			.encode_workers = workers[k],
+			.container_size = 2 * MiB,
+			.sync_bytes = 3 * MiB,
+			.region_size = 32 * KiB,
+		};
+		TestRng rng = { 32 };
+		Env e;
+		env_open(&e, &o);
+		uint64_t ino = env_seal(&e, data, len, &rng, &stats[k]);
+		ASSERT_OK(catalog_chunks_foreach(e.catalog, 0, chunk_collect, &lists[k]));
+		env_check_file(&e, ino, data, len, &rng);
+		env_reopen_store(&e);
+		env_check_file(&e, ino, data, len, &rng);
+
+		if (workers[k] > 0) {
+			/* Two writers at once, each at its own level, sharing the encoders. */
+			TestRng r2 = { 33 };
+			uint8_t *other = mixed_file(&r2, 5 * MiB);
+			DedupWriter *w1, *w2;
+			ASSERT_OK(dedup_writer_new(e.store, NULL, 1, DEDUP_STORE_REGION_DEFAULT, &w1));
+			ASSERT_OK(dedup_writer_new(e.store, NULL, 9, DEDUP_STORE_REGION_DEFAULT, &w2));
+			for (size_t off = 0; off < 5 * MiB; off += 256 * KiB) {
+				ASSERT_OK(dedup_writer_feed(w1, other + off, 256 * KiB));
+				ASSERT_OK(dedup_writer_feed(w2, data + off, 256 * KiB));
+			}
+			ASSERT_OK(dedup_writer_finish(w1));
+			ASSERT_OK(dedup_writer_finish(w2));
+			uint64_t i1 = env_new_inode(&e), i2 = env_new_inode(&e);
+			env_commit(&e, w1, i1);
+			env_commit(&e, w2, i2);
+			dedup_writer_free(w1);
+			dedup_writer_free(w2);
+			env_check_file(&e, i1, other, 5 * MiB, &rng);
+			env_check_file(&e, i2, data, 5 * MiB, &rng);
+			uint64_t inos[] = { ino, i1, i2 };
+			env_check_refs(&e, inos, 3);
+			free(other);
+
+			/* A writer freed with regions still at the encoders leaves nothing behind but garbage. */
+			ASSERT_OK(dedup_writer_new(e.store, NULL, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, &w1));
+			ASSERT_OK(dedup_writer_feed(w1, data + 7 * MiB, 5 * MiB));
+			dedup_writer_free(w1);
+			env_check_file(&e, ino, data, len, &rng);
+		}
+		env_close(&e);
+	}
+
+	for (size_t k = 1; k < ELEMENTSOF(workers); k++) {
+		ASSERT(memcmp(&stats[k], &stats[0], sizeof(stats[0])) == 0);
+		ASSERT(lists[k].n == lists[0].n && lists[0].n > 100);
+		ASSERT(memcmp(lists[k].items, lists[0].items, lists[0].n * sizeof(*lists[0].items)) == 0);
+	}
+	/* It took several containers, and regions of several chunks. */
+	ASSERT(lists[0].items[lists[0].n - 1].container > 2);
+	ASSERT(stats[0].regions < stats[0].new_chunks);
+	for (size_t k = 0; k < ELEMENTSOF(workers); k++)
+		free(lists[k].items);
+	free(data);
+}
+
 static void test_commit_rules(void) {
 	TestRng rng = { 7 };
 	uint8_t data[100 * 1024];
@@ -689,6 +805,7 @@ int main(void) {
 	test_dedup_within_and_across();
 	test_second_backup();
 	test_racing_writers();
+	test_parallel_encoding();
 	test_commit_rules();
 	test_refcounts_drop_gc();
 	test_gc_keeps_shared();

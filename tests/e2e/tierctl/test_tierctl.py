@@ -336,7 +336,7 @@ def main():
                           and cls.get("archivelog", {}).get("chunk_avg") == 16384 and pol.get("seal_delay") == 0
                           and cls.get("backuppiece", {}).get("chunk_avg") == 8192
                           and cls.get("archivelogbackup", {}).get("chunk_avg") == 16384
-                          and str(cls.get("backuppiece", {}).get("zstd_level")) == "3",
+                          and str(cls.get("backuppiece", {}).get("zstd_level")) == "1",
                           "policy show %r" % pol)
 
             # ---- permissions: nobody reads reports, cannot gc or scrub ----

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * store-encode.c — the store's encoders: threads that compress the regions
+ * writers gather, so that one file's regions are compressed on several
+ * cores while its writer goes on chunking and hashing.
+ *
+ * A job is a region a builder handed over (store_encode_submit()): its
+ * plain bytes, its table and where the encoded region goes.  The builder
+ * keeps the job's buffers untouched until it has waited for the job
+ * (store_encode_wait()); the appends stay in the builder's thread, in the
+ * order the regions were gathered, so the containers' layout and the
+ * writer's registration order are those of one thread.
+ *
+ * The threads start with the store's first writer, not at open: a daemon
+ * opens its stores before it detaches, and a fork keeps no thread.
+ *
+ * Invariants:
+ *  1. A job is in exactly one of: queued (on the list), running (one
+ *     thread encodes it, holding no lock), done.  Its state and the list
+ *     are protected by encode_lock, a leaf lock; the job's buffers belong
+ *     to whoever moved it out of queued until it is done.
+ *  2. A waiter whose job is still queued takes it off the list and encodes
+ *     it itself: a builder never waits for a job nobody runs, and with the
+ *     encoders busy elsewhere (or niced behind other work) the writer's own
+ *     thread still makes progress.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "common/macros.h"
+#include "dedup/store-internal.h"
+
+enum {
+	JOB_QUEUED = 1,
+	JOB_RUNNING,
+	JOB_DONE,
+};
+
+static void job_run(StoreEncodeJob *j, DedupRegionEncoder *e) {
+	int r = dedup_region_encoder_set_level(e, j->level);
+	if (r >= 0)
+		r = dedup_region_encode(e, j->ids, j->lengths, j->count, j->plain, j->plain_len, j->out, j->out_cap,
+					&j->size);
+	j->r = r;
+}
+
+static void *encoder_main(void *userdata) {
+	DedupStore *s = userdata;
+	DedupRegionEncoder *e = NULL;
+	int r;
+
+	(void) pthread_setname_np(pthread_self(), "fratier-encode");
+	/* Background work: compression yields to the foreground as the writer feeding it does. */
+	if (s->opts.encode_nice != 0)
+		(void) setpriority(PRIO_PROCESS, (id_t) gettid(), s->opts.encode_nice);
+	r = dedup_region_encoder_new(DEDUP_FRAME_LEVEL_MIN, false, &e);
+	if (r < 0)
+		/* Waiters encode their jobs themselves (invariant 2): a store with fewer encoders. */
+		return NULL;
+
+	pthread_mutex_lock(&s->encode_lock);
+	for (;;) {
+		while (!s->encode_head && !s->encode_stop)
+			pthread_cond_wait(&s->encode_work, &s->encode_lock);
+		if (s->encode_stop)
+			break;
+		StoreEncodeJob *j = s->encode_head;
+		s->encode_head = j->next;
+		j->state = JOB_RUNNING;
+		pthread_mutex_unlock(&s->encode_lock);
+		job_run(j, e);
+		pthread_mutex_lock(&s->encode_lock);
+		j->state = JOB_DONE;
+		pthread_cond_broadcast(&s->encode_done);
+	}
+	pthread_mutex_unlock(&s->encode_lock);
+	dedup_region_encoder_free(e);
+	return NULL;
+}
+
+void store_encoders_init(DedupStore *s) {
+	pthread_mutex_init(&s->encode_lock, NULL);
+	pthread_cond_init(&s->encode_work, NULL);
+	pthread_cond_init(&s->encode_done, NULL);
+	s->encode_ready = true;
+}
+
+void store_encoders_start(DedupStore *s) {
+	pthread_mutex_lock(&s->encode_lock);
+	if (s->encoders_started || s->opts.encode_workers == 0)
+		goto out;
+	s->encoders_started = true;
+	s->encoders = calloc(s->opts.encode_workers, sizeof(*s->encoders));
+	if (!s->encoders)
+		goto out;
+	for (unsigned i = 0; i < s->opts.encode_workers; i++) {
+		/* Without a thread, fewer encoders: waiters encode what nobody took (invariant 2). */
+		if (pthread_create(&s->encoders[i], NULL, encoder_main, s) != 0)
+			break;
+		s->n_encoders++;
+	}
+out:
+	pthread_mutex_unlock(&s->encode_lock);
+}
+
+void store_encoders_stop(DedupStore *s) {
+	if (!s->encode_ready)
+		return;
+	pthread_mutex_lock(&s->encode_lock);
+	s->encode_stop = true;
+	pthread_cond_broadcast(&s->encode_work);
+	pthread_mutex_unlock(&s->encode_lock);
+	/* No lock: no writer is alive, so nobody starts them now. */
+	for (unsigned i = 0; i < s->n_encoders; i++)
+		pthread_join(s->encoders[i], NULL);
+	free(s->encoders);
+	s->encoders = NULL;
+	s->n_encoders = 0;
+	pthread_cond_destroy(&s->encode_done);
+	pthread_cond_destroy(&s->encode_work);
+	pthread_mutex_destroy(&s->encode_lock);
+	s->encode_ready = false;
+}
+
+void store_encode_submit(DedupStore *s, StoreEncodeJob *j) {
+	j->next = NULL;
+	pthread_mutex_lock(&s->encode_lock);
+	j->state = JOB_QUEUED;
+	if (s->encode_head) {
+		StoreEncodeJob *t = s->encode_head;
+		while (t->next)
+			t = t->next;
+		t->next = j;
+	} else
+		s->encode_head = j;
+	pthread_cond_signal(&s->encode_work);
+	pthread_mutex_unlock(&s->encode_lock);
+}
+
+int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self) {
+	pthread_mutex_lock(&s->encode_lock);
+	if (j->state == JOB_QUEUED) {
+		/* Invariant 2. */
+		StoreEncodeJob **p = &s->encode_head;
+		while (*p != j)
+			p = &(*p)->next;
+		*p = j->next;
+		j->state = JOB_RUNNING;
+		pthread_mutex_unlock(&s->encode_lock);
+		job_run(j, self);
+		pthread_mutex_lock(&s->encode_lock);
+		j->state = JOB_DONE;
+	}
+	while (j->state != JOB_DONE)
+		pthread_cond_wait(&s->encode_done, &s->encode_lock);
+	pthread_mutex_unlock(&s->encode_lock);
+	return j->r;
+}
