@@ -302,13 +302,17 @@ static int register_pending(DedupWriter *w) {
 		memcpy(ch.digest, p->id.bytes, DEDUP_CHUNK_ID_SIZE);
 		r = catalog_chunk_add(s->catalog, &ch, &w->pending_chunk[i]);
 		if (r == -EEXIST) {
-			/* Stored by another writer meanwhile (invariant 2): ours is garbage. */
+			/*
+			 * Stored by another writer meanwhile (invariant 2): ours is
+			 * garbage, and what this file's seal added is the other's copy.
+			 */
 			CatalogChunk other;
 			r = catalog_chunk_find(s->catalog, s->tier, p->id.bytes, &other);
 			if (r < 0)
 				break;
 			w->pending_chunk[i] = other.id;
 			p->container = 0;
+			w->stats.stored_bytes -= p->share;
 			w->stats.new_chunks--;
 			w->stats.new_bytes -= p->plain_size;
 			w->stats.dup_chunks++;

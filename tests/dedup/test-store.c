@@ -189,6 +189,8 @@ static void test_racing_writers(void) {
 	dedup_writer_stats(w2, &s2);
 	ASSERT(s1.new_bytes == len);
 	ASSERT(s2.new_chunks == 0 && s2.dup_bytes == len);
+	/* What each file's seal added (its st_blocks): w1's copy, all of it; w2's is garbage, charged to nobody. */
+	ASSERT(s1.stored_bytes > len / 2 && s2.stored_bytes == 0);
 
 	uint64_t i1 = env_new_inode(&e), i2 = env_new_inode(&e);
 	env_commit(&e, w1, i1);
