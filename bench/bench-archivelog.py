@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""Archivelog throughput of fratierfs against the hot-tier directory itself.
+"""Archivelog throughput of fratierfs against the hot-tier directory itself
+and against a minimal FUSE passthrough of that directory (the FUSE ceiling).
 
 Run as root, on demand (not a test):
 
@@ -8,16 +9,18 @@ Run as root, on demand (not a test):
                               [--workdir DIR] [--native-only]
                               [--mount-opts OPTS] [--perf]
 
-Each round runs three tests on fratier and on native, the side that goes
-first alternating between rounds so that drift (page cache, disk,
-neighbours on the machine) hits both sides alike:
+Each round runs three tests on fratier, passthrough and native, the order
+of the sides rotating between rounds so that drift (page cache, disk,
+neighbours on the machine) hits every side alike:
 
   write   one SIZE file in 1 MiB writes, fsync before close
   read    that file back right after, page cache dropped first
   4x      four parallel writers of SIZE/4 each (RMAN channels), fsync each
 
 "native" is the hot-tier directory itself (DATA/hot/native-bench/), the
-physical floor of this machine.  See bench/README.md.
+physical floor of this machine; "passthrough" is bench/passthrough over
+DATA/hot/passthrough-bench/, the same disk through FUSE with nothing
+behind the requests.  See bench/README.md.
 """
 
 import argparse
@@ -26,11 +29,9 @@ import platform
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
@@ -43,7 +44,9 @@ SRC_ROOT = os.path.dirname(BENCH_DIR)
 FREE_MARGIN = 2 << 30
 
 TESTS = ('write', 'read', 'par4')
-SIDES = ('fratier', 'native')
+RATIOS = (('fratier', 'native'), ('passthrough', 'native'), ('fratier', 'passthrough'))
+SIDES = ('fratier', 'passthrough', 'native')
+FUSE_SIDES = ('fratier', 'passthrough')
 
 
 def parse_size(text):
@@ -71,19 +74,23 @@ class Bench:
         self.size = args.size
         self.work = None
         self.data = self.mnt = self.native = None
+        self.pt_mnt = self.pt_src = None
         self.seqio = None
         self.daemon = None
         self.daemon_log = None
+        self.pt_daemon = None
         self.child = None
-        self.perf_proc = None
+        self.perf = None
         self.cache = PageCache()
         # results[test][side] = list of MB/s, one per round
         self.results = {t: {s: [] for s in SIDES} for t in TESTS}
-        self.ratios = {t: [] for t in TESTS}
-        self.daemon_cpu = {t: [] for t in TESTS}
+        # ratios[test][(a, b)] = list of a/b, one per round
+        self.ratios = {t: {p: [] for p in RATIOS} for t in TESTS}
+        self.daemon_cpu = {t: {s: [] for s in FUSE_SIDES} for t in TESTS}
         build = args.build or os.path.join(SRC_ROOT, 'build')
         self.build = os.path.abspath(build)
         self.fratierfs = os.path.join(self.build, 'fs', 'fratierfs')
+        self.passthrough = os.path.join(self.build, 'bench', 'passthrough')
 
     # -- setup / teardown ---------------------------------------------------
 
@@ -98,13 +105,19 @@ class Bench:
         self.work = tempfile.mkdtemp(prefix='fratier-bench.', dir=base)
         self.data = os.path.join(self.work, 'data')
         self.mnt = os.path.join(self.work, 'mnt')
+        self.pt_mnt = os.path.join(self.work, 'ptmnt')
         os.mkdir(self.data)
         os.mkdir(self.mnt)
+        os.mkdir(self.pt_mnt)
         self.build_seqio()
         if not self.args.native_only:
             self.mount()
         self.native = os.path.join(self.data, 'hot', 'native-bench')
         os.makedirs(self.native, exist_ok=True)
+        self.pt_src = os.path.join(self.data, 'hot', 'passthrough-bench')
+        os.makedirs(self.pt_src, exist_ok=True)
+        if not self.args.native_only:
+            self.mount_passthrough()
 
     def build_seqio(self):
         cc = os.environ.get('CC', 'cc')
@@ -125,6 +138,18 @@ class Bench:
         self.daemon_log = os.path.join(self.work, 'fratierfs.log')
         self.daemon = Daemon(self.fratierfs, opts, self.mnt, self.daemon_log).start()
 
+    def mount_passthrough(self):
+        if not os.access(self.passthrough, os.X_OK):
+            raise BenchError(f'{self.passthrough} not found: build it (ninja -C {self.build} '
+                             f'bench/passthrough) or use --native-only')
+        # The same read-ahead window as fratierfs's mount, whatever it chose.
+        ra = benchlib.read_ahead_kb(self.mnt)
+        opts = f'source={self.pt_src}' + (f',read_ahead_kb={ra}' if ra else '')
+        if self.args.pt_opts:
+            opts += ',' + self.args.pt_opts
+        self.pt_daemon = Daemon(self.passthrough, opts, self.pt_mnt,
+                                os.path.join(self.work, 'passthrough.log')).start()
+
     def log_tail(self, lines=20):
         return tail(self.daemon_log, lines)
 
@@ -134,12 +159,14 @@ class Bench:
         try:
             if self.child is not None:
                 kill_group(self.child)
-            if self.perf_proc is not None and self.perf_proc.poll() is None:
-                self.perf_proc.kill()
-                self.perf_proc.wait()
+            if self.perf is not None:
+                self.perf.kill()
             if self.daemon is not None:
                 self.daemon.stop()
                 self.daemon = None
+            if self.pt_daemon is not None:
+                self.pt_daemon.stop()
+                self.pt_daemon = None
             if self.work is not None:
                 shutil.rmtree(self.work, ignore_errors=True)
         finally:
@@ -150,9 +177,13 @@ class Bench:
     def drop_caches(self):
         self.cache.drop()
 
-    def daemon_cpu_seconds(self):
-        """utime+stime of the daemon, all threads (0 in native-only mode)."""
-        return self.daemon.cpu_seconds() if self.daemon is not None else 0.0
+    def daemon_of(self, side):
+        return {'fratier': self.daemon, 'passthrough': self.pt_daemon}.get(side)
+
+    def daemon_cpu_seconds(self, side):
+        """utime+stime of the side's daemon, all threads (0 for native)."""
+        d = self.daemon_of(side)
+        return d.cpu_seconds() if d is not None else 0.0
 
     def seqio_run(self, argv):
         # Own process group so cleanup can kill the forked workers too.
@@ -168,7 +199,7 @@ class Bench:
         return int(kv['bytes']), int(kv['ns'])
 
     def dir_of(self, side):
-        return self.mnt if side == 'fratier' else self.native
+        return {'fratier': self.mnt, 'passthrough': self.pt_mnt, 'native': self.native}[side]
 
     def files(self, side, test):
         d = self.dir_of(side)
@@ -192,9 +223,9 @@ class Bench:
             per_file = self.size // 4 if test == 'par4' else self.size
             argv = ['write', str(per_file)] + self.files(side, test)
         self.drop_caches()
-        cpu0 = self.daemon_cpu_seconds() if side == 'fratier' else 0.0
+        cpu0 = self.daemon_cpu_seconds(side)
         nbytes, ns = self.seqio_run(argv)
-        cpu = self.daemon_cpu_seconds() - cpu0 if side == 'fratier' else 0.0
+        cpu = self.daemon_cpu_seconds(side) - cpu0
         if nbytes != self.size:
             raise BenchError(f'{test} on {side} moved {nbytes} bytes, expected {self.size}')
         return nbytes / MB / (ns / 1e9), cpu
@@ -202,42 +233,52 @@ class Bench:
     def sides(self, rnd):
         if self.args.native_only:
             return ('native',)
-        return SIDES if rnd % 2 == 1 else tuple(reversed(SIDES))
+        k = (rnd - 1) % len(SIDES)
+        return SIDES[k:] + SIDES[:k]
 
     def run(self):
         print_machine(self)
         print()
-        hdr = f'{"round":<6} {"test":<22} {"fratier MB/s":>12} {"native MB/s":>12} ' \
-              f'{"ratio":>6}  {"daemon CPU s":>12}  first'
-        print(hdr)
+        hdr = f'{"round":<6} {"test":<22} {"fratier":>8} {"passthr":>8} {"native":>8} ' \
+              f'{"fr/nat":>6} {"pt/nat":>6} {"fr/pt":>6}  {"CPU s fr":>8} {"CPU s pt":>8}  first'
+        print(hdr + '\n' + f'{"":<29}{"(MB/s)":^26}')
         print('-' * len(hdr))
         for rnd in range(1, self.args.rounds + 1):
             order = self.sides(rnd)
             got = {t: {} for t in TESTS}
-            cpu = {t: 0.0 for t in TESTS}
+            cpu = {t: {} for t in TESTS}
             # Each side reads its file right after writing it, so whatever the
             # write leaves behind (e.g. the host still flushing a virtual
-            # disk) weighs on both reads alike.
+            # disk) weighs on every read alike.
             for phase in (('write', 'read'), ('par4',)):
                 for side in order:
                     for test in phase:
-                        got[test][side], c = self.measure(side, test)
-                        cpu[test] += c
+                        got[test][side], cpu[test][side] = self.measure(side, test)
                         self.results[test][side].append(got[test][side])
                     self.remove(side, phase[0])
             for test in TESTS:
-                ratio = None
-                if 'fratier' in got[test]:
-                    ratio = got[test]['fratier'] / got[test]['native']
-                    self.ratios[test].append(ratio)
-                    self.daemon_cpu[test].append(cpu[test])
-                print(f'{rnd:<6} {self.label(test):<22} {fmt(got[test].get("fratier")):>12} '
-                      f'{fmt(got[test]["native"]):>12} {fmt(ratio, 3):>6}  '
-                      f'{fmt(cpu[test] if ratio is not None else None, 2):>12}  {order[0]}',
-                      flush=True)
+                ratio = {}
+                for a, b in RATIOS:
+                    if a in got[test] and b in got[test]:
+                        ratio[(a, b)] = got[test][a] / got[test][b]
+                        self.ratios[test][(a, b)].append(ratio[(a, b)])
+                for side in FUSE_SIDES:
+                    if side in cpu[test]:
+                        self.daemon_cpu[test][side].append(cpu[test][side])
+                print(f'{rnd:<6} {self.label(test):<22} {fmt(got[test].get("fratier")):>8} '
+                      f'{fmt(got[test].get("passthrough")):>8} {fmt(got[test]["native"]):>8} '
+                      + ' '.join(f'{fmt(ratio.get(p), 3):>6}' for p in RATIOS)
+                      + f'  {fmt(cpu[test].get("fratier"), 2):>8} {fmt(cpu[test].get("passthrough"), 2):>8}'
+                      f'  {order[0]}', flush=True)
         self.print_summary()
         if self.args.perf and not self.args.native_only:
             self.profile()
+
+    def print_memory(self):
+        for side in FUSE_SIDES:
+            d = self.daemon_of(side)
+            if d is not None:
+                print(f'{side} daemon peak RSS: {d.peak_rss_mib():.1f} MiB')
 
     def label(self, test):
         if test == 'write':
@@ -247,22 +288,23 @@ class Bench:
         return f'4x write {human(self.size // 4)}'
 
     def print_summary(self):
-        targets = {'write': '>=0.90, goal 0.95', 'read': '>=0.90', 'par4': '-'}
+        targets = {'write': 'fr/nat >=0.95', 'read': 'fr/nat >=0.90', 'par4': '-'}
         print()
         print(f'median of {self.args.rounds} round(s); MB/s = 10^6 bytes/s; '
-              f'ratio = median of per-round fratier/native')
-        hdr = f'{"test":<22} {"fratier MB/s":>12} {"native MB/s":>12} {"ratio":>6}  ' \
-              f'{"target":<18} {"daemon CPU s/GB":>15}'
+              f'ratios = medians of the per-round ratios (fr = fratier, pt = passthrough, nat = native)')
+        hdr = f'{"test":<22} {"fratier":>8} {"passthr":>8} {"native":>8} ' \
+              f'{"fr/nat":>6} {"pt/nat":>6} {"fr/pt":>6}  {"target":<14} {"CPU s/GB fr":>11} {"pt":>5}'
         print(hdr)
         print('-' * len(hdr))
         for test in TESTS:
-            fr = self.results[test]['fratier']
-            nat = self.results[test]['native']
-            ratio = statistics.median(self.ratios[test]) if self.ratios[test] else None
-            cpu = statistics.median(self.daemon_cpu[test]) / (self.size / 1e9) \
-                if self.daemon_cpu[test] else None
-            print(f'{self.label(test):<22} {fmt(med(fr)):>12} {fmt(med(nat)):>12} '
-                  f'{fmt(ratio, 3):>6}  {targets[test]:<18} {fmt(cpu, 2):>15}')
+            mbs = [fmt(med(self.results[test][side])) for side in SIDES]
+            ratios = [fmt(med(self.ratios[test][p]), 3) for p in RATIOS]
+            cpu = [fmt(med(self.daemon_cpu[test][side]) / (self.size / 1e9)
+                       if self.daemon_cpu[test][side] else None, 2) for side in FUSE_SIDES]
+            print(f'{self.label(test):<22} ' + ' '.join(f'{m:>8}' for m in mbs) + ' '
+                  + ' '.join(f'{r:>6}' for r in ratios)
+                  + f'  {targets[test]:<14} {cpu[0]:>11} {cpu[1]:>5}')
+        self.print_memory()
         load = os.getloadavg()
         busy = '  -- busier than its cores: figures are noisy' if load[1] > os.cpu_count() else ''
         print(f'load avg at end: {" ".join(f"{x:.2f}" for x in load)} (1/5/15 min){busy}')
@@ -271,126 +313,38 @@ class Bench:
 
     # -- profiling ----------------------------------------------------------
 
-    def perf_ready(self):
-        """Returns the perf event to use, or None (after saying why)."""
-        if shutil.which('perf') is None:
-            print('perf not installed; installing linux-perf (apt-get)', flush=True)
-            r = subprocess.run(['apt-get', 'install', '-y', '-q', 'linux-perf'],
-                               capture_output=True, text=True)
-            if r.returncode != 0 or shutil.which('perf') is None:
-                print(f'perf unsupported: apt-get install linux-perf failed:\n{r.stderr.strip()}')
-                return None
-        # No hardware PMU in most VMs: fall back to the cpu-clock software timer.
-        event = 'cycles' if os.path.isdir('/sys/bus/event_source/devices/cpu') else 'cpu-clock'
-        probe = os.path.join(self.work, 'perf-probe.data')
-        r = subprocess.run(['perf', 'record', '-q', '-g', '-e', event, '-o', probe, '--', 'true'],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            print(f'perf unsupported on this machine: {r.stderr.strip()}')
-            return None
-        return event
-
-    def daemon_comms(self):
-        """Thread names of the daemon (perf reports by name, 15 characters)."""
-        names = set()
-        task = f'/proc/{self.daemon.proc.pid}/task'
-        for tid in os.listdir(task):
-            try:
-                with open(os.path.join(task, tid, 'comm')) as f:
-                    names.add(f.read().strip())
-            except OSError:
-                pass
-        return names
-
     def profile(self):
-        """One more fratier write and read, each under perf record -a -g."""
+        """One more write and read on each FUSE side, each under perf record -a -g."""
         print()
-        event = self.perf_ready()
-        if event is None:
+        self.perf = benchlib.Perf(self.work)
+        if not self.perf.ready():
             return
-        self.remove('fratier', 'write')
-        for test in ('write', 'read'):
-            if not self.profile_one(test, event):
-                break
-        self.remove('fratier', 'write')
+        for side in FUSE_SIDES:
+            self.remove(side, 'write')
+            for test in ('write', 'read'):
+                if not self.profile_one(side, test):
+                    return
+            self.remove(side, 'write')
 
-    def profile_one(self, test, event):
-        data = os.path.join(self.work, f'perf-{test}.data')
-        files = self.files('fratier', 'write')
+    def profile_one(self, side, test):
+        files = self.files(side, 'write')
         argv = ['write', str(self.size)] + files if test == 'write' else ['read'] + files
         self.drop_caches()
-        daemon = self.daemon_comms()
+        daemon = benchlib.thread_names(self.daemon_of(side).proc.pid)
         # System-wide: the writer's half of each FUSE request and the
         # writeback kworkers matter as much as the daemon's half.
-        self.perf_proc = subprocess.Popen(
-            ['perf', 'record', '-q', '-a', '-g', '-e', event, '-o', data],
-            stdout=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(data) and time.monotonic() < deadline:
-            if self.perf_proc.poll() is not None:
-                print(f'perf unsupported: perf record -a exited with {self.perf_proc.returncode}')
-                self.perf_proc = None
-                return False
-            time.sleep(0.05)
-        time.sleep(0.5)
+        if not self.perf.start(f'{side}-{test}', self.daemon_of(side).proc.pid):
+            return False
         nbytes, ns = self.seqio_run(argv)
-        daemon |= self.daemon_comms()
-        self.perf_proc.send_signal(signal.SIGINT)
-        self.perf_proc.wait()
-        self.perf_proc = None
-        print(f'#### perf record -a -g -e {event} during one fratier {test} of '
+        daemon |= benchlib.thread_names(self.daemon_of(side).proc.pid)
+        self.perf.stop()
+        print(f'#### perf record -a -g -e {self.perf.event} during one {side} {test} of '
               f'{human(self.size)}: {nbytes / MB / (ns / 1e9):.1f} MB/s '
               f'(slowed by perf, not counted above)')
         print(f'daemon threads: {", ".join(sorted(daemon))}; application: seqio')
-
-        base = ['perf', 'report', '-i', data, '--stdio', '-g', 'none', '-t', '\t']
-        totals = {}
-        for cols in perf_rows(sh(base + ['--no-children', '--sort', 'comm'])):
-            totals[cols[1]] = pct(cols[0])
-        print('\n== share of all samples on the machine, by command and object '
-              '(swapper = idle; others share this machine) ==')
-        for cols in perf_rows(sh(base + ['--no-children', '--percent-limit', '1',
-                                         '--sort', 'comm,dso']))[:15]:
-            print(f'{pct(cols[0]):6.2f}%  {cols[1]:<16} {cols[2]}')
-        selfs = perf_rows(sh(base + ['--no-children', '--percent-limit', '0.01',
-                                     '--sort', 'comm,sym']))
-        incl = perf_rows(sh(base + ['--children', '--percent-limit', '0.2',
-                                    '--sort', 'comm,sym']))
-        for title, comms in (('daemon', daemon), ('application (seqio)', {'seqio'})):
-            total = sum(totals.get(c, 0.0) for c in comms)
-            if total == 0:
-                print(f'\n== {title}: no samples ==')
-                continue
-            print(f'\n== {title}: {total:.1f}% of all samples; top symbols by self time, '
-                  f'% of {title} ==')
-            rows = [(pct(c[0]), c[2]) for c in selfs if c[1] in comms]
-            for share, sym in merge(rows)[:20]:
-                print(f'{100 * share / total:6.2f}%  {sym}')
-            print(f'\n== {title}: top symbols including callees, % of {title} ==')
-            rows = [(pct(c[0]), c[3]) for c in incl if c[2] in comms]
-            for share, sym in merge(rows)[:20]:
-                print(f'{100 * share / total:6.2f}%  {sym}')
+        self.perf.report(nbytes, ((f'{side} daemon', self.daemon_of(side).proc.pid), ('application (seqio)', {'seqio'})))
         print()
-        os.unlink(data)
         return True
-
-
-def perf_rows(text):
-    """Rows of perf report -t '\\t' as lists of stripped columns."""
-    return [[c.strip() for c in ln.split('\t')] for ln in text.splitlines()
-            if ln.strip() and not ln.startswith('#')]
-
-
-def pct(text):
-    return float(text.rstrip('%'))
-
-
-def merge(rows):
-    """Sums (percent, symbol) rows of several threads per symbol, largest first."""
-    acc = {}
-    for share, sym in rows:
-        acc[sym] = acc.get(sym, 0.0) + share
-    return sorted(((v, k) for k, v in acc.items()), reverse=True)
 
 
 def print_machine(bench):
@@ -418,7 +372,11 @@ def print_machine(bench):
     else:
         print(f'  fratierfs {bench.fratierfs} ({build_type(bench.build)})')
         print(f'  mount     -o data={bench.data}'
-              + (f',{bench.args.mount_opts}' if bench.args.mount_opts else ''))
+              + (f',{bench.args.mount_opts}' if bench.args.mount_opts else '')
+              + f' (read_ahead_kb {benchlib.read_ahead_kb(bench.mnt)})')
+        print(f'  passthr.  {bench.passthrough} -o source={bench.pt_src}'
+              + (f',{bench.args.pt_opts}' if bench.args.pt_opts else '')
+              + f' (read_ahead_kb {benchlib.read_ahead_kb(bench.pt_mnt)})')
     print(f'  size      {human(bench.size)}, {bench.args.rounds} round(s), 1 MiB writes/reads')
 
 
@@ -435,6 +393,8 @@ def main():
                     help='measure only the native hot-tier directory, no mount')
     ap.add_argument('--mount-opts', default='',
                     help='extra -o options for fratierfs, comma-separated')
+    ap.add_argument('--pt-opts', default='',
+                    help='extra -o options for the passthrough (e.g. writeback), comma-separated')
     ap.add_argument('--perf', action='store_true',
                     help='after the rounds, profile one more write and read with perf record '
                          '-a -g (installs linux-perf with apt-get if missing)')

@@ -791,10 +791,15 @@ class Bench:
             print(f'{"ideal, + zstd-3":<20} {mib(ideal["zstd3_bytes"]):>10.1f} '
                   f'{fmt_x(logical / ideal["zstd3_bytes"]):>9}   (the same, each block / 8 KiB '
                   f'of log compressed alone)')
+            stream = ideal.get('zstd3_stream_bytes')
+            if stream:
+                print(f'{"ideal, zstd-3 stream":<20} {mib(stream):>10.1f} '
+                      f'{fmt_x(logical / stream):>9}   (the same unique content as one zstd -3 stream)')
             for t in self.tools:
                 for label, stored in ((t.name, t.stored), (t.name + ' (capacity)', t.stored_migrated)):
                     if stored:
-                        print(f'  {label:<18} {stored / ideal["zstd3_bytes"]:.3f} x the ideal + zstd-3')
+                        print(f'  {label:<18} {stored / ideal["zstd3_bytes"]:.3f} x the ideal + zstd-3'
+                              + (f', {stored / stream:.3f} x the one-stream ideal' if stream else ''))
         self.print_versus(rows)
         load = os.getloadavg()
         busy = '  -- busier than its cores: figures are noisy' if load[1] > os.cpu_count() else ''

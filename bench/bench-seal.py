@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Does sealing slow the writer?  Archivelogs and backup pieces written
 through fratierfs while it seals them (streaming on, and off), against the
-same writes into the hot tier's directory; and how long after its close
-each file is sealed.
+same writes into the hot tier's directory and through a minimal FUSE
+passthrough of it (the FUSE ceiling); and how long after its close each
+file is sealed.  With --dd, each file is copied by dd bs=1M conv=fsync from
+a source in the page cache, as a new user tries it.
 
 Not a test: nothing is asserted.  See bench/README.md.
 """
@@ -27,8 +29,9 @@ SRC_ROOT = os.path.dirname(BENCH_DIR)
 STATE_XATTR = 'trusted.fratier.state'
 SEAL_WAIT = 900.0
 POLL = 0.01
-# native, then fratier with streaming on and off.
-SIDES = ('native', 'stream', 'whole')
+# native, the passthrough, then fratier with streaming on and off.
+SIDES = ('native', 'passthrough', 'stream', 'whole')
+SEALING = ('stream', 'whole')
 MOUNT_OPTS = {'stream': 'seal_stream=1', 'whole': 'seal_stream=0'}
 
 
@@ -85,6 +88,8 @@ class Bench:
         build = os.path.abspath(args.build or os.path.join(SRC_ROOT, 'build'))
         self.build = build
         self.fratierfs = os.path.join(build, 'fs', 'fratierfs')
+        self.passthrough = os.path.join(build, 'bench', 'passthrough')
+        self.pt_daemon = None
         self.oragen = os.path.join(build, 'tools', 'oragen', 'oragen')
         self.results = {}  # (variant, side) -> [Run]
 
@@ -96,6 +101,7 @@ class Bench:
         a = self.args
         p = subprocess.run([self.oragen, '--out', src, '--days', '1', '--seed', str(a.seed),
                             '--datafiles', '4', '--datafile-size', a.datafile_size,
+                            '--filesperset', str(a.filesperset),
                             '--archivelogs-per-day', str(a.archivelogs), '--archivelog-size', a.archivelog_size,
                             '--image-copies', '0', '--no-zstd', '--quiet'],
                            capture_output=True, text=True)
@@ -113,6 +119,9 @@ class Bench:
     def cleanup(self):
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            if self.pt_daemon is not None:
+                self.pt_daemon.stop()
+                self.pt_daemon = None
             if self.daemon is not None:
                 self.daemon.stop()
                 self.daemon = None
@@ -130,10 +139,20 @@ class Bench:
         buf = bytearray(bl.MIB)
         view = memoryview(buf)
         total = 0
+        for src, size in self.files:
+            os.makedirs(os.path.dirname(os.path.join(root, self.dest_name(src))), exist_ok=True)
         t0 = time.monotonic()
         for src, size in self.files:
             dst = os.path.join(root, self.dest_name(src))
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            if self.args.dd:
+                p = subprocess.run(['dd', f'if={src}', f'of={dst}', 'bs=1M', 'conv=fsync', 'status=none'],
+                                   capture_output=True, text=True)
+                if p.returncode != 0:
+                    raise bl.BenchError(f'dd of {src} to {dst}: {p.stderr.strip()}')
+                total += size
+                if watch:
+                    watch.closed_at(dst, time.monotonic())
+                continue
             with open(src, 'rb', buffering=0) as fi:
                 fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
                 try:
@@ -163,20 +182,36 @@ class Bench:
         mnt = os.path.join(self.work, 'mnt')
         shutil.rmtree(data, ignore_errors=True)
         os.makedirs(mnt, exist_ok=True)
-        # The native side writes into the hot tier's directory of a mount, as fratier's staging does.
+        # The native side writes into the hot tier's directory of a mount, as fratier's staging does;
+        # the passthrough side into a directory beside it, through bench/passthrough.
         opts = f'data={data},seal_delay=0,gc_interval=3600'
-        if side != 'native':
+        if side in SEALING:
             opts += ',' + MOUNT_OPTS[side]
         if self.args.mount_opts:
             opts += ',' + self.args.mount_opts
         self.daemon = bl.Daemon(self.fratierfs, opts, mnt, os.path.join(self.work, 'fratierfs.log')).start()
-        root = os.path.join(data, 'hot', 'native-bench') if side == 'native' else mnt
+        root = {'native': os.path.join(data, 'hot', 'native-bench'), 'passthrough': os.path.join(self.work, 'ptmnt')}
+        root = root.get(side, mnt)
+        measured = self.daemon
+        if side == 'passthrough':
+            pt_src = os.path.join(data, 'hot', 'passthrough-bench')
+            os.makedirs(pt_src)
+            os.makedirs(root, exist_ok=True)
+            self.pt_daemon = bl.Daemon(self.passthrough, f'source={pt_src}', root,
+                                       os.path.join(self.work, 'passthrough.log')).start()
+            measured = self.pt_daemon
         watch = None
-        if side != 'native':
+        if side in SEALING:
             watch = SealWatch()
             watch.start()
         self.cache.drop()
-        cpu0 = self.daemon.cpu_seconds()
+        if self.args.dd:
+            # The new user's copy: the source is in the page cache.
+            for src, _ in self.files:
+                with open(src, 'rb') as f:
+                    while f.read(bl.MIB):
+                        pass
+        cpu0 = measured.cpu_seconds()
         run.bytes, run.wall = self.write_all(root, pace, watch)
         if watch:
             last_close = time.monotonic()
@@ -193,7 +228,10 @@ class Bench:
                 raise bl.BenchError(f'files still not sealed {SEAL_WAIT:.0f}s after the last close')
             run.lags = [watch.sealed[p] - watch.closed[p] for p in watch.closed]
             run.drain = max(watch.sealed.values()) - last_close
-        run.cpu = self.daemon.cpu_seconds() - cpu0
+        run.cpu = measured.cpu_seconds() - cpu0
+        if self.pt_daemon is not None:
+            self.pt_daemon.stop()
+            self.pt_daemon = None
         self.daemon.stop()
         self.daemon = None
         shutil.rmtree(data, ignore_errors=True)
@@ -203,11 +241,13 @@ class Bench:
         a = self.args
         total = sum(s for _, s in self.files)
         print_machine(self, total)
-        variants = [('full speed', 0)] + ([(f'paced {a.pace} MB/s', a.pace)] if a.pace else [])
+        # dd cannot be paced.
+        variants = [('full speed', 0)] + ([(f'paced {a.pace} MB/s', a.pace)] if a.pace and not a.dd else [])
         for variant, pace in variants:
-            print(f'\n{variant}: {len(self.files)} files, {total / bl.MB:.0f} MB, one writer, '
-                  f'1 MiB writes, fsync before close')
-            print(f'{"round":>5}  {"side":<7} {"MB/s":>7} {"ratio":>6} {"lag med s":>9} {"lag max s":>9} '
+            how = 'dd bs=1M conv=fsync, source in the page cache' if a.dd else '1 MiB writes, fsync before close'
+            print(f'\n{variant}: {len(self.files)} files, {total / bl.MB:.0f} MB, one writer, {how}; '
+                  f'ratio = of native; pt = of the passthrough')
+            print(f'{"round":>5}  {"side":<11} {"MB/s":>7} {"ratio":>6} {"pt":>6} {"lag med s":>9} {"lag max s":>9} '
                   f'{"drain s":>7} {"daemon CPU s":>12}')
             for rnd in range(a.rounds):
                 order = SIDES[rnd % len(SIDES):] + SIDES[:rnd % len(SIDES)]
@@ -217,16 +257,19 @@ class Bench:
                     self.results.setdefault((variant, side), []).append(runs[side])
                 for side in SIDES:
                     r = runs[side]
-                    ratio = r.mbps() / runs['native'].mbps() if side != 'native' else None
-                    r.ratio = ratio
-                    print(f'{rnd + 1:>5}  {side:<7} {bl.fmt(r.mbps()):>7} {bl.fmt(ratio, 3):>6} '
+                    r.ratio = r.mbps() / runs['native'].mbps() if side != 'native' else None
+                    r.pt_ratio = r.mbps() / runs['passthrough'].mbps() if side in SEALING else None
+                    print(f'{rnd + 1:>5}  {side:<11} {bl.fmt(r.mbps()):>7} {bl.fmt(r.ratio, 3):>6} '
+                          f'{bl.fmt(r.pt_ratio, 3):>6} '
                           f'{bl.fmt(bl.med(r.lags), 2):>9} {bl.fmt(max(r.lags) if r.lags else None, 2):>9} '
                           f'{bl.fmt(r.drain, 2):>7} {bl.fmt(r.cpu, 1):>12}', flush=True)
-            print(f'median {"":<7}')
+            print(f'median {"":<11}')
             for side in SIDES:
                 rs = self.results[(variant, side)]
                 ratio = bl.med([r.ratio for r in rs]) if side != 'native' else None
-                print(f'{"":>5}  {side:<7} {bl.fmt(bl.med([r.mbps() for r in rs])):>7} {bl.fmt(ratio, 3):>6} '
+                pt_ratio = bl.med([r.pt_ratio for r in rs]) if side in SEALING else None
+                print(f'{"":>5}  {side:<11} {bl.fmt(bl.med([r.mbps() for r in rs])):>7} {bl.fmt(ratio, 3):>6} '
+                      f'{bl.fmt(pt_ratio, 3):>6} '
                       f'{bl.fmt(bl.med([bl.med(r.lags) for r in rs if r.lags]), 2):>9} '
                       f'{bl.fmt(bl.med([max(r.lags) for r in rs if r.lags]), 2):>9} '
                       f'{bl.fmt(bl.med([r.drain for r in rs if r.drain is not None]), 2):>7} '
@@ -262,6 +305,10 @@ def main():
     ap.add_argument('--archivelogs', type=int, default=4, help='archived logs (default 4)')
     ap.add_argument('--archivelog-size', default='32M', help='oragen --archivelog-size (default 32M)')
     ap.add_argument('--datafile-size', default='16M', help='oragen --datafile-size (default 16M)')
+    ap.add_argument('--filesperset', type=int, default=4,
+                    help='oragen --filesperset: datafiles per backup piece (default 4: one piece)')
+    ap.add_argument('--dd', action='store_true',
+                    help='copy each file with dd bs=1M conv=fsync from a source in the page cache')
     ap.add_argument('--seed', type=int, default=1, help='oragen seed (default 1)')
     ap.add_argument('--build', help='meson build dir (default SRC/build); use an optimized one')
     ap.add_argument('--workdir', default='/var/tmp', help='scratch dir parent (default /var/tmp)')

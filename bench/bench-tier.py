@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Tiers: restore from the capacity and NFS tiers against native and NFS
-reads of the same bytes, migration throughput, and what a migration costs
-an archiver writing meanwhile (the throttle, background_share, at work).
+reads of the same bytes (and the disk's bytes through a minimal FUSE
+passthrough: the FUSE ceiling), migration throughput, and what a migration
+costs an archiver writing meanwhile (the throttle, background_share, at work).
 
 Runs in a private network and mount namespace (tests/nfs/ganesha.py):
 nfs-ganesha serves an export on loopback, which is fratier's NFS tier and,
@@ -88,6 +89,10 @@ class Bench:
         self.build = build
         self.fratierfs = os.path.join(build, 'fs', 'fratierfs')
         self.oragen = os.path.join(build, 'tools', 'oragen', 'oragen')
+        self.passthrough = os.path.join(build, 'bench', 'passthrough')
+        self.pt_daemon = None
+        self.perf = None
+        self.peak_rss = 0.0  # MiB, the largest of the daemons mounted so far
         self.tierctl = os.path.join(build, 'tools', 'tierctl', 'tierctl')
         self.nfs_cp = shutil.which('nfs-cp')
         self.pieces, self.logs = [], []  # paths relative to the oragen output
@@ -97,7 +102,7 @@ class Bench:
     # ---- set-up and tear-down ----
 
     def setup(self):
-        for tool in (self.fratierfs, self.oragen, self.tierctl):
+        for tool in (self.fratierfs, self.oragen, self.tierctl, self.passthrough):
             if not os.access(tool, os.X_OK):
                 raise bl.BenchError(f'{tool} not found: build the project (or give --build)')
         base = os.path.abspath(self.args.workdir)
@@ -129,7 +134,8 @@ class Bench:
             shutil.copyfile(os.path.join(self.src, rel), dst)
         self.data = os.path.join(self.work, 'data')
         self.mnt = os.path.join(self.work, 'mnt')
-        for d in (os.path.join(self.data, 'hot'), os.path.join(self.data, 'capacity'), self.mnt):
+        self.pt_mnt = os.path.join(self.work, 'ptmnt')
+        for d in (os.path.join(self.data, 'hot'), os.path.join(self.data, 'capacity'), self.mnt, self.pt_mnt):
             os.makedirs(d)
         self.config = os.path.join(self.work, 'fratier.conf')
         with open(self.config, 'w') as f:
@@ -138,9 +144,14 @@ class Bench:
     def cleanup(self):
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            if self.perf is not None:
+                self.perf.kill()
             if self.daemon is not None:
                 self.daemon.stop()
                 self.daemon = None
+            if self.pt_daemon is not None:
+                self.pt_daemon.stop()
+                self.pt_daemon = None
             if self.srv is not None:
                 self.srv.stop()
                 self.srv = None
@@ -154,7 +165,15 @@ class Bench:
                 + (',' + self.args.mount_opts if self.args.mount_opts else ''))
         self.daemon = bl.Daemon(self.fratierfs, opts, self.mnt, os.path.join(self.work, 'fratierfs.log')).start()
 
+    def mount_passthrough(self):
+        """The oragen output through bench/passthrough, with fratierfs's read-ahead window."""
+        ra = bl.read_ahead_kb(self.mnt)
+        opts = f'source={self.src}' + (f',read_ahead_kb={ra}' if ra else '')
+        self.pt_daemon = bl.Daemon(self.passthrough, opts, self.pt_mnt,
+                                   os.path.join(self.work, 'passthrough.log')).start()
+
     def unmount(self):
+        self.peak_rss = max(self.peak_rss, self.daemon.peak_rss_mib())
         self.daemon.stop()
         self.daemon = None
 
@@ -245,12 +264,16 @@ class Bench:
             raise bl.BenchError(f'{what}: moved {j.get("moved")} of {len(rels)} files')
         return t
 
-    def row(self, section, what, fratier, base_name=None, base=None):
-        self.rows.append((section, what, fratier, base_name, base))
+    def row(self, section, what, fratier, base_name=None, base=None, pt=None):
+        self.rows.append((section, what, fratier, base_name, base, pt))
         ratio = fratier.mbps() / base.mbps() if base and base.mbps() and fratier.mbps() else None
-        print(f'  {section:<10} {what:<34} {fmt_mb(fratier.bytes):>8} {bl.fmt(fratier.mbps()):>8} '
-              f'{base_name or "":>14} {bl.fmt(base.mbps() if base else None):>8} {bl.fmt(ratio, 3):>6} '
-              f'{bl.fmt(fratier.cpu):>6}', flush=True)
+        pt_ratio = pt.mbps() / base.mbps() if pt and base and base.mbps() else None
+        fr_pt = fratier.mbps() / pt.mbps() if pt and pt.mbps() and fratier.mbps() else None
+        print(f'  {section:<10} {what:<34} {fmt_mb(fratier.bytes):>6} {bl.fmt(fratier.mbps()):>8} '
+              f'{base_name or "":>12} {bl.fmt(base.mbps() if base else None):>8} {bl.fmt(pt.mbps() if pt else None):>8} '
+              f'{bl.fmt(ratio, 3):>6} {bl.fmt(pt_ratio, 3):>6} {bl.fmt(fr_pt, 3):>6} '
+              f'{bl.fmt(fratier.cpu):>6} {bl.fmt(self.daemon.peak_rss_mib() if self.daemon else None, 0):>5}',
+              flush=True)
 
     def fg_write(self, rnd, migrate_rels, to):
         """The archiver: every log written to a new name, alone or while a migration of migrate_rels runs."""
@@ -282,15 +305,20 @@ class Bench:
     def run(self):
         a = self.args
         print_machine(self)
-        print(f'\n  {"section":<10} {"what":<34} {"MB":>8} {"MB/s":>8} {"baseline":>14} {"MB/s":>8} {"ratio":>6} {"CPU s":>6}')
+        print(f'\n  {"section":<10} {"what":<34} {"MB":>6} {"MB/s":>8} {"baseline":>12} {"MB/s":>8} {"pt MB/s":>8} '
+              f'{"ratio":>6} {"pt/bl":>6} {"fr/pt":>6} {"CPU s":>6} {"HWM":>5}')
 
         self.mount(a.share)
+        self.mount_passthrough()
         ingest = self.copy_in(self.pieces + self.logs, self.mnt)
         self.wait_sealed([os.path.join(self.mnt, r) for r in self.pieces + self.logs])
         self.row('ingest', 'write + seal on the hot tier', ingest)
 
         native = {'pieces': self.read_all([os.path.join(self.src, r) for r in self.pieces]),
                   'logs': self.read_all([os.path.join(self.src, r) for r in self.logs])}
+        # The same bytes through FUSE with nothing behind it: what FUSE itself allows.
+        pt = {'pieces': self.read_all([os.path.join(self.pt_mnt, r) for r in self.pieces]),
+              'logs': self.read_all([os.path.join(self.pt_mnt, r) for r in self.logs])}
         nfs = {'pieces': self.nfs_cp_all(self.pieces), 'logs': self.nfs_cp_all(self.logs)}
         sets = {'pieces': self.pieces, 'logs': self.logs}
         names = {'pieces': 'backup pieces', 'logs': 'archived logs'}
@@ -298,12 +326,12 @@ class Bench:
         # Sealed on the hot tier: what the read path costs before any tier is involved.
         for k in ('pieces', 'logs'):
             t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
-            self.row('restore', f'{names[k]} sealed on hot', t, 'native read', native[k])
+            self.row('restore', f'{names[k]} sealed on hot', t, 'native read', native[k], pt[k])
         everything = self.pieces + self.logs
         self.row('migrate', 'hot -> capacity', self.migrate(1, everything, 'hot -> capacity'))
         for k in ('pieces', 'logs'):
             t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
-            self.row('restore', f'{names[k]} from capacity', t, 'native read', native[k])
+            self.row('restore', f'{names[k]} from capacity', t, 'native read', native[k], pt[k])
         self.row('migrate', 'capacity -> nfs', self.migrate(2, everything, 'capacity -> nfs'))
         for k in ('pieces', 'logs'):
             t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
@@ -338,14 +366,57 @@ class Bench:
             alone = fg['alone'][-1]
             for v in variants[1:]:
                 self.row('archiver', f'while migrating, share {v}%', fg[v][-1], 'alone', alone)
+        if a.perf:
+            profile(self)
         self.unmount()
         print_summary(self, fg)
+        print(f'  daemon peak RSS: {self.peak_rss:.1f} MiB (target <= 256)')
         la = os.getloadavg()
         print(f'\nload avg at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}'
               + (f' -- more runnable work than {os.cpu_count()} cores: figures are noisy'
                  if la[1] > os.cpu_count() else ''))
         if self.cache.problem:
             print(f'note: {self.cache.problem}')
+
+
+def profile(bench):
+    """perf record -a -g of a restore of the backup pieces sealed on hot, of the same from
+    capacity, and of an ingest (write + seal) of the archived logs under new names."""
+    print()
+    bench.perf = bl.Perf(bench.work)
+    if not bench.perf.ready():
+        return
+    paths = [os.path.join(bench.mnt, r) for r in bench.pieces]
+    app = os.path.basename(sys.executable)[:15]
+    steps = (('restore-hot', 'restore of the backup pieces sealed on hot'),
+             ('restore-capacity', 'restore of the backup pieces from capacity'),
+             ('ingest', 'ingest (write + seal) of the archived logs, new names'))
+    for name, what in steps:
+        if name == 'restore-capacity':
+            bench.migrate(1, bench.pieces, 'hot -> capacity')
+        daemon = bl.thread_names(bench.daemon.proc.pid)
+        bench.cache.drop()
+        if not bench.perf.start(name, bench.daemon.proc.pid):
+            return
+        if name == 'ingest':
+            names = [os.path.join('perf', f'{k}-' + os.path.basename(r)) for k, r in enumerate(bench.logs)]
+            t0 = time.monotonic()
+            t = bench.copy_in(bench.logs, bench.mnt, names)
+            bench.wait_sealed([os.path.join(bench.mnt, n) for n in names])
+            t = Timed(t.bytes, time.monotonic() - t0)
+        else:
+            t = Timed(0, 0)
+            t0 = time.monotonic()
+            for p in paths:
+                t.bytes += read_file(p, bench.buf)
+            t.seconds = time.monotonic() - t0
+        daemon |= bl.thread_names(bench.daemon.proc.pid)
+        bench.perf.stop()
+        print(f'#### perf record -a -g -e {bench.perf.event} during the {what}: '
+              f'{bl.fmt(t.mbps())} MB/s (slowed by perf)')
+        print(f'daemon threads: {", ".join(sorted(daemon))}; application: this script ({app})')
+        bench.perf.report(t.bytes, (('fratier daemon', bench.daemon.proc.pid), (f'application ({app})', os.getpid())))
+        print()
 
 
 def bl_status(bench):
@@ -361,17 +432,18 @@ def fmt_mb(n):
 
 def print_summary(bench, fg):
     print('\nsummary (ratio = fratier / baseline; targets: restore >= 0.80, archiver while migrating >= 0.90)')
-    for section, what, t, base_name, base in bench.rows:
+    for section, what, t, base_name, base, pt in bench.rows:
         if section == 'restore':
             ratio = t.mbps() / base.mbps() if base and base.mbps() else None
-            print(f'  {what:<40} {bl.fmt(ratio, 3):>6} of {base_name}')
+            print(f'  {what:<40} {bl.fmt(ratio, 3):>6} of {base_name}'
+                  + (f', {t.mbps() / pt.mbps():.3f} of the passthrough' if pt and pt.mbps() else ''))
     alone = bl.med([t.mbps() for t in fg['alone']])
     for key in sorted(k for k in fg if k != 'alone'):
         with_m = bl.med([t.mbps() for t in fg[key]])
         print(f'  {"archiver while migrating, share " + str(key) + "%":<40} '
               f'{bl.fmt(with_m / alone if alone and with_m else None, 3):>6} of alone '
               f'({bl.fmt(with_m)} vs {bl.fmt(alone)} MB/s, median of {len(fg[key])})')
-    for section, what, t, _, _ in bench.rows:
+    for section, what, t, _, _, _ in bench.rows:
         if section == 'migrate':
             print(f'  {"migration " + what:<40} {bl.fmt(t.mbps()):>6} MB/s (logical)')
 
@@ -406,6 +478,9 @@ def main():
     ap.add_argument('--build', help='meson build dir (default SRC/build); use an optimized one')
     ap.add_argument('--workdir', default='/var/tmp', help='scratch dir parent (default /var/tmp)')
     ap.add_argument('--mount-opts', default='', help='extra -o options for fratierfs')
+    ap.add_argument('--perf', action='store_true',
+                    help='at the end, profile a restore from the hot and the capacity tier and an ingest '
+                         '(write + seal) with perf record -a -g')
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error('--rounds must be at least 1')

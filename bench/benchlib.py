@@ -10,6 +10,7 @@ find it next to themselves.
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -121,6 +122,24 @@ def build_of(binary):
     return d
 
 
+def read_ahead_kb(mnt):
+    """The kernel's read-ahead window of the filesystem mounted at mnt (its
+    bdi), or None; found through mountinfo, as a stat of a FUSE mount point
+    would ask its daemon."""
+    dev = None
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            fields = line.split()
+            point = re.sub(r'\\([0-7]{3})', lambda m: chr(int(m[1], 8)), fields[4])
+            if point == mnt:
+                dev = fields[2]
+    try:
+        with open(f'/sys/class/bdi/{dev}/read_ahead_kb') as f:
+            return int(f.read())
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 class PageCache:
     """Drops the page cache before a measurement; says once if it cannot."""
 
@@ -178,6 +197,16 @@ class Daemon:
             fields = f.read().rsplit(')', 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
+    def peak_rss_mib(self):
+        """The daemon's peak resident memory so far (VmHWM), in MiB."""
+        if self.proc is None:
+            return 0.0
+        with open(f'/proc/{self.proc.pid}/status') as f:
+            for line in f:
+                if line.startswith('VmHWM:'):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
     def stop(self):
         """Unmounts (lazily if busy) and waits for the daemon, killing it after UNMOUNT_TIMEOUT."""
         if self.proc is None:
@@ -196,3 +225,254 @@ class Daemon:
         if rc != 0:
             print(f'warning: fratierfs exited with {rc}:\n{tail(self.log)}', file=sys.stderr)
         self.proc = None
+
+
+def thread_names(pid):
+    """Names of a process's threads (perf reports threads by name, 15 characters)."""
+    names = set()
+    task = f'/proc/{pid}/task'
+    try:
+        tids = os.listdir(task)
+    except OSError:
+        return names
+    for tid in tids:
+        try:
+            with open(os.path.join(task, tid, 'comm')) as f:
+                names.add(f.read().strip())
+        except OSError:
+            pass
+    return names
+
+
+# Where a daemon's CPU time goes, by the symbol (or object) a sample is in,
+# first match wins.  What each stands for is in bench/README.md.
+PERF_CATEGORIES = (
+    ('zstd', lambda dso, sym: 'libzstd' in dso),
+    ('XXH3 checksums', lambda dso, sym: 'libxxhash' in dso or sym.startswith('XXH')),
+    ('SHA-256', lambda dso, sym: 'libcrypto' in dso or 'sha256' in sym.lower()),
+    ('catalog (SQLite)', lambda dso, sym: 'libsqlite3' in dso),
+    ('chunker', lambda dso, sym: sym.startswith('dedup_chunker')),
+    ('copies in user space', lambda dso, sym: re.match(r'__(memmove|memcpy|memset)', sym) is not None),
+    ('copies in the kernel', lambda dso, sym: re.search(
+        r'copy_(to|from)_iter|copy_page_|copy_user|__pi_memcpy|rep_mov|fuse_copy|copy_folio|memcpy_orig|'
+        r'clear_page|__memset|memcpy', sym) is not None),
+    ('malloc/free', lambda dso, sym: re.match(r'_?_?(int_)?(malloc|free|realloc|calloc)|'
+                                            r'_int_(malloc|free)|cfree|tcache|arena_|malloc_', sym) is not None),
+    ('locks (user)', lambda dso, sym: 'pthread_mutex' in sym or 'pthread_rwlock' in sym
+     or 'pthread_cond' in sym or '__lll_lock' in sym),
+    ('futex, scheduling, IPIs (kernel)', lambda dso, sym: re.search(
+        r'futex|schedule|switch|pvm_irq|irq_enable|safe_halt|try_to_wake|ttwu|enqueue|dequeue|'
+        r'update_curr|pick_next|ipi|idle|raw_spin', sym) is not None),
+    ('page faults, page cache (kernel)', lambda dso, sym: re.search(
+        r'fault|pte|folio|filemap|page_cache|lru|xas_|xa_|readahead|mem_cgroup|pmd|tlb|'
+        r'set_pte|alloc_pages|free_unref|rmqueue|__alloc|zap_|unmap|mmap', sym) is not None),
+    ('FUSE device and requests (kernel)', lambda dso, sym: 'fuse' in sym and 'kernel.kallsyms' in dso),
+    ('ext4, block I/O (kernel)', lambda dso, sym: re.search(r'ext4|jbd2|bio|blk|virtio|iomap|mpage', sym)
+     is not None),
+    ('other kernel', lambda dso, sym: 'kernel.kallsyms' in dso),
+    ('fratier itself', lambda dso, sym: 'fratierfs' in dso or 'passthrough' in dso),
+    ('libfuse', lambda dso, sym: 'libfuse' in dso),
+    ('other libc', lambda dso, sym: 'libc.so' in dso),
+)
+
+# Call sites whose inclusive time (with callees) in the daemon is shown from
+# its DWARF call graphs: they overlap (a call site includes those it calls).
+PERF_CALL_SITES = (
+    ('fuse_session_receive_buf_int', 'libfuse: receive a request from /dev/fuse'),
+    ('fuse_reply_buf', 'libfuse: reply from a buffer (writev to /dev/fuse)'),
+    ('fuse_reply_iov', 'libfuse: reply from buffers (writev to /dev/fuse)'),
+    ('fuse_reply_data', 'libfuse: reply from a descriptor (splice, or its copy fallback)'),
+    ('fuse_reply_write', 'libfuse: write reply'),
+    ('op_read', 'fs: FUSE read handler'),
+    ('op_write_buf', 'fs: FUSE write handler'),
+    ('fuse_buf_copy', 'libfuse: fuse_buf_copy (write payloads, spliced replies)'),
+    ('fs_readahead_work', 'fs: read-ahead workers'),
+    ('dedup_file_read', 'dedup: dedup_file_read'),
+    ('catalog_recipe_find', 'catalog: recipe segment look-ups'),
+    ('catalog_chunk_get', 'catalog: chunk location look-ups'),
+    ('sqlite3_step', 'catalog: every SQLite statement'),
+    ('dir_pread', 'tier: container reads (directory backend)'),
+    ('dedup_frame_decode', 'dedup: frame checks + decompression'),
+    ('ZSTD_decompress_usingDDict', 'zstd: decompression'),
+    ('XXH3_64bits', 'XXH3 checksums (whole buffers)'),
+    ('XXH3_64bits_update', 'XXH3 checksums (streamed)'),
+    ('dedup_hasher_digest', 'SHA-256 of chunks'),
+    ('fs_data_feed', 'fs: seal feeding (staging reads + writer)'),
+    ('dedup_writer_feed', 'dedup: writer feed (chunk, hash, look up, compress, append)'),
+    ('dedup_chunker_scan', 'dedup: chunker'),
+    ('ZSTD_compressCCtx', 'zstd: compression'),
+    ('ZSTD_compress2', 'zstd: compression'),
+    ('dedup_writer_finish', 'dedup: writer finish (last frames, container fsync)'),
+    ('dedup_writer_commit', 'dedup: writer commit (refs, recipe)'),
+    ('catalog_commit', 'catalog: commits'),
+    ('__libc_pread64', 'pread (containers, staging)'),
+    ('__libc_pwrite64', 'pwrite (staging, containers)'),
+    ('fdatasync', 'fdatasync'),
+    ('fsync', 'fsync'),
+    ('asm_exc_page_fault', 'page faults'),
+    ('__memmove_avx512_unaligned_erms', 'memcpy/memmove in user space'),
+    ('__memset_avx512_unaligned_erms', 'memset in user space'),
+    ('malloc', 'malloc'),
+    ('free', 'free'),
+    ('pthread_mutex_lock', 'mutex lock'),
+    ('pthread_rwlock_rdlock', 'rwlock (shared)'),
+)
+
+
+class Perf:
+    """perf record -a -g around a step, and a report of where a daemon's CPU
+    time went: by category (self time) and by call site (with callees)."""
+
+    FREQ = 1000  # samples per second per CPU: cpu-seconds = samples / FREQ
+
+    def __init__(self, work):
+        self.work = work
+        self.procs = []
+        self.event = None
+        self.data = self.dwarf = None
+
+    def ready(self):
+        """True if perf can record here (installs linux-perf with apt-get if missing)."""
+        if shutil.which('perf') is None:
+            print('perf not installed; installing linux-perf (apt-get)', flush=True)
+            r = subprocess.run(['apt-get', 'install', '-y', '-q', 'linux-perf'], capture_output=True, text=True)
+            if r.returncode != 0 or shutil.which('perf') is None:
+                print(f'perf unsupported: apt-get install linux-perf failed:\n{r.stderr.strip()}')
+                return False
+        # No hardware PMU in most VMs: fall back to the cpu-clock software timer.
+        self.event = 'cycles' if os.path.isdir('/sys/bus/event_source/devices/cpu') else 'cpu-clock'
+        probe = os.path.join(self.work, 'perf-probe.data')
+        r = subprocess.run(['perf', 'record', '-q', '-g', '-e', self.event, '-o', probe, '--', 'true'],
+                           capture_output=True, text=True)
+        if os.path.exists(probe):
+            os.unlink(probe)
+        if r.returncode != 0:
+            print(f'perf unsupported on this machine: {r.stderr.strip()}')
+            return False
+        return True
+
+    def start(self, name, pid=None):
+        """Starts recording the whole machine (frame-pointer call graphs) and, with pid,
+        that process alone with DWARF call graphs (libc, libfuse, zstd and SQLite have
+        no frame pointers); False (said why) if perf exits at once."""
+        self.data = os.path.join(self.work, f'perf-{name}.data')
+        self.dwarf = os.path.join(self.work, f'perf-{name}-dwarf.data') if pid else None
+        self.procs = []
+        cmds = [['perf', 'record', '-q', '-a', '-g', '-F', str(self.FREQ), '-e', self.event, '-o', self.data]]
+        if pid:
+            cmds.append(['perf', 'record', '-q', '--call-graph', 'dwarf,32768', '-F', str(self.FREQ // 2),
+                         '-e', self.event, '-p', str(pid), '-o', self.dwarf])
+        for cmd in cmds:
+            self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True))
+        deadline = time.monotonic() + 10
+        for proc, out in zip(self.procs, (self.data, self.dwarf)):
+            while not os.path.exists(out) and time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    print(f'perf unsupported: perf record exited with {proc.returncode}')
+                    self.kill()
+                    return False
+                time.sleep(0.05)
+        time.sleep(0.5)
+        return True
+
+    def stop(self):
+        for proc in self.procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in self.procs:
+            proc.wait()
+        self.procs = []
+
+    def kill(self):
+        for proc in getattr(self, 'procs', []):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.procs = []
+
+    def report(self, nbytes, processes):
+        """Prints the breakdown of the last recording.  processes: (title, who) pairs,
+        who being a pid or a set of command names (e.g. the daemon by pid: other
+        fratierfs may run on the machine; the application's forked workers by name);
+        nbytes: bytes the step moved, for CPU seconds per GB."""
+        # Every sample as "command pid ip symbol (object)": perf report's own filters
+        # go by thread, and a daemon's threads come and go.
+        samples = []
+        for ln in sh(['perf', 'script', '-i', self.data, '-F', 'comm,pid,ip,sym,dso',
+                      '--hide-call-graph']).splitlines():
+            m = re.match(r'^\s*(.*?)\s+(\d+)\s+[0-9a-f]+\s+(.*?)\s*\((.*)\)\s*$', ln)
+            if m:
+                samples.append((m[1], int(m[2]), m[3] or '[unknown]', m[4]))
+        everything = len(samples) or 1
+        by_comm = {}
+        for comm, _, _, dso in samples:
+            key = (comm, os.path.basename(dso))
+            by_comm[key] = by_comm.get(key, 0) + 1
+        print('== share of all samples on the machine, by command and object '
+              '(swapper = idle; others share this machine) ==')
+        for (comm, dso), n in sorted(by_comm.items(), key=lambda kv: -kv[1])[:12]:
+            if 100 * n / everything >= 1:
+                print(f'{100 * n / everything:6.2f}%  {comm:<16} {dso}')
+        gb = nbytes / 1e9 if nbytes else None
+        for title, who in processes:
+            mine = [(sym, dso) for comm, pid, sym, dso in samples
+                    if (pid == who if isinstance(who, int) else comm in who)]
+            if not mine:
+                print(f'\n== {title}: no samples ==')
+                continue
+            n_mine = len(mine)
+            cpu_s = n_mine / self.FREQ
+            print(f'\n== {title}: {cpu_s:.2f} CPU s ({100 * n_mine / everything:.1f}% of all samples)'
+                  + (f', {cpu_s / gb:.2f} CPU s/GB' if gb else '') + ' ==')
+            cats, syms = {}, {}
+            for sym, dso in mine:
+                name = next((n for n, match in PERF_CATEGORIES if match(dso, sym)), 'other')
+                cats[name] = cats.get(name, 0) + 1
+                key = f'{sym}  ({os.path.basename(dso)})'
+                syms[key] = syms.get(key, 0) + 1
+            print(f'  {"where (self time)":<36} {"% of it":>7} {"CPU s/GB":>8}')
+            for name, n in sorted(cats.items(), key=lambda kv: -kv[1]):
+                if 100 * n / n_mine >= 0.5:
+                    print(f'  {name:<36} {100 * n / n_mine:7.1f} {bl_fmt(n / self.FREQ / gb if gb else None):>8}')
+            print(f'  top symbols by self time, % of {title}:')
+            for key, n in sorted(syms.items(), key=lambda kv: -kv[1])[:12]:
+                print(f'  {100 * n / n_mine:6.2f}%  {key}')
+        os.unlink(self.data)
+        if self.dwarf:
+            self.report_call_sites(nbytes)
+
+    def report_call_sites(self, nbytes):
+        out = sh(['perf', 'report', '-i', self.dwarf, '--stdio', '-g', 'none', '-t', '\t', '-n',
+                  '--children', '--percent-limit', '0.1', '--sort', 'sym'])
+        rows = perf_rows(out)
+        # Columns: children %, self %, self samples, symbol.
+        incl = {}
+        for c in rows:
+            sym = re.sub(r'^\[[.k]\]\s*', '', c[3]).split(' (inlined)')[0].strip()
+            incl[sym] = max(incl.get(sym, 0.0), pct(c[0]))
+        total = sum(int(c[1]) for c in perf_rows(sh(['perf', 'report', '-i', self.dwarf, '--stdio', '-g', 'none',
+                                                         '-t', '\t', '-n', '--no-children', '--sort', 'comm'])))
+        cpu_s = total / (self.FREQ // 2)
+        gb = nbytes / 1e9 if nbytes else None
+        print(f'\n== the daemon alone, DWARF call graphs: {cpu_s:.2f} CPU s'
+              + (f', {cpu_s / gb:.2f} CPU s/GB' if gb else '') + '; time in each call site with its callees '
+              '(they overlap) ==')
+        print(f'  {"call site":<66} {"% of it":>7} {"CPU s/GB":>8}')
+        for sym, what in PERF_CALL_SITES:
+            if incl.get(sym):
+                share = incl[sym]
+                print(f'  {what:<66} {share:7.1f} {bl_fmt(share / 100 * cpu_s / gb if gb else None):>8}')
+        os.unlink(self.dwarf)
+
+
+def perf_rows(text):
+    """Rows of perf report -t '\\t' as lists of stripped columns."""
+    return [[c.strip() for c in ln.split('\t')] for ln in text.splitlines()
+            if ln.strip() and not ln.startswith('#')]
+
+
+def pct(text):
+    return float(text.rstrip('%'))
+
+
+def bl_fmt(value, digits=2):
+    return fmt(value, digits)

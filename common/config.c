@@ -736,6 +736,13 @@ static int parse_migrate_after(Parser *p, const char *key, const char *value) {
 	return parse_duration_key(p, key, value, &p->config.classes[p->klass].migrate_after);
 }
 
+/* keep_hot = DURATION: the recovery window whose archived logs stay on the hot tier (tier/planner.h). */
+static int parse_keep_hot(Parser *p, const char *key, const char *value) {
+	if (p->klass != CONFIG_CLASS_ARCHIVELOG)
+		return parser_fail(p, p->line, "'%s' belongs to [class archivelog]", key);
+	return parse_duration_key(p, key, value, &p->config.classes[p->klass].keep_hot);
+}
+
 /* Appends one name pattern of the section's class; refuses a pattern that could never match a file name. */
 static int add_name_pattern(Parser *p, const char *key, const char *glob, size_t len) {
 	Config *c = &p->config;
@@ -938,6 +945,7 @@ static const KeyDef class_keys[] = {
 	{ "pin", parse_pin },
 	{ "names", parse_names },
 	{ "log_archive_format", parse_log_archive_format },
+	{ "keep_hot", parse_keep_hot },
 };
 
 _Static_assert(ELEMENTSOF(main_keys) <= 32 && ELEMENTSOF(tier_keys) <= 32 && ELEMENTSOF(class_keys) <= 32,

@@ -56,6 +56,8 @@
  *                                 ; rules, in the order given (at most 32 patterns in all)
  *   log_archive_format = arch_%t_%s_%r.dbf ; [class archivelog]: the database's LOG_ARCHIVE_FORMAT(s):
  *                                 ; %t %s %r %d %a match anything, %% is '%'; the format needs %s
+ *   keep_hot = 1d                 ; [class archivelog]: logs needed to recover the last 1d (by their
+ *                                 ; headers) stay on the hot tier, whatever their age or the watermarks
  *
  * Rules beyond the sketch above:
  *  - Unknown sections and keys, a key given twice, a section given twice and
@@ -173,6 +175,7 @@ typedef struct ConfigClassPolicy {
 	uint64_t migrate_after; /* seconds since a sealed file's mtime before it moves; 0 = never by age */
 	bool pinned;           /* pin = yes: its files stay on the hot tier (no target; tierctl migrate skips them) */
 	uint32_t region_size;  /* new chunks of a file are compressed together up to this many bytes */
+	uint64_t keep_hot;     /* [class archivelog]: seconds of recovery window whose logs stay hot (tier/planner.h); 0 = off */
 } ConfigClassPolicy;
 
 typedef struct ConfigTier {

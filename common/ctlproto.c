@@ -30,6 +30,7 @@ static const char *const command_names[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_RECALL] = "recall",
 	[CTL_COMMAND_PIN] = "pin",
 	[CTL_COMMAND_UNPIN] = "unpin",
+	[CTL_COMMAND_RECOVERY] = "recovery",
 };
 
 static const char *const report_by_names[_CTL_REPORT_BY_MAX] = {
@@ -59,6 +60,9 @@ typedef enum ArgKind {
 	ARG_CLASS,
 	ARG_OLDER_THAN,
 	ARG_LARGER_THAN,
+	ARG_DATABASE,
+	ARG_FROM_SCN,
+	ARG_UNTIL_SCN,
 } ArgKind;
 
 typedef struct ArgDef {
@@ -67,7 +71,7 @@ typedef struct ArgDef {
 	unsigned min, max;
 } ArgDef;
 
-#define ARGS_MAX 10
+#define ARGS_MAX 14
 #define ARG_PATHS { ARG_PATH, "path", 1, CTL_PATHS_MAX }
 /*
  * migrate and recall: paths, or archived logs by their headers, or both
@@ -94,9 +98,13 @@ static const CommandDef commands[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_SCRUB] = { { { ARG_TIER, "tier", 0, 1 } }, .privileged = true },
 	[CTL_COMMAND_MIGRATE] = { { ARG_MOVE_SELECTION, { ARG_TIER, "tier", 0, 1 }, { ARG_DRY_RUN, "dry_run", 0, 1 } },
 				  .privileged = true },
-	[CTL_COMMAND_RECALL] = { { ARG_MOVE_SELECTION, { ARG_DRY_RUN, "dry_run", 0, 1 } }, .privileged = true },
+	/* recall DB --until: a restore set (database, and since/from_scn, until/until_scn as its range). */
+	[CTL_COMMAND_RECALL] = { { ARG_MOVE_SELECTION, { ARG_DRY_RUN, "dry_run", 0, 1 }, { ARG_DATABASE, "database", 0, 1 },
+				   { ARG_FROM_SCN, "from_scn", 0, 1 }, { ARG_UNTIL_SCN, "until_scn", 0, 1 } },
+				 .privileged = true },
 	[CTL_COMMAND_PIN] = { { ARG_MOVE_SELECTION, { ARG_DRY_RUN, "dry_run", 0, 1 } }, .privileged = true },
 	[CTL_COMMAND_UNPIN] = { { ARG_MOVE_SELECTION }, .privileged = true },
+	[CTL_COMMAND_RECOVERY] = { { { ARG_DATABASE, "database", 0, 1 } } },
 };
 
 static int lookup(const char *const *table, size_t n, const char *s) {
@@ -607,13 +615,60 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 			}
 			break;
 		}
+		case ARG_DATABASE: {
+			/* A DB_NAME as Oracle writes it (A-Z 0-9 _ $ #, at most 8) or a DBID: both fit this. */
+			size_t n = strspn(f->value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$#");
+			if (n == 0 || n > 10 || f->value[n] != '\0') {
+				r = fail(ret_error, -EBADMSG, "'database' must be a DB_NAME or a DBID, not '%s'", f->value);
+				goto fail;
+			}
+			req.database = f->value;
+			break;
+		}
+		case ARG_FROM_SCN:
+		case ARG_UNTIL_SCN: {
+			uint64_t v;
+			if (ctl_parse_u64(f->value, &v) < 0 || v >= UINT64_C(1) << 48) {
+				r = fail(ret_error, -EBADMSG, "'%s' must be an SCN (below 2^48), not '%s'", a->name, f->value);
+				goto fail;
+			}
+			if (a->kind == ARG_FROM_SCN) {
+				req.has_from_scn = true;
+				req.from_scn = v;
+			} else {
+				req.has_until_scn = true;
+				req.until_scn = v;
+			}
+			break;
+		}
 		case ARG_NONE:
 			break;
 		}
 	}
+	if (req.command == CTL_COMMAND_RECALL && req.database) {
+		if (req.n_paths > 0 || req.has_thread || req.has_sequence || req.file_class || req.has_older_than ||
+		    req.has_larger_than) {
+			r = fail(ret_error, -EBADMSG, "a restore set ('database') takes no paths, thread, sequence or filters");
+			goto fail;
+		}
+		if (req.has_until == req.has_until_scn || (req.has_since && req.has_from_scn)) {
+			r = fail(ret_error, -EBADMSG, "a restore set needs 'until' or 'until_scn' (one), and at most one of "
+						      "'since' and 'from_scn'");
+			goto fail;
+		}
+		if ((req.has_from_scn && req.has_until_scn && req.from_scn > req.until_scn) ||
+		    (req.has_since && req.has_until && req.since > req.until)) {
+			r = fail(ret_error, -EBADMSG, "the restore set's start is after its end");
+			goto fail;
+		}
+	} else if (req.has_from_scn || req.has_until_scn) {
+		r = fail(ret_error, -EBADMSG, "'from_scn' and 'until_scn' belong to a restore set ('database')");
+		goto fail;
+	}
 	if (req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL || req.command == CTL_COMMAND_PIN ||
 	    req.command == CTL_COMMAND_UNPIN) {
-		if (req.n_paths == 0 && !req.has_thread && !req.has_sequence && !req.has_since && !req.has_until) {
+		if (req.n_paths == 0 && !req.has_thread && !req.has_sequence && !req.has_since && !req.has_until &&
+		    !req.database) {
 			r = fail(ret_error, -EBADMSG, "command '%s' needs a 'path' or an archived-log selection "
 						      "('thread', 'sequence', 'since', 'until')",
 				 command_names[req.command]);

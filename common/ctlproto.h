@@ -104,6 +104,7 @@ typedef enum CtlCommand {
 	CTL_COMMAND_RECALL,
 	CTL_COMMAND_PIN,
 	CTL_COMMAND_UNPIN,
+	CTL_COMMAND_RECOVERY,
 	_CTL_COMMAND_MAX,
 	_CTL_COMMAND_INVALID = -22, /* -EINVAL */
 } CtlCommand;
@@ -153,6 +154,14 @@ typedef struct CtlRequest {
 	bool has_older_than, has_larger_than;
 	uint64_t older_than;              /* seconds */
 	uint64_t larger_than;             /* bytes */
+	/*
+	 * recovery: one database (DB_NAME or DBID), else all.  recall with a
+	 * database: its restore set from since/from_scn (optional) to
+	 * until/until_scn (one of them), instead of paths and selections.
+	 */
+	const char *database;
+	bool has_from_scn, has_until_scn;
+	uint64_t from_scn, until_scn;
 	CtlMessage msg;
 } CtlRequest;
 

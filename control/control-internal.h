@@ -13,6 +13,7 @@
 #include "common/ctlproto.h"
 #include "common/macros.h"
 #include "control/control.h"
+#include "tier/recovery.h"
 
 #define CONTROL_CONNECTIONS_MAX 16
 #define CONTROL_REQUEST_TIMEOUT_MS 5000
@@ -63,6 +64,9 @@ struct Control {
 	unsigned history_interval_s; /* between samples of usage (history.c); 0: none */
 	bool history_failed;      /* the last sample of usage failed (said once until one works) */
 	atomic_uint_fast64_t migrate_queue; /* files waiting in the moves tierctl asked for (for status) */
+	/* Recalls measured, per source tier: bytes and time of the last ones (recall --dry-run's estimate). */
+	uint64_t recall_bytes[CONFIG_TIERS_MAX]; /* protected by lock */
+	int64_t recall_ns[CONFIG_TIERS_MAX];     /* protected by lock */
 };
 
 /* One connection: one request and its reply frames. */
@@ -158,6 +162,24 @@ int control_gc(Conn *c);
 int control_scrub(Conn *c, const CtlRequest *req);
 /* moves.c: migrate, recall, pin, unpin */
 int control_move(Conn *c, const CtlRequest *req);
+
+/* recovery.c: tierctl recovery [DB]: per database, its runs, gaps, duplicates and gap-free windows. */
+int control_recovery(Conn *c, const CtlRequest *req);
+/* One finding as a row of its kind (kind NULL: the span's own, "run", "gap", ...). */
+int control_recovery_add_span(Conn *c, const TierRecoverySpan *s, const char *kind);
+
+/* The restore set of recall DB --until (recovery.c); db points into analysis. */
+typedef struct ControlRestore {
+	TierRecoveryLog *logs;
+	size_t n_logs;
+	TierRecovery analysis;
+	const TierRecoveryDb *db;
+	TierRestoreSet set;
+} ControlRestore;
+
+/* The restore set req names; on failure the reply's message says why (control_fail()). */
+int control_restore_plan(Conn *c, const CtlRequest *req, ControlRestore *ret);
+void control_restore_done(ControlRestore *rs);
 
 /*
  * history.c: records one sample of usage per tier and file class; reader

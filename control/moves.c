@@ -50,6 +50,7 @@ typedef struct MovePlan {
 	const CtlRequest *req; /* its class, age and size filters */
 	int file_class;       /* the filter's class, -1 for any */
 	int64_t now_ns;       /* when the plan was made: ages are counted from it */
+	bool restore_order;   /* a restore set: in the order planned (lowest SCN first), not by inode */
 } MovePlan;
 
 /* Whether a file passes the request's --class, --older-than and --larger-than (size: the current one). */
@@ -107,10 +108,10 @@ static int item_compare(const void *a, const void *b) {
 /* In inode order, each file once (named twice, or a hard link met again), and the bytes to move. */
 static void plan_finish(MovePlan *p) {
 	size_t n = 0;
-	if (p->n > 0)
+	if (p->n > 0 && !p->restore_order)
 		qsort(p->items, p->n, sizeof(MoveItem), item_compare);
 	for (size_t i = 0; i < p->n; i++) {
-		if (n > 0 && p->items[n - 1].ino == p->items[i].ino)
+		if (n > 0 && !p->restore_order && p->items[n - 1].ino == p->items[i].ino)
 			continue;
 		p->items[n++] = p->items[i];
 		if (p->items[i].result == MOVE_PENDING)
@@ -184,6 +185,83 @@ static int move_progress(uint64_t done, uint64_t total, void *userdata) {
 	return control_progress(c, "copy", p->done + done, p->total, 0) < 0 ? -ECANCELED : 0;
 }
 
+/*
+ * The recall speed from a tier, as the last recalls measured it: their
+ * bytes and time, halved whenever they pass RECALL_MEASURE_BYTES so the
+ * figure follows the tier as it is now.
+ */
+#define RECALL_MEASURE_BYTES (UINT64_C(4) << 30)
+
+static void recall_measured(Control *ctl, uint32_t from, uint64_t bytes, int64_t ns) {
+	pthread_mutex_lock(&ctl->lock);
+	ctl->recall_bytes[from] += bytes;
+	ctl->recall_ns[from] += MAX(ns, (int64_t) 1);
+	if (ctl->recall_bytes[from] > RECALL_MEASURE_BYTES) {
+		ctl->recall_bytes[from] /= 2;
+		ctl->recall_ns[from] /= 2;
+	}
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+/* Bytes per second from a tier, 0 when no recall from it has been measured. */
+static uint64_t recall_speed(Control *ctl, uint32_t from) {
+	uint64_t speed = 0;
+	if (from >= CONFIG_TIERS_MAX)
+		return 0;
+	pthread_mutex_lock(&ctl->lock);
+	if (ctl->recall_ns[from] > 0)
+		speed = (uint64_t) ((double) ctl->recall_bytes[from] * 1e9 / (double) ctl->recall_ns[from]);
+	pthread_mutex_unlock(&ctl->lock);
+	return speed;
+}
+
+/* The logs of a restore set, in restore order, as plan items. */
+static int plan_restore(Conn *c, MovePlan *p, const ControlRestore *rs) {
+	int r = 0;
+	p->restore_order = true;
+	for (size_t i = 0; r >= 0 && i < rs->set.n_logs; i++) {
+		CatalogInode ci;
+		int q = catalog_inode_get(c->reader, rs->logs[rs->set.logs[i]].ino, &ci);
+		if (q == -ENOENT)
+			continue; /* deleted since */
+		r = q < 0 ? q : plan_add(c, p, &ci);
+	}
+	return r;
+}
+
+/* What the reply says of a restore set: its database and range, what is missing, and the expected time. */
+static int add_restore_fields(Conn *c, const ControlRestore *rs, const MovePlan *p) {
+	uint64_t seconds = 0;
+	bool known = true;
+	for (size_t i = 0; i < p->n; i++) {
+		const MoveItem *it = &p->items[i];
+		if (it->result != MOVE_PENDING && it->result != MOVE_WOULD_MOVE && it->result != MOVE_MOVED)
+			continue;
+		uint64_t speed = recall_speed(c->ctl, it->from);
+		if (speed == 0)
+			known = false;
+		else
+			seconds += (it->size + speed - 1) / speed;
+	}
+	int r = control_add(c, "database", rs->db->db_name);
+	if (r >= 0)
+		r = control_add_u64(c, "dbid", rs->db->dbid);
+	if (r >= 0)
+		r = control_add_u64(c, "set_low_scn", rs->set.low_scn);
+	if (r >= 0)
+		r = control_add_u64(c, "set_next_scn", rs->set.next_scn);
+	if (r >= 0)
+		r = control_add_i64(c, "set_low_time", rs->set.low_time);
+	if (r >= 0)
+		r = control_add_i64(c, "set_next_time", rs->set.next_time);
+	if (r >= 0)
+		r = control_add_u64(c, "missing", rs->set.n_missing);
+	/* Only when every source tier has a measured speed: a guess would mislead at 3 a.m. */
+	if (r >= 0 && known)
+		r = control_add_u64(c, "expected_seconds", seconds);
+	return r;
+}
+
 /* Moves one planned file, sealing it first if it is still raw. */
 static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 	Fs *fs = c->fs;
@@ -201,11 +279,14 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 		}
 	}
 	/* Changed under the copy: that copy is garbage; start again from what the file is now. */
+	int64_t start = control_now_ns(CLOCK_MONOTONIC);
 	for (unsigned stale = 0; r >= 0;) {
 		r = tier_mover_move(fs_mover(fs), it->ino, p->to, move_progress, c, &it->moved);
 		if (r != -ESTALE || ++stale == 3)
 			break;
 	}
+	if (r == 1 && p->to == 0 && it->from < CONFIG_TIERS_MAX)
+		recall_measured(c->ctl, it->from, it->size, control_now_ns(CLOCK_MONOTONIC) - start);
 	if (r == -ECANCELED)
 		return r;
 	if (r == 1)
@@ -268,10 +349,35 @@ int control_move(Conn *c, const CtlRequest *req) {
 		if (q < 0)
 			r = control_path_failed(c, req->paths[i], q);
 	}
-	if (r >= 0 && (req->has_thread || req->has_sequence || req->has_since || req->has_until))
+	ControlRestore rs = {};
+	bool restore = req->command == CTL_COMMAND_RECALL && req->database;
+	if (restore) {
+		r = control_restore_plan(c, req, &rs);
+		if (r < 0)
+			return r;
+		r = plan_restore(c, &p, &rs);
+	} else if (r >= 0 && (req->has_thread || req->has_sequence || req->has_since || req->has_until))
 		r = plan_logs(c, &p, req);
 
 	plan_finish(&p);
+	/* A restore set with a hole is said before anything moves: recovery would stop there anyway. */
+	if (r >= 0 && restore && rs.set.n_missing > 0 && !req->dry_run) {
+		const TierRecoverySpan *g = &rs.set.missing[0];
+		char seq[64] = "beyond the last log held";
+		if (g->first_sequence && g->last_sequence)
+			snprintf(seq, sizeof(seq), "sequences %u-%u", (unsigned) g->first_sequence,
+				 (unsigned) g->last_sequence);
+		else if (g->first_sequence)
+			snprintf(seq, sizeof(seq), "from sequence %u on", (unsigned) g->first_sequence);
+		r = control_fail(c, -ENODATA,
+				 "the restore set of %s is not whole: %zu stretch(es) missing, the first on thread %u: %s "
+				 "(SCN %llu to %llu); nothing moved (recall --dry-run lists the set and the holes)",
+				 rs.db->db_name, rs.set.n_missing, (unsigned) g->thread, seq, (unsigned long long) g->low_scn,
+				 (unsigned long long) g->next_scn);
+		control_restore_done(&rs);
+		free(p.items);
+		return r;
+	}
 	/*
 	 * Pins first, so that no policy run demotes a file between its recall
 	 * and its pin; a pin is a wish about placement, kept even if the
@@ -308,6 +414,7 @@ int control_move(Conn *c, const CtlRequest *req) {
 		(void) fs_tiers_describe(fs);
 	if (r == -ECANCELED) {
 		free(p.items);
+		control_restore_done(&rs);
 		return control_fail(c, r, "stopped: the files moved so far stay moved, the one being copied stays where it "
 				       "was");
 	}
@@ -336,6 +443,10 @@ int control_move(Conn *c, const CtlRequest *req) {
 		r = control_add_u64(c, "new_bytes", new_bytes);
 	if (r >= 0)
 		r = control_add_u64(c, "stored_bytes", stored_bytes);
+	if (r >= 0 && restore)
+		r = add_restore_fields(c, &rs, &p);
+	for (size_t i = 0; r >= 0 && restore && i < rs.set.n_missing; i++)
+		r = control_recovery_add_span(c, &rs.set.missing[i], "missing");
 	for (size_t i = 0; r >= 0 && i < p.n; i++) {
 		const MoveItem *it = &p.items[i];
 		_cleanup_free_ char *path = NULL;
@@ -356,7 +467,18 @@ int control_move(Conn *c, const CtlRequest *req) {
 			r = control_add_u64(c, "stored_bytes", it->moved.stored_bytes);
 		if (r >= 0 && (it->why || it->error))
 			r = control_add(c, "message", it->why ?: strerror(-it->error));
+		CatalogArchivelog a;
+		if (r >= 0 && restore && catalog_archivelog_get(c->reader, it->ino, &a) >= 0) {
+			r = control_add_u64(c, "thread", a.thread);
+			if (r >= 0)
+				r = control_add_u64(c, "sequence", a.sequence);
+			if (r >= 0)
+				r = control_add_u64(c, "low_scn", a.low_scn);
+			if (r >= 0)
+				r = control_add_u64(c, "next_scn", a.next_scn);
+		}
 	}
 	free(p.items);
+	control_restore_done(&rs);
 	return r;
 }

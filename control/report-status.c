@@ -246,12 +246,68 @@ static int add_throttle_status(Conn *c) {
 	return r;
 }
 
+static int collect_raw(uint64_t ino, void *userdata) {
+	FileVec *v = userdata;
+	if (v->n == v->cap) {
+		size_t cap = MAX(v->cap * 2, (size_t) 64);
+		FileRow *q = reallocarray(v->items, cap, sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		v->items = q;
+		v->cap = cap;
+	}
+	v->items[v->n++] = (FileRow) { .ino = ino };
+	return 0;
+}
+
+/*
+ * Seconds since the last change of the oldest raw file of a class that
+ * seals (passthrough files stay raw for good), by its staging file (the
+ * catalog's mtime of a raw file is advisory): what the alert on the seal
+ * backlog watches.  0 when nothing waits, or when it cannot be told.
+ */
+static uint64_t seal_backlog(Conn *c) {
+	FileVec raw = {};
+	int64_t oldest = 0;
+	/* The catalog is locked during the walk: collect first, look the inodes up after. */
+	int r = catalog_files_foreach_state(c->reader, CATALOG_FILE_RAW, collect_raw, &raw);
+	for (size_t i = 0; r >= 0 && i < raw.n; i++) {
+		CatalogInode ci;
+		if (catalog_inode_get(c->reader, raw.items[i].ino, &ci) < 0 || ci.nlink == 0 ||
+		    !tier_class_is_sealed((TierFileClass) ci.file_class))
+			continue;
+		int64_t mtime = ci.mtime_ns;
+		uint64_t size = ci.size, blocks = 0;
+		control_raw_fill(c->fs, ci.tier, ci.ino, &size, &blocks, &mtime);
+		if (oldest == 0 || mtime < oldest)
+			oldest = mtime;
+	}
+	free(raw.items);
+	int64_t now = control_now_ns(CLOCK_REALTIME);
+	return r >= 0 && oldest > 0 && now > oldest ? (uint64_t) ((now - oldest) / 1000000000) : 0;
+}
+
+/* Reads of sealed files since the mount; the rate is over the time such reads were in progress. */
+static int add_restore_status(Conn *c, const FsRestoreStatus *st) {
+	int r = control_add_u64(c, "restore_bytes", st->bytes);
+	if (r >= 0 && st->busy_ns > 0)
+		r = control_add_u64(c, "restore_rate", (uint64_t) ((double) st->bytes * 1e9 / (double) st->busy_ns));
+	if (r >= 0)
+		r = control_add_u64(c, "readahead_hits", st->hits);
+	if (r >= 0)
+		r = control_add_u64(c, "readahead_waits", st->waits);
+	if (r >= 0)
+		r = control_add_u64(c, "readahead_misses", st->misses);
+	return r;
+}
+
 int control_status(Conn *c) {
 	Fs *fs = c->fs;
 	Control *ctl = c->ctl;
 	CatalogFileTotals totals;
 	FileVec files = {};
 	FsSealStatus seal;
+	FsRestoreStatus restore;
 	FsSettings set;
 	uint64_t dead = 0, errors_total = 0, tp_sealed = 0, tp_stored = 0;
 	bool tp_known;
@@ -266,6 +322,7 @@ int control_status(Conn *c) {
 		return control_fail(c, r, "cannot read the catalog: %s", strerror(-r));
 
 	fs_seal_status_get(fs, &seal);
+	fs_restore_status_get(fs, &restore);
 	fs_settings_get(fs, &set);
 	throughput(ctl, &tp_known, &tp_sealed, &tp_stored);
 	size_t n_recent = log_recent_get(recent, ELEMENTSOF(recent), &errors_total);
@@ -304,6 +361,16 @@ int control_status(Conn *c) {
 		r = control_add_u64(c, "seal_queue", seal.queue);
 	if (r >= 0)
 		r = control_add_u64(c, "seal_queue_due", seal.queue_due);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_backlog", seal_backlog(c));
+	if (r >= 0)
+		r = control_add_u64(c, "high_watermark", tier_set_config(fs_tiers(fs), 0)->high_watermark);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_queue_bytes", seal.queue_bytes);
+	if (r >= 0)
+		r = control_add_u64(c, "seal_behind", seal.behind_s);
+	if (r >= 0)
+		r = add_restore_status(c, &restore);
 	if (r >= 0)
 		r = control_add_u64(c, "migrate_queue", atomic_load(&ctl->migrate_queue));
 	if (r >= 0)

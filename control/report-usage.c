@@ -148,6 +148,12 @@ static int add_outlook_rows(Conn *c, const FsPolicyOutlook *o) {
 		}
 		if (r >= 0 && oc->next_due)
 			r = control_add_i64(c, "next_due", oc->next_due);
+		if (r >= 0 && oc->held_files)
+			r = control_add_u64(c, "held_files", oc->held_files);
+		if (r >= 0 && oc->held_files)
+			r = control_add_u64(c, "held_bytes", oc->held_bytes);
+		if (r >= 0 && oc->held_files)
+			r = control_add_u64(c, "held_due_files", oc->held_due_files);
 	}
 	return r;
 }
@@ -281,6 +287,34 @@ static int add_moved_rows(Conn *c) {
 	return r;
 }
 
+/* What is on each tier, per class: files and logical bytes (the HTML report's section per tier). */
+static int add_tier_classes(Conn *c, const FileVec *files) {
+	uint64_t n[CONFIG_TIERS_MAX][_TIER_CLASS_MAX] = {}, bytes[CONFIG_TIERS_MAX][_TIER_CLASS_MAX] = {};
+	for (size_t i = 0; i < files->n; i++) {
+		const FileRow *f = &files->items[i];
+		if (f->tier >= CONFIG_TIERS_MAX || f->file_class >= _TIER_CLASS_MAX)
+			continue;
+		n[f->tier][f->file_class]++;
+		bytes[f->tier][f->file_class] += f->size;
+	}
+	int r = 0;
+	for (uint32_t t = 0; r >= 0 && t < CONFIG_TIERS_MAX; t++)
+		for (uint32_t k = 0; r >= 0 && k < _TIER_CLASS_MAX; k++) {
+			if (n[t][k] == 0)
+				continue;
+			r = control_row(c, "tier_class");
+			if (r >= 0)
+				r = control_add_u64(c, "tier", t);
+			if (r >= 0)
+				r = control_add(c, "class", tier_class_to_string((TierFileClass) k));
+			if (r >= 0)
+				r = control_add_u64(c, "files", n[t][k]);
+			if (r >= 0)
+				r = control_add_u64(c, "logical", bytes[t][k]);
+		}
+	return r;
+}
+
 int control_report(Conn *c, const CtlRequest *req) {
 	FileVec files = {};
 	GroupVec groups = {};
@@ -363,12 +397,14 @@ int control_report(Conn *c, const CtlRequest *req) {
 			r = control_add_u64(c, "chunk_stored", (uint64_t) (g->attributed + 0.5));
 	}
 	free(groups.items);
-	free(files.items);
 	name_vec_done(&names);
 	if (r >= 0)
 		r = add_moved_rows(c);
 	if (r >= 0)
 		r = add_outlook_rows(c, &outlook);
+	if (r >= 0)
+		r = add_tier_classes(c, &files);
+	free(files.items);
 	if (r >= 0)
 		r = add_history(c);
 	return r;

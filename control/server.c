@@ -336,6 +336,9 @@ static int serve(Conn *c) {
 		case CTL_COMMAND_UNPIN:
 			r = control_move(c, &req);
 			break;
+		case CTL_COMMAND_RECOVERY:
+			r = control_recovery(c, &req);
+			break;
 		default:
 			r = control_fail(c, -EINVAL, "command not served");
 		}

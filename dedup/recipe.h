@@ -24,10 +24,17 @@
 
 #include "dedup/chunker.h"
 
-/* Version 2: Oracle chunking and its literals; every other segment is written as version 1. */
-#define DEDUP_RECIPE_VERSION 2
+/*
+ * Version 3, the one written: entries as varints, chunk ids as the
+ * difference from the previous chunk's (a file's new chunks get consecutive
+ * ids): a third of the fixed width or less.  Versions 1 (12-byte entries)
+ * and 2 (the same with Oracle literals) stay readable.
+ */
+#define DEDUP_RECIPE_VERSION 3
 #define DEDUP_RECIPE_HEADER_SIZE 40u
+/* The most bytes one entry takes, its literal aside: fixed width in versions 1-2, two varints in 3. */
 #define DEDUP_RECIPE_ENTRY_SIZE 12u
+#define DEDUP_RECIPE_ENTRY_SIZE_MAX 15u
 #define DEDUP_RECIPE_SEGMENT_ENTRIES_MAX 4096u
 /* The chunk id of a literal entry (no catalog id is ever this), and the most bytes one holds. */
 #define DEDUP_RECIPE_LITERAL UINT64_MAX
@@ -37,7 +44,7 @@
 /* Files end before 2^63: every offset fits off_t. */
 #define DEDUP_RECIPE_FILE_SIZE_MAX ((uint64_t) INT64_MAX)
 #define DEDUP_RECIPE_SEGMENT_SIZE_MAX \
-	(DEDUP_RECIPE_HEADER_SIZE + DEDUP_RECIPE_SEGMENT_ENTRIES_MAX * (DEDUP_RECIPE_ENTRY_SIZE + DEDUP_RECIPE_LITERAL_MAX))
+	(DEDUP_RECIPE_HEADER_SIZE + DEDUP_RECIPE_SEGMENT_ENTRIES_MAX * (DEDUP_RECIPE_ENTRY_SIZE_MAX + DEDUP_RECIPE_LITERAL_MAX))
 
 /*
  * chunk == 0: `length` zero bytes; DEDUP_RECIPE_LITERAL: the `length` bytes
@@ -61,11 +68,6 @@ typedef struct DedupRecipeSegment {
 	size_t n_entries;          /* 1 .. DEDUP_RECIPE_SEGMENT_ENTRIES_MAX */
 	DedupRecipeEntry entries[];
 } DedupRecipeSegment;
-
-/* Bytes of a segment of n_entries entries whose literals hold literal_bytes in all. */
-static inline size_t dedup_recipe_segment_size(size_t n_entries, size_t literal_bytes) {
-	return DEDUP_RECIPE_HEADER_SIZE + n_entries * DEDUP_RECIPE_ENTRY_SIZE + literal_bytes;
-}
 
 /*
  * Encodes entries[0, n) (1 <= n <= DEDUP_RECIPE_SEGMENT_ENTRIES_MAX; lengths

@@ -542,13 +542,15 @@ static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 		r = dedup_backend_pread_full(s->backend, name, ctx->buf, bytes, first->offset);
 		pthread_rwlock_unlock(&s->io_lock);
 		if (r < 0) {
-			if (needed) {
-				if (r == -ENOENT || r == -EUCLEAN) {
-					unit_damaged(s, first->container, first->offset, ctx->locs[first->first].chunk);
-					r = -EIO;
-				}
-				return r;
-			}
+			/*
+			 * Missing or cut short is not proven damage: a lower tier's
+			 * export remounted empty, or a container restored from a copy,
+			 * brings the bytes back.  Retiring here would rewrite the
+			 * chunks' ids and fail their files for good; the reader gets
+			 * EIO, and scrub, which verifies, retires what is really gone.
+			 */
+			if (needed)
+				return r == -ENOENT || r == -EUCLEAN ? -EIO : r;
 			for (size_t k = a; k < b; k++) {
 				StoreUnitRef *u = ctx->units + ctx->order[k];
 				dedup_region_cache_abandon(s->cache, u->container, u->offset);

@@ -33,3 +33,10 @@ void fs_settings_get(const Fs *fs, FsSettings *ret) {
 		.policy_interval_s = fs->policy_interval_s,
 	};
 }
+
+void fs_restore_status_get(Fs *fs, FsRestoreStatus *ret) {
+	if (fs->readahead)
+		fs_readahead_stats(fs->readahead, ret);
+	else
+		*ret = (FsRestoreStatus) {};
+}

@@ -49,12 +49,27 @@ void fs_settings_get(const Fs *fs, FsSettings *ret);
 typedef struct FsSealStatus {
 	uint64_t queue;           /* files waiting to be sealed */
 	uint64_t queue_due;       /* of which past their quiet time */
+	uint64_t queue_bytes;     /* their bytes (each file's size when it was queued) */
+	uint64_t behind_s;        /* how long the oldest file past its quiet time has waited since: how far sealing is behind */
 	uint64_t streams;         /* files being chunked while written */
 	uint64_t seals_streamed;  /* seals that finished a stream */
 	uint64_t seals_whole;     /* seals that read the whole file */
 	uint64_t streamed_bytes;  /* chunked while written, of the files sealed from a stream */
 } FsSealStatus;
 void fs_seal_status_get(Fs *fs, FsSealStatus *ret);
+
+/* Reads of sealed files since the mount (the restore pipeline, readahead.c), for status. */
+typedef struct FsRestoreStatus {
+	uint64_t reads;           /* read requests of sealed files */
+	uint64_t bytes;           /* bytes they returned */
+	uint64_t busy_ns;         /* time with at least one such read in progress: bytes / busy_ns is the restore rate */
+	uint64_t hits;            /* requests served from blocks decompressed ahead */
+	uint64_t waits;           /* requests that waited for a block being decompressed (or decompressed it) */
+	uint64_t misses;          /* requests read directly (random, or past the window) */
+	uint64_t blocks;          /* blocks the workers decompressed ahead */
+	uint64_t unused;          /* of which dropped without being read */
+} FsRestoreStatus;
+void fs_restore_status_get(Fs *fs, FsRestoreStatus *ret);
 
 /* What the policy worker is doing, for status (policy.c). */
 typedef struct FsPolicyStatus {

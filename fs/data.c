@@ -160,10 +160,13 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	if (r < 0)
 		goto err_unlink;
 
+	/* Before its bytes can change: nothing decompressed ahead of the sealed file is handed out again. */
+	if (fs->readahead)
+		fs_readahead_invalidate(fs->readahead, i);
 	pthread_mutex_lock(&i->lock);
-	if (i->fd >= 0)
-		close(i->fd);
-	i->fd = TAKE_FD(fd);
+	int old = atomic_exchange(&i->fd, TAKE_FD(fd));
+	if (old >= 0)
+		close(old);
 	i->run_ok = false; /* the bytes copied back were not appended by a run */
 	pthread_mutex_unlock(&i->lock);
 	i->sealed = false;
@@ -404,7 +407,7 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 		goto out_unlock;
 
 	pthread_mutex_lock(&i->lock);
-	int fd = TAKE_FD(i->fd);
+	int fd = atomic_exchange(&i->fd, -1);
 	pthread_mutex_unlock(&i->lock);
 	if (fd >= 0)
 		close(fd);

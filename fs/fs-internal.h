@@ -14,6 +14,7 @@
 #include "dedup/key.h"
 #include "dedup/store.h"
 #include "fs/daemon.h"
+#include "fs/readahead.h"
 #include "fs/throttle.h"
 #include "tier/class.h"
 #include "tier/move.h"
@@ -32,6 +33,8 @@
  *   4. FsInode.lock
  *   -. Fs.throttle.lock: a leaf, and no thread waits on it holding any of the above
  *      (throttle.c, invariant 2)
+ *   -. FsReadahead.lock: a leaf (readahead.c, invariant 5); a FUSE thread holding
+ *      data_lock shared may wait there for a block, whose worker takes no inode lock
  * A thread holding a later lock never waits for an earlier one.  No close()
  * or unlink() of staging files happens under table_lock.
  */
@@ -50,7 +53,15 @@ typedef struct FsInode {
 	struct FsInode *hash_next; /* protected by Fs.table_lock */
 
 	pthread_mutex_t lock;     /* order: after table_lock */
-	int fd;                   /* protected by lock: staging descriptor while open, else -1 */
+	/*
+	 * The staging descriptor while a handle is open, else -1.  Set and
+	 * taken under lock; read without it, under data_lock shared, by every
+	 * request on any handle.  A second open sets it (fs_staging_fd) while
+	 * another handle's read, write or fsync reads it, both under data_lock
+	 * shared, so it is atomic: a reader sees -1 or the whole descriptor,
+	 * and the descriptor's open happens before its use.
+	 */
+	atomic_int fd;
 	int xattrs;               /* protected by lock: -1 unknown, 0 none, 1 some (spares a catalog query per write) */
 
 	/*
@@ -91,7 +102,23 @@ typedef struct FsInode {
 	atomic_uint_fast64_t data_gen;   /* bumped by every change of the bytes, so a seal can tell it raced one */
 	atomic_bool written;             /* changed since it was last queued for sealing */
 	atomic_bool overwritten;         /* rewritten in place: never sealed (online redo, control files) */
+	/*
+	 * The order the kernel gives the requests of a handle, said in C11.
+	 * The kernel sends no request on a handle before the open's reply, and
+	 * no release before the replies of the handle's other requests; but it
+	 * says so through /dev/fuse, and since requests are spliced from it
+	 * (max_write fits a pipe) no read() of it orders them for the
+	 * compiler's model or TSan, which then sees the inode's creation race
+	 * its first use, and its last use race the free after release.  So an
+	 * open, before its reply, and every request on a handle, after its
+	 * last touch of the inode and before its reply, add to this with
+	 * release (a read-modify-write, so that each one is in the release
+	 * sequence); every request on a handle, release included, loads it
+	 * with acquire first (ops.c handle_inode, handle_done).
+	 */
+	atomic_uint_fast64_t handle_sync;
 	atomic_uint_fast64_t written_end; /* highest byte written so far, to spot rewrites */
+	struct FsReadWindow *ra_window;  /* protected by FsReadahead.lock: the restore pipeline's (readahead.c) */
 } FsInode;
 
 typedef struct FsStream FsStream;
@@ -99,6 +126,7 @@ typedef struct FsStream FsStream;
 typedef struct FsSealItem {
 	uint64_t ino;
 	int64_t due_ns;           /* CLOCK_MONOTONIC */
+	uint64_t bytes;           /* the file's size when queued: the backlog status shows */
 	struct FsSealItem *next;
 } FsSealItem;
 
@@ -141,6 +169,8 @@ struct Fs {
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
 	unsigned seal_workers;    /* sealing threads */
+	unsigned restore_workers; /* the restore pipeline's threads, 0: none (readahead.c) */
+	unsigned read_ahead_kb;   /* the kernel's read-ahead window asked for, 0: the kernel's (main.c) */
 	bool seal_stream;         /* chunk files written front to back while they are written */
 	unsigned stream_max;      /* streams alive at once; other files are sealed whole after close */
 
@@ -178,6 +208,9 @@ struct Fs {
 	pthread_t policy_thread;
 
 	FsThrottle throttle;      /* background work yields to reads, writes and fsyncs (throttle.c) */
+	struct FsReadahead *readahead; /* the restore pipeline (readahead.c) */
+	size_t max_read;          /* the largest read request, 0: the kernel's (see fs/main.c) */
+	size_t max_write;         /* the largest write request (FS_MAX_WRITE, or what libfuse can splice) */
 
 	const char *mountpoint;
 
@@ -317,7 +350,7 @@ void fs_data_attrs_changed(Fs *fs, uint64_t ino);
  * its log lines.
  */
 /* Opens every tier but the hot one, and the mover; creates directories when create (embedded default). */
-int fs_tiers_open(Fs *fs, bool create);
+int fs_tiers_open(Fs *fs, const DedupStoreOptions *store_opts, bool create);
 /* Describes the lower tiers one last time and closes them. */
 void fs_tiers_close(Fs *fs);
 /* The open store of tier n, or NULL (no such tier, or not reachable). */
@@ -338,7 +371,7 @@ int fs_mover_open(Fs *fs);
 int fs_sealer_start(Fs *fs);
 void fs_sealer_stop(Fs *fs);
 /* Queues ino for sealing after the quiet time. */
-void fs_seal_schedule(Fs *fs, uint64_t ino);
+void fs_seal_schedule(Fs *fs, uint64_t ino, uint64_t bytes);
 /* Queues every raw file of a sealed class (work left from before a restart). */
 int fs_seal_schedule_pending(Fs *fs);
 

@@ -37,9 +37,11 @@ int fs_inode_table_init(Fs *fs) {
 	return 0;
 }
 
-static void inode_free(FsInode *i) {
-	if (i->fd >= 0)
-		close(i->fd);
+static void inode_free(Fs *fs, FsInode *i) {
+	fs_readahead_forget(fs->readahead, i);
+	int fd = atomic_load(&i->fd);
+	if (fd >= 0)
+		close(fd);
 	pthread_mutex_destroy(&i->lock);
 	pthread_rwlock_destroy(&i->data_lock);
 	free(i);
@@ -51,7 +53,7 @@ void fs_inode_table_done(Fs *fs) {
 	for (size_t b = 0; b < fs->n_buckets; b++)
 		for (FsInode *i = fs->buckets[b], *next; i; i = next) {
 			next = i->hash_next;
-			inode_free(i);
+			inode_free(fs, i);
 		}
 	free(fs->buckets);
 	fs->buckets = NULL;
@@ -99,7 +101,7 @@ static FsInode *inode_new(Fs *fs, uint64_t ino) {
 	if (!i)
 		return NULL;
 	i->ino = ino;
-	i->fd = -1;
+	atomic_init(&i->fd, -1);
 	i->xattrs = -1;
 	pthread_mutex_init(&i->lock, NULL);
 	pthread_rwlock_init(&i->data_lock, NULL);
@@ -216,7 +218,7 @@ static bool inode_unused(FsInode *i) {
 static void inode_gone(Fs *fs, FsInode *i, uint64_t ino) {
 	if (!i)
 		return;
-	inode_free(i);
+	inode_free(fs, i);
 	inode_delete_if_unlinked(fs, ino);
 }
 
@@ -281,7 +283,7 @@ bool fs_inode_release(Fs *fs, FsInode *i, bool take_written) {
 			gone = true;
 		} else {
 			pthread_mutex_lock(&i->lock);
-			fd = TAKE_FD(i->fd);
+			fd = atomic_exchange(&i->fd, -1);
 			pthread_mutex_unlock(&i->lock);
 		}
 	}

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -126,9 +127,16 @@ void fs_reply_entry(fuse_req_t req, uint64_t ino) {
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn) {
-	conn->max_write = FS_MAX_WRITE;
-	/* The kernel would otherwise send 128 KiB reads; archivelog restores are large and sequential. */
-	conn->max_readahead = FS_MAX_WRITE;
+	Fs *fs = userdata;
+	conn->max_write = (unsigned) fs->max_write;
+	/*
+	 * The kernel takes the smaller of this and its window (128 KiB, or what
+	 * main.c set through sysfs before this INIT came: read_ahead_kb): never
+	 * lower it.
+	 */
+	conn->max_readahead = UINT_MAX;
+	/* What libfuse can splice a raw file's read reply with (main.c); libfuse wants it said twice. */
+	conn->max_read = (unsigned) fs->max_read;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
@@ -176,6 +184,18 @@ static void run_stop(FsInode *i) {
 	pthread_mutex_lock(&i->lock);
 	i->run_ok = false;
 	pthread_mutex_unlock(&i->lock);
+}
+
+/* The inode behind an open handle, after the open and the handle's earlier requests (FsInode.handle_sync). */
+static FsInode *handle_inode(const struct fuse_file_info *fi) {
+	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	(void) atomic_load_explicit(&i->handle_sync, memory_order_acquire);
+	return i;
+}
+
+/* A request on a handle, or an open, is done with the inode: what it did comes before a later release. */
+static void handle_done(FsInode *i) {
+	atomic_fetch_add_explicit(&i->handle_sync, 1, memory_order_release);
 }
 
 static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct stat *ret) {
@@ -275,7 +295,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	int r;
 
 	if (fi && fi->fh)
-		i = (FsInode *) (uintptr_t) fi->fh;
+		i = handle_inode(fi);
 	else {
 		/* No handle: pin the inode (the root has no lookup reference at all). */
 		r = fs_inode_pin(fs, ino, true, &i);
@@ -285,6 +305,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	r = do_setattr(fs, i, attr, to_set, &st);
 	if (!(fi && fi->fh))
 		fs_inode_unpin(fs, i);
+	else
+		handle_done(i);
 	if (r < 0)
 		return (void) fuse_reply_err(req, -r);
 	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
@@ -294,8 +316,9 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 	fs_inode_open(fs, i);
 	if (fd >= 0) {
 		pthread_mutex_lock(&i->lock);
-		if (i->fd < 0)
-			i->fd = TAKE_FD(fd);
+		int none = -1;
+		if (atomic_compare_exchange_strong(&i->fd, &none, fd))
+			fd = -1;
 		pthread_mutex_unlock(&i->lock);
 		if (fd >= 0)
 			close(fd);
@@ -307,7 +330,7 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 			r = fs_staging_fd(fs, i);
 		/* Writes below what the file already holds are rewrites (see op_write_buf). */
 		struct stat st;
-		if (r >= 0 && !i->sealed && !atomic_load(&i->written) && fstat(i->fd, &st) >= 0)
+		if (r >= 0 && !i->sealed && !atomic_load(&i->written) && fstat(atomic_load(&i->fd), &st) >= 0)
 			atomic_store(&i->written_end, (uint64_t) st.st_size);
 		fs_data_unlock(i);
 	}
@@ -315,6 +338,7 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 		(void) fs_inode_release(fs, i, false);
 		return r;
 	}
+	handle_done(i);
 	fi->fh = (uintptr_t) i;
 	if (fi->flags & O_DIRECT)
 		fi->direct_io = 1; /* the caller asked to bypass the page cache: so do we */
@@ -394,55 +418,55 @@ static void mark_passthrough(Fs *fs, uint64_t ino) {
 }
 
 /* After the last close of a written file: it is queued for sealing, or stays raw for good if rewritten in place. */
-static void file_quiet(Fs *fs, uint64_t ino, bool rewritten) {
+static void file_quiet(Fs *fs, uint64_t ino, bool rewritten, uint64_t bytes) {
 	if (rewritten)
 		mark_passthrough(fs, ino);
 	else
-		fs_seal_schedule(fs, ino);
+		fs_seal_schedule(fs, ino, bytes);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 
 	bool rewritten = atomic_load(&i->overwritten);
+	uint64_t bytes = atomic_load(&i->written_end);
 	bool written = fs_inode_release(fs, i, true);
 	if (written)
-		file_quiet(fs, ino, rewritten);
+		file_quiet(fs, ino, rewritten, bytes);
 	fuse_reply_err(req, 0);
 	/* After the reply: the archiver's close never waits for a statfs. */
 	if (written)
 		fs_policy_check_space(fs);
 }
 
+/* From the restore pipeline's blocks (readahead.c): the reply copies, it does not decompress. */
 static void read_sealed(fuse_req_t req, FsInode *i, size_t size, off_t off) {
 	Fs *fs = fs_of(req);
-	_cleanup_free_ void *buf = malloc(size ? size : 1);
-	if (!buf)
-		return (void) fuse_reply_err(req, ENOMEM);
-	DedupStore *store = fs_tier_store(fs, i->sealed_tier);
-	/* A tier that could not be opened at start: its files cannot be read, the others can. */
-	ssize_t n = store ? dedup_file_read(store, i->ino, i->sealed_size, (uint64_t) off, buf, size) : -EIO;
+	FsReadReply r;
+	ssize_t n = fs_readahead_read(fs->readahead, i, (uint64_t) off, size, &r);
 	if (n < 0) {
 		/* Damaged or unreachable chunks: an error, never wrong bytes. */
 		log_error_errno((int) n, "Failed to read inode %llu at %lld: %m", (unsigned long long) i->ino,
 				(long long) off);
-		return (void) fuse_reply_err(req, n == -EBADMSG ? EIO : (int) -n);
-	}
-	fuse_reply_buf(req, buf, (size_t) n);
+		fuse_reply_err(req, n == -EBADMSG ? EIO : (int) -n);
+	} else
+		fuse_reply_iov(req, r.iov, (int) r.n_iov);
+	fs_readahead_done(fs->readahead, &r);
 }
 
 /* Drops op_read()'s open count; i may be gone after. */
 static void read_done(Fs *fs, FsInode *i) {
 	uint64_t ino = i->ino;
 	bool rewritten = atomic_load(&i->overwritten);
+	uint64_t bytes = atomic_load(&i->written_end);
 	if (fs_inode_release(fs, i, true))
-		file_quiet(fs, ino, rewritten);
+		file_quiet(fs, ino, rewritten, bytes);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
 	fs_throttle_foreground(&fs->throttle);
@@ -465,7 +489,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	else {
 		/* libfuse splices straight from the staging file into the reply when it can. */
 		buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-		buf.buf[0].fd = i->fd;
+		buf.buf[0].fd = atomic_load(&i->fd);
 		buf.buf[0].pos = off;
 		fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 	}
@@ -479,7 +503,7 @@ static int lock_raw(Fs *fs, FsInode *i) {
 		int r = fs_data_lock_read(fs, i);
 		if (r < 0)
 			return r;
-		if (!i->sealed && i->fd >= 0)
+		if (!i->sealed && atomic_load(&i->fd) >= 0)
 			return 0;
 		bool sealed = i->sealed;
 		fs_data_unlock(i);
@@ -557,7 +581,7 @@ static ssize_t write_in(struct fuse_bufvec *in, size_t left, int fd, off_t pos, 
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	size_t size = fuse_buf_size(in), done = 0;
 	unsigned moves = 0;
 	ssize_t n = 0;
@@ -577,7 +601,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		if (end > known && !fs_spill_has_room(fs, atomic_load(&i->staging_tier), end - known))
 			n = -ENOSPC;
 		else
-			n = write_in(in, size - done, i->fd, (off_t) at, &exact);
+			n = write_in(in, size - done, atomic_load(&i->fd), (off_t) at, &exact);
 		if (n > 0) {
 			change = data_written(i, at, at + (uint64_t) n);
 			done += (size_t) n;
@@ -600,6 +624,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 			break;
 		}
 	}
+	handle_done(i);
 	if (done > 0)
 		return (void) fuse_reply_write(req, done);
 	fuse_reply_err(req, n < 0 ? (int) -n : EIO);
@@ -607,17 +632,20 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	fs_throttle_foreground(&fs->throttle);
 	int r = fs_data_lock_read(fs, i);
-	if (r < 0)
+	if (r < 0) {
+		handle_done(i);
 		return (void) fuse_reply_err(req, -r);
+	}
 	/* A sealed file's bytes are durable already; its catalog state is synced below. */
-	if (!i->sealed && (datasync ? fdatasync(i->fd) : fsync(i->fd)) < 0)
+	if (!i->sealed && (datasync ? fdatasync(atomic_load(&i->fd)) : fsync(atomic_load(&i->fd))) < 0)
 		r = -errno;
 	bool raw = !i->sealed;
 	uint32_t tier = atomic_load(&i->staging_tier);
 	fs_data_unlock(i);
+	handle_done(i);
 	/*
 	 * The data is only findable after a power loss if its names are
 	 * durable too.  Its staging file may have spilled meanwhile: the spill
@@ -645,15 +673,15 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			 struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	int r;
 
 	/* Like a write: a full staging tier hands the file over to the next with room (op_write_buf()). */
 	for (unsigned moves = 0;; moves++) {
 		r = lock_raw(fs, i);
 		if (r < 0)
-			return (void) fuse_reply_err(req, -r);
-		if (fallocate(i->fd, mode, offset, length) < 0)
+			break;
+		if (fallocate(atomic_load(&i->fd), mode, offset, length) < 0)
 			r = -errno;
 		else {
 			(void) data_written(i, (uint64_t) offset, (uint64_t) offset + (uint64_t) length);
@@ -670,19 +698,22 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		if (r < 0)
 			break;
 	}
+	handle_done(i);
 	fuse_reply_err(req, -r);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
-	FsInode *i = (FsInode *) (uintptr_t) fi->fh;
+	FsInode *i = handle_inode(fi);
 	int r = fs_data_lock_read(fs, i);
-	if (r < 0)
+	if (r < 0) {
+		handle_done(i);
 		return (void) fuse_reply_err(req, -r);
+	}
 	off_t pos;
 	if (!i->sealed) {
 		/* Holes are the staging file's holes; SEEK_DATA/SEEK_HOLE ask it directly. */
-		pos = lseek(i->fd, off, whence);
+		pos = lseek(atomic_load(&i->fd), off, whence);
 		if (pos < 0)
 			pos = -errno;
 	} else if (off < 0)
@@ -693,6 +724,7 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 		/* A sealed file reports no holes, as filesystems without SEEK_HOLE support do. */
 		pos = whence == SEEK_HOLE ? (off_t) i->sealed_size : off;
 	fs_data_unlock(i);
+	handle_done(i);
 	if (pos < 0)
 		return (void) fuse_reply_err(req, (int) -pos);
 	fuse_reply_lseek(req, pos);

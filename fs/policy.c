@@ -179,6 +179,14 @@ static int survey(Fs *fs, Catalog *reader, const TierPlanState *state, bool outl
 		  size_t *ret_n) {
 	Survey s = {};
 	int r = catalog_files_foreach(reader, survey_one, &s);
+	const ConfigClassPolicy *logs = tier_class_policy(fs->config, TIER_CLASS_ARCHIVELOG);
+	/* The recovery window (keep_hot) goes by what each hot log's header says: its end of changes. */
+	for (size_t i = 0; r >= 0 && logs && logs->keep_hot > 0 && i < s.n; i++) {
+		TierPlanFile *f = &s.files[i];
+		CatalogArchivelog a;
+		if (f->file_class == TIER_CLASS_ARCHIVELOG && f->tier == 0 && catalog_archivelog_get(reader, f->ino, &a) >= 0)
+			f->log_next_time = a.next_time;
+	}
 	for (size_t i = 0; r >= 0 && outlook && i < s.n; i++) {
 		TierPlanFile *f = &s.files[i];
 		uint32_t to;

@@ -36,7 +36,7 @@ static int64_t monotonic_ns(void) {
 	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void fs_seal_schedule(Fs *fs, uint64_t ino) {
+void fs_seal_schedule(Fs *fs, uint64_t ino, uint64_t bytes) {
 	int64_t due = monotonic_ns() + (int64_t) fs->seal_delay_s * 1000000000;
 	FsSealItem *item = NULL;
 
@@ -54,6 +54,7 @@ void fs_seal_schedule(Fs *fs, uint64_t ino) {
 	if (item) {
 		item->ino = ino;
 		item->due_ns = due;
+		item->bytes = bytes;
 		item->next = NULL;
 		FsSealItem **tail = &fs->seal_queue;
 		while (*tail)
@@ -70,6 +71,14 @@ static int schedule_one(uint64_t ino, void *userdata) {
 	if (!item)
 		return -ENOMEM;
 	item->ino = ino;
+	/* Left from before a restart: its staging file says how big it is, wherever it was spilled. */
+	for (uint32_t n = 0; n < CONFIG_TIERS_MAX; n++) {
+		struct stat st;
+		if (fs_staging_stat(fs, n, ino, &st) >= 0) {
+			item->bytes = (uint64_t) st.st_size;
+			break;
+		}
+	}
 	/* The same quiet time as after a close: a restarted archiver comes first. */
 	item->due_ns = monotonic_ns() + (int64_t) fs->seal_delay_s * 1000000000;
 	/* Called before the worker starts: no lock contention, order does not matter. */
@@ -343,8 +352,11 @@ void fs_seal_status_get(Fs *fs, FsSealStatus *ret) {
 	pthread_mutex_lock(&fs->seal_lock);
 	for (const FsSealItem *i = fs->seal_queue; i; i = i->next) {
 		st.queue++;
-		if (i->due_ns <= now)
+		st.queue_bytes += i->bytes;
+		if (i->due_ns <= now) {
 			st.queue_due++;
+			st.behind_s = MAX(st.behind_s, (uint64_t) ((now - i->due_ns) / 1000000000));
+		}
 	}
 	st.streams = fs->n_streams;
 	pthread_mutex_unlock(&fs->seal_lock);

@@ -187,7 +187,7 @@ static int copy_to(Fs *fs, FsInode *i, const struct stat *st, uint32_t to) {
 	int r = fd;
 
 	if (fd >= 0)
-		r = copy_data(i->fd, fd, st->st_size);
+		r = copy_data(atomic_load(&i->fd), fd, st->st_size);
 	/* mtime is the staging file's to report (raw files); ctime cannot be carried over and becomes now. */
 	struct timespec times[2] = { st->st_atim, st->st_mtim };
 	if (r >= 0 && (futimens(fd, times) < 0 || fsync(fd) < 0))
@@ -209,12 +209,12 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need) {
 	int fd = -1, r;
 
 	pthread_rwlock_wrlock(&i->data_lock);
-	if (!i->state_known || i->sealed || i->fd < 0) {
+	if (!i->state_known || i->sealed || atomic_load(&i->fd) < 0) {
 		r = 0; /* sealed meanwhile: the caller makes it raw again, wherever there is room */
 		goto out;
 	}
 	from = atomic_load(&i->staging_tier);
-	if (fstat(i->fd, &st) < 0) {
+	if (fstat(atomic_load(&i->fd), &st) < 0) {
 		r = -errno;
 		goto out;
 	}
@@ -259,8 +259,7 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need) {
 	synced = catalog_sync(fs->catalog) >= 0;
 
 	pthread_mutex_lock(&i->lock);
-	int old = i->fd;
-	i->fd = TAKE_FD(fd);
+	int old = atomic_exchange(&i->fd, TAKE_FD(fd));
 	i->run_ok = false; /* invariant 2 */
 	pthread_mutex_unlock(&i->lock);
 	close(old);

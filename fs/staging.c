@@ -158,10 +158,9 @@ int fs_staging_fd(Fs *fs, FsInode *i) {
 	if (dfd < 0)
 		return dfd;
 	pthread_mutex_lock(&i->lock);
-	if (i->fd >= 0) {
-		fd = i->fd;
+	fd = atomic_load(&i->fd);
+	if (fd >= 0)
 		goto out;
-	}
 	staging_name(i->ino, name);
 	fd = openat(dfd, name, O_RDWR | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT) {
@@ -177,7 +176,7 @@ int fs_staging_fd(Fs *fs, FsInode *i) {
 		fd = -errno;
 		goto out;
 	}
-	i->fd = fd;
+	atomic_store(&i->fd, fd);
 out:
 	pthread_mutex_unlock(&i->lock);
 	return fd;

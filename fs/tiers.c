@@ -13,8 +13,8 @@
 #include "common/log.h"
 #include "fs/fs-internal.h"
 
-int fs_tiers_open(Fs *fs, bool create) {
-	int r = tier_set_open(fs->config, fs->catalog, fs->hot_backend, fs->store, create, &fs->tiers);
+int fs_tiers_open(Fs *fs, const DedupStoreOptions *store_opts, bool create) {
+	int r = tier_set_open(fs->config, fs->catalog, fs->hot_backend, fs->store, store_opts, create, &fs->tiers);
 	if (r < 0)
 		return log_oom();
 	for (uint32_t n = 1; n < tier_set_count(fs->tiers); n++) {

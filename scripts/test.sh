@@ -10,13 +10,49 @@
 #   FRATIER_NO_ASAN=1     skip the AddressSanitizer build (quicker local runs)
 #   FRATIER_NO_TSAN=1     skip the ThreadSanitizer build
 #   FRATIER_NO_INSTALL=1  do not run apt-get (dependencies already present)
+#   FRATIER_TESTS="A B"   run only these meson tests, in every stage (the skip
+#                         and sanitizer rules below apply as in a whole run)
+#   CI=true               set by the CI runner (.ci/run only calls this script):
+#                         see "Skips" below
+#
+# Skips.  A test exits 77 (meson's SKIP) when something it needs is missing:
+# root, /dev/fuse, a tool.  On a machine set up by install-deps.sh as root,
+# nothing is missing, so a skip there means a test did not run what it
+# claims.  With CI=true as root, every skip counts as a failure unless the
+# test is listed in ALLOWED_SKIPS below with the reason it may skip (the one
+# place for such reasons).  Otherwise (a developer's machine, or not root)
+# skips are allowed but named at the end with each test's own reason.
+#
+# Sanitizer reports.  In the ASan+UBSan and TSan stages every process writes
+# its sanitizer reports to a file of its own (log_path) under
+# build-test-STAGE/sanitizer-logs/, so that a daemon SIGKILLed by a crash test
+# or dying just before its kill cannot take its report with it; any report
+# file there fails the stage, and its first lines are printed.
+#
+# Timeouts.  The sanitizer stages run meson's test setup "sanitizer"
+# (tests/meson.build): meson's timeouts times 3, and FRATIER_TIMEOUT_MULTIPLIER=3
+# for the tests' own deadlines (tests/e2e/harness.py scaled()).
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
+# NAME<TAB>why this test may skip on a CI machine set up by install-deps.sh.
+ALLOWED_SKIPS=$(cat <<'LIST'
+LIST
+)
+
 if [ -z "${FRATIER_NO_INSTALL:-}" ]; then
 	./scripts/install-deps.sh || { echo "install-deps failed"; echo "0 passed, 1 failed"; exit 1; }
+fi
+
+strict_skips=0
+if [ "${CI:-}" = "true" ]; then
+	if [ "$(id -u)" -eq 0 ]; then
+		strict_skips=1
+	else
+		echo "warning: CI=true but not root: the tests that need root skip, and skips are allowed"
+	fi
 fi
 
 # The e2e tests need FUSE; load the module where it is one (harmless when built in).
@@ -28,6 +64,7 @@ if [ -n "${FRATIER_SOAK:-}" ]; then
 fi
 
 logs=()
+sanlogs=()
 status=0
 
 # build_and_test NAME MESON_SETUP_ARGS... -- MESON_TEST_ARGS...
@@ -42,29 +79,50 @@ build_and_test() {
 
 	echo "=== $name: configure and build"
 	local how=()
-	[ -d "$dir" ] && how=(--reconfigure)
+	[ -d "$dir/meson-private" ] && how=(--reconfigure)
 	meson setup "${how[@]}" "$dir" "${setup[@]}" >"$top/build-test-$name.setup.log" 2>&1 || {
 		tail -20 "$top/build-test-$name.setup.log"
 		status=1; echo "configure $name failed"; BUILD_FAILED+=("$name"); return
 	}
 	ninja -C "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 || { cat "$dir/build.log" | tail -50; status=1; echo "build $name failed"; BUILD_FAILED+=("$name"); return; }
 
+	# meson names the log after the test setup, if any.
+	local log="$dir/meson-logs/testlog.json" i
+	for ((i = 0; i + 1 < ${#testargs[@]}; i++)); do
+		[ "${testargs[i]}" = "--setup" ] && log="$dir/meson-logs/testlog-${testargs[i + 1]}.json"
+	done
+	# A meson test that dies before writing its log must not leave an old one to be counted.
+	rm -f "$log"
 	echo "=== $name: meson test ${testargs[*]}"
 	env "${TEST_ENV[@]}" meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" "${testargs[@]}" || status=1
-	logs+=("$dir/meson-logs/testlog.json")
+	logs+=("$name=$log")
 }
+
+# sanitizer_logs NAME: san= a fresh directory for the stage's report files (see "Sanitizer reports").
+sanitizer_logs() {
+	san="$top/build-test-$1/sanitizer-logs"
+	rm -rf "$san"
+	mkdir -p "$san"
+	chmod 1777 "$san" # tests run tools as nobody too
+	sanlogs+=("$1=$san")
+}
+
+read -r -a only <<<"${FRATIER_TESTS:-}"
 
 BUILD_FAILED=()
 TEST_ENV=(FRATIER_TEST_BUILD=release)
-build_and_test release -Dbuildtype=debugoptimized
+build_and_test release -Dbuildtype=debugoptimized -- "${only[@]}"
 if [ -z "${FRATIER_NO_ASAN:-}" ]; then
 	# The daemon under ASan/UBSan too: every e2e test exercises it with sanitizers
 	# on, with fewer rounds (the release build runs the full counts).
+	sanitizer_logs asan
 	TEST_ENV=(FRATIER_TEST_BUILD=asan
+		ASAN_OPTIONS="log_path=$san/asan"
+		UBSAN_OPTIONS="log_path=$san/ubsan"
 		FRATIER_CRASH_ROUNDS="${FRATIER_CRASH_ROUNDS_ASAN:-12}"
 		FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_ASAN:-6}")
 	build_and_test asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-		-- --timeout-multiplier 3
+		-- --setup sanitizer "${only[@]}"
 fi
 
 if [ -z "${FRATIER_NO_TSAN:-}" ]; then
@@ -72,33 +130,68 @@ if [ -z "${FRATIER_NO_TSAN:-}" ]; then
 	# sealing right behind it: FUSE hands one inode to many threads, and the
 	# races that matter (a reply letting the kernel free what a thread still
 	# holds) show up here long before they corrupt anything in production.
-	# A report makes the daemon exit non-zero, which fails the test.
+	# A report makes the daemon exit non-zero, which fails the test; the
+	# report files (log_path) catch those of daemons killed before their exit.
+	sanitizer_logs tsan
 	TEST_ENV=(FRATIER_TEST_BUILD=tsan FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_TSAN:-6}"
-		TSAN_OPTIONS="second_deadlock_stack=1")
+		TSAN_OPTIONS="second_deadlock_stack=1:log_path=$san/tsan")
+	tsan_tests=(e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill e2e-readahead)
+	[ ${#only[@]} -gt 0 ] && tsan_tests=("${only[@]}")
 	build_and_test tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
-		-- --timeout-multiplier 3 e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill
+		-- --setup sanitizer "${tsan_tests[@]}"
 fi
 
-python3 - "${#BUILD_FAILED[@]}" "${logs[@]}" <<'PY'
-import json, sys
-build_failures = int(sys.argv[1])
+python3 - "${#BUILD_FAILED[@]}" "$strict_skips" "$ALLOWED_SKIPS" "${logs[@]}" -- "${sanlogs[@]}" <<'PY'
+import json, os, sys
+build_failures, strict = int(sys.argv[1]), sys.argv[2] == "1"
+allowed = {}
+for line in sys.argv[3].splitlines():
+    if line.strip() and not line.startswith("#"):
+        name, _, why = line.partition("\t")
+        allowed[name.strip()] = why.strip()
+rest = sys.argv[4:]
+sep = rest.index("--")
+stages, sanitizer_dirs = rest[:sep], rest[sep + 1:]
 passed = failed = skipped = 0
-for path in sys.argv[2:]:
+skips = []
+for stage in stages:
+    name, _, path = stage.partition("=")
     try:
         with open(path) as f:
             for line in f:
                 line = line.strip()
                 if not line:
                     continue
-                r = json.loads(line).get("result")
+                t = json.loads(line)
+                r = t.get("result")
                 if r in ("OK", "EXPECTEDFAIL"):
                     passed += 1
                 elif r == "SKIP":
-                    skipped += 1
+                    out = (t.get("stdout") or "") + (t.get("stderr") or "")
+                    why = next((l.strip() for l in out.splitlines() if "SKIP" in l), "(no reason printed)")
+                    test = t["name"].rpartition(" / ")[2]  # meson's name is "project:suite / test"
+                    if strict and test not in allowed:
+                        failed += 1
+                        skips.append("%s: %s: skipped, not allowed in CI (ALLOWED_SKIPS in scripts/test.sh): %s"
+                                     % (name, test, why))
+                    else:
+                        skipped += 1
+                        skips.append("%s: %s: skipped: %s%s" % (name, test, why,
+                                     " (allowed: %s)" % allowed[test] if test in allowed else ""))
                 else:
                     failed += 1
-    except OSError:
+    except OSError as e:
+        print("%s: no test log (%s): meson test did not finish" % (name, e))
         failed += 1
+for stage in sanitizer_dirs:
+    name, _, d = stage.partition("=")
+    for report in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        failed += 1
+        print("%s: sanitizer report %s:" % (name, os.path.join(d, report)))
+        with open(os.path.join(d, report), errors="replace") as f:
+            print("".join(f.readlines()[:40]))
+for s in skips:
+    print(s)
 failed += build_failures
 print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
 sys.exit(1 if failed else 0)

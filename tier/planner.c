@@ -19,6 +19,7 @@
  *  2. Only the hot tier's files move for space, and only its files count
  *     toward the space estimate; pinned files count nowhere.
  *  3. An entry due by age stays AGE whatever respace says.
+ *  4. A HELD entry (the recovery window) never moves, for age or space.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -88,6 +89,15 @@ uint64_t tier_plan_space_needed(const Config *config, const TierPlanState *state
 	return need;
 }
 
+/* Whether f is an archived log on the hot tier that its class's keep_hot window needs (planner.h). */
+static bool in_recovery_window(const Config *config, const TierPlanFile *f, int64_t now_ns) {
+	const ConfigClassPolicy *p = tier_class_policy(config, (TierFileClass) f->file_class);
+	if (f->tier != 0 || !p || p->keep_hot == 0 || f->log_next_time <= 0)
+		return false;
+	int64_t window_start = now_ns / 1000000000 - (int64_t) MIN(p->keep_hot, (uint64_t) INT64_MAX / 2);
+	return f->log_next_time >= window_start;
+}
+
 static int entry_compare(const void *a, const void *b) {
 	const TierPlanEntry *x = a, *y = b;
 	if (x->mtime_ns != y->mtime_ns)
@@ -133,6 +143,10 @@ int tier_plan_make(const Config *config, const TierPlanFile *files, size_t n, co
 			if (e->due_ns <= now_ns && e->reason != TIER_REASON_PINNED)
 				e->reason = TIER_REASON_AGE;
 		}
+		if (e->reason != TIER_REASON_PINNED && in_recovery_window(config, f, now_ns)) {
+			e->held_due = e->reason == TIER_REASON_AGE;
+			e->reason = TIER_REASON_HELD;
+		}
 	}
 	/* No entries, no array: qsort() must not see NULL even with nothing to sort. */
 	if (p.n > 0)
@@ -152,7 +166,7 @@ void tier_plan_respace(TierPlan *p, size_t k, uint64_t need) {
 	/* Past the old last SPACE entry and the need met, nothing changes any more. */
 	for (size_t i = k; i < p->n && (need > 0 || i < p->space_end); i++) {
 		TierPlanEntry *e = &p->entries[i];
-		if (e->from != 0 || e->reason == TIER_REASON_PINNED)
+		if (e->from != 0 || e->reason == TIER_REASON_PINNED || e->reason == TIER_REASON_HELD)
 			continue;
 		if (need > 0) {
 			need -= MIN(need, e->frees);
@@ -178,7 +192,12 @@ void tier_plan_outlook(const TierPlan *p, int64_t now_ns, TierOutlook *ret) {
 		TierOutlookWhen when;
 		if (e->reason == TIER_REASON_PINNED)
 			continue;
-		else if (e->reason == TIER_REASON_AGE)
+		if (e->reason == TIER_REASON_HELD) {
+			oc->held_files++;
+			oc->held_bytes += e->bytes;
+			oc->held_due_files += e->held_due;
+			continue;
+		} else if (e->reason == TIER_REASON_AGE)
 			when = TIER_OUTLOOK_DUE;
 		else if (e->reason == TIER_REASON_SPACE)
 			when = TIER_OUTLOOK_SPACE;

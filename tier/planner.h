@@ -26,6 +26,13 @@
  *    at most 10% of the hot filesystem.
  *  - Space is counted as the collector will leave it: the dead bytes of
  *    full containers it will compact or delete count as free.
+ *  - The recovery window (keep_hot in a class section): an archived log on
+ *    the hot tier whose changes reach into the last keep_hot seconds
+ *    (next_time >= now - keep_hot, by its own header) is HELD there,
+ *    whatever its age and whatever the watermarks say, so a recovery to any
+ *    point of that window reads only hot logs, and no migration opens a gap
+ *    in the window's run on the hot tier.  A log without a known header is
+ *    not held.
  *  - Pins (tierctl pin) keep a file where it is: the policy never moves it,
  *    and tierctl migrate skips it; a pinned class (pin = yes) has no rule.
  *  - Order: oldest mtime first, then inode number.
@@ -49,6 +56,7 @@ typedef struct TierPlanFile {
 	uint64_t size;            /* logical bytes, the catalog's (advisory for a raw file) */
 	uint64_t raw_size;        /* a raw file: its staging file's size, what it counts by when planned */
 	uint64_t stored;          /* sealed: frame bytes of its distinct chunks */
+	int64_t log_next_time;    /* an archived log: its header's next_time (Unix seconds); 0: none known */
 } TierPlanFile;
 
 /* The tiers as they are now. */
@@ -67,6 +75,7 @@ typedef enum TierPlanReason {
 	TIER_REASON_SPACE,        /* not due, but the hot tier needs space: moves at the next pass, oldest first */
 	TIER_REASON_LATER,        /* moves later by age (due_ns), or never by age (due_ns 0) unless for space */
 	TIER_REASON_PINNED,       /* it has a rule, but tierctl pin keeps it where it is */
+	TIER_REASON_HELD,         /* an archived log inside its class's recovery window (keep_hot): stays hot */
 	_TIER_REASON_MAX,
 } TierPlanReason;
 
@@ -81,6 +90,7 @@ typedef struct TierPlanEntry {
 	uint64_t bytes;           /* logical (a raw file's: its staging file's) */
 	uint64_t frees;           /* the estimate of what moving it frees: its stored bytes, else bytes */
 	TierPlanReason reason;
+	bool held_due;            /* HELD, and due by age: the window is all that keeps it */
 } TierPlanEntry;
 
 typedef struct TierPlan {
@@ -145,6 +155,9 @@ typedef struct TierOutlookClass {
 	uint64_t files[_TIER_OUTLOOK_MAX];
 	uint64_t bytes[_TIER_OUTLOOK_MAX]; /* logical */
 	int64_t next_due;         /* Unix seconds of the first move by age not yet due; 0: none */
+	uint64_t held_files;      /* held on the hot tier by the recovery window (keep_hot), and their logical bytes */
+	uint64_t held_bytes;
+	uint64_t held_due_files;  /* of those, due by age: they would move at the next pass without the window */
 } TierOutlookClass;
 
 typedef struct TierOutlook {
@@ -155,8 +168,8 @@ typedef struct TierOutlook {
 
 /*
  * What plan p (made at now_ns) moves off the hot tier, per class and when:
- * pinned files counted nowhere, every other hot-tier entry in one bucket
- * (or none: never).  Can't fail.
+ * pinned files counted nowhere, held ones (keep_hot) in held_*, every
+ * other hot-tier entry in one bucket (or none: never).  Can't fail.
  */
 void tier_plan_outlook(const TierPlan *p, int64_t now_ns, TierOutlook *ret);
 

@@ -27,6 +27,7 @@ typedef struct TierSlot {
 struct TierSet {
 	const Config *config;
 	Catalog *catalog;
+	DedupStoreOptions store_opts; /* the lower tiers' (all 0: the store's defaults) */
 	TierSlot tiers[CONFIG_TIERS_MAX];
 	uint32_t n_tiers;
 	/* One description written at a time; taken with no other lock held (see fs/fs-internal.h). */

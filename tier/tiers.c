@@ -96,12 +96,14 @@ int tier_open_source(const char *spec, DedupBackend **ret, char **ret_error) {
 }
 
 int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_backend, DedupStore *hot_store,
-		  bool create, TierSet **ret) {
+		  const DedupStoreOptions *store_opts, bool create, TierSet **ret) {
 	TierSet *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->config = config;
 	s->catalog = catalog;
+	if (store_opts)
+		s->store_opts = *store_opts;
 	s->tiers[0] = (TierSlot) { .config = config_tier_by_number(config, 0), .backend = hot_backend, .store = hot_store };
 	s->n_tiers = 1;
 	pthread_mutex_init(&s->describe_lock, NULL);
@@ -115,7 +117,7 @@ int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_back
 		DedupStore *store = NULL;
 		int r = tier_open_backend(t->config, create, &t->backend, &t->error);
 		if (r >= 0) {
-			r = dedup_store_open(catalog, n, t->backend, NULL, &store);
+			r = dedup_store_open(catalog, n, t->backend, &s->store_opts, &store);
 			atomic_store(&t->store, store);
 			if (r < 0) {
 				t->backend = dedup_backend_free(t->backend);
@@ -144,7 +146,7 @@ bool tier_set_retry(TierSet *s, uint32_t *ret_opened) {
 		_cleanup_free_ char *error = NULL;
 		int r = tier_open_backend(t->config, false, &backend, &error);
 		if (r >= 0) {
-			r = dedup_store_open(s->catalog, n, backend, NULL, &store);
+			r = dedup_store_open(s->catalog, n, backend, &s->store_opts, &store);
 			if (r < 0)
 				backend = dedup_backend_free(backend);
 		}

@@ -32,11 +32,13 @@ typedef struct TierSet TierSet;
  * caller's (hot_backend, hot_store: borrowed, and outliving the set).  A
  * lower tier that cannot be opened is kept with its error
  * (tier_set_error()); create: make the tiers' directories (the embedded
- * default).  Returns 0, or -ENOMEM (nothing is left open).
- * config and catalog are borrowed and must outlive the set.
+ * default).  The lower tiers' stores are opened with store_opts (copied;
+ * NULL: the store's defaults), now and by tier_set_retry().  Returns 0, or
+ * -ENOMEM (nothing is left open).  config and catalog are borrowed and must
+ * outlive the set.
  */
 int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_backend, DedupStore *hot_store,
-		  bool create, TierSet **ret);
+		  const DedupStoreOptions *store_opts, bool create, TierSet **ret);
 /* Closes the lower tiers' stores and backends.  Accepts NULL; returns NULL. */
 TierSet *tier_set_free(TierSet *s);
 

@@ -3,7 +3,12 @@
 /dev/fuse, unmount it, SIGKILL it, and report results.
 
 Every test script is run by meson with FRATIERFS pointing at the daemon.  A
-script exits 77 (meson's "skip") when FUSE or root is missing, never 1.
+script exits 77 (meson's "skip") when FUSE or root is missing, never 1, and
+never once a check has run (scripts/test.sh counts skips as failures in CI).
+
+Deadlines are for hangs, never for speed: each is scaled() by
+FRATIER_TIMEOUT_MULTIPLIER, which meson's test setup "sanitizer" sets along
+with its own timeout multiplier (tests/meson.build).
 """
 
 import os
@@ -15,6 +20,12 @@ import tempfile
 import time
 
 SKIP = 77
+TIMEOUT_MULTIPLIER = float(os.environ.get("FRATIER_TIMEOUT_MULTIPLIER", "1"))
+
+
+def scaled(seconds):
+    """A deadline of seconds on a release build, stretched as meson stretches its timeouts."""
+    return seconds * TIMEOUT_MULTIPLIER
 
 
 def require_fuse():
@@ -78,6 +89,7 @@ class Fratier:
         return [daemon_path(), "-f", "-o", ",".join(opts), self.mnt]
 
     def start(self, timeout=20):
+        timeout = scaled(timeout)
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, close_fds=True)
@@ -90,7 +102,7 @@ class Fratier:
             if rc is not None:
                 raise RuntimeError("fratierfs exited with %d before mounting:\n%s" % (rc, self.log_text()))
             time.sleep(0.01)
-        self.kill()
+        self.kill(check=False)
         raise RuntimeError("fratierfs did not mount within %ds:\n%s" % (timeout, self.log_text()))
 
     def log_text(self):
@@ -106,25 +118,33 @@ class Fratier:
             return
         subprocess.run(["fusermount3", "-u", self.mnt], check=False)
         try:
-            rc = self.proc.wait(timeout)
+            rc = self.proc.wait(scaled(timeout))
         except subprocess.TimeoutExpired:
-            self.kill()
+            self.kill(check=False)
             raise RuntimeError("fratierfs did not exit after unmount")
         self.proc = None
         if rc != 0:
             raise RuntimeError("fratierfs exited with %d:\n%s" % (rc, self.log_text()))
 
-    def kill(self):
-        """SIGKILL the daemon and clear the stale mount, as an operator would."""
+    def kill(self, check=True):
+        """SIGKILL the daemon and clear the stale mount, as an operator would.
+
+        A daemon that had already exited by itself (a sanitizer's abort, a
+        crash) raises, with check: a crash test killing it anyway would
+        never notice.  check=False is for cleaning up after a failure."""
+        rc = None
         if self.proc is not None:
             try:
                 self.proc.send_signal(signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait()
+            rc = self.proc.wait()
             self.proc = None
         subprocess.run(["fusermount3", "-uz", self.mnt], check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if check and rc is not None and rc != -signal.SIGKILL:
+            raise RuntimeError("fratierfs had exited by itself (status %d) before it was killed:\n%s"
+                               % (rc, self.log_text()))
 
     def fuse_connection(self):
         """This mount's /sys/fs/fuse/connections directory, found from
@@ -166,7 +186,7 @@ class Fratier:
         if exc_type is None:
             self.stop()
         else:
-            self.kill()
+            self.kill(check=False)
             sys.stderr.write("daemon log:\n" + self.log_text() + "\n")
         if self.own_base and not os.environ.get("FRATIER_KEEP"):
             shutil.rmtree(self.base, ignore_errors=True)

@@ -68,7 +68,7 @@ static void fuzz_request(const uint8_t *data, size_t size) {
 	if (req.command == CTL_COMMAND_DU || req.command == CTL_COMMAND_LS)
 		check(req.n_paths >= 1);
 	else if (moves)
-		check(req.n_paths >= 1 || selects_logs);
+		check(req.n_paths >= 1 || selects_logs || req.database);
 	else
 		check(req.n_paths == 0);
 	check(!selects_logs || moves);
@@ -77,6 +77,16 @@ static void fuzz_request(const uint8_t *data, size_t size) {
 	check(!req.has_since || req.since >= 0);
 	check(!req.has_until || req.until >= 0);
 	check(!(req.has_since && req.has_until) || req.since <= req.until);
+	/* A restore set: recall with a database, a range and nothing else; SCNs only there. */
+	check(!req.database || req.command == CTL_COMMAND_RECALL || req.command == CTL_COMMAND_RECOVERY);
+	if (req.command == CTL_COMMAND_RECALL && req.database)
+		check(req.n_paths == 0 && !req.has_thread && !req.has_sequence && !req.file_class && !req.has_older_than &&
+		      !req.has_larger_than && req.has_until != req.has_until_scn && !(req.has_since && req.has_from_scn));
+	check((!req.has_from_scn && !req.has_until_scn) || (req.command == CTL_COMMAND_RECALL && req.database));
+	check(!req.has_from_scn || req.from_scn < UINT64_C(1) << 48);
+	check(!req.has_until_scn || req.until_scn < UINT64_C(1) << 48);
+	check(!(req.has_from_scn && req.has_until_scn) || req.from_scn <= req.until_scn);
+	check(!req.database || (strlen(req.database) >= 1 && strlen(req.database) <= 10));
 	for (size_t i = 0; i < req.n_paths; i++)
 		check(ctl_path_is_valid(req.paths[i]) && req.paths[i][0] == '/' && !strstr(req.paths[i], "//") &&
 		      !strstr(req.paths[i], "/../") && !strstr(req.paths[i], "/./"));

@@ -435,6 +435,75 @@ static void test_request(void) {
 	cases++;
 }
 
+/* An archived log on tier `tier`, sealed age ago, whose changes end at next_ago before NOW. */
+static TierPlanFile log_of(uint64_t ino, uint32_t tier, int64_t age, int64_t next_ago, uint64_t stored) {
+	TierPlanFile f = sealed(ino, TIER_CLASS_ARCHIVELOG, tier, age, stored);
+	f.log_next_time = (NOW - next_ago) / S;
+	return f;
+}
+
+/*
+ * keep_hot (tests/e2e/tier/test_recovery.py): the logs a recovery of the
+ * last window needs stay hot under watermark pressure and past their age;
+ * the ones before the window move; without the option, as before.
+ */
+static void test_keep_hot(void) {
+	Config c, off;
+	config_of(NULL, NULL, "[class archivelog]\nkeep_hot = 1d\n", &c);
+	config_of(NULL, NULL, NULL, &off);
+	TierPlanState st = state_of(90); /* far above the 60% high watermark: everything movable goes */
+	TierPlanFile files[] = {
+		log_of(1, 0, 3 * DAY, 3 * DAY, MiB),           /* before the window: moves by age */
+		log_of(2, 0, 2 * DAY, DAY + S, MiB),           /* ends just before the window: moves by age */
+		log_of(3, 0, 2 * DAY, DAY - S, MiB),           /* reaches into the window: needed, held though due */
+		log_of(4, 0, DAY / 2, DAY / 2, MiB),           /* inside: held though space is short */
+		log_of(5, 0, 0, 0, MiB),                       /* the newest: held */
+		sealed(6, TIER_CLASS_ARCHIVELOG, 0, DAY / 2, MiB), /* no header known: not held, moves for space */
+		log_of(7, 1, 2 * DAY, DAY / 2, MiB),           /* already on capacity: the window does not pull it back */
+		sealed(8, TIER_CLASS_BACKUPPIECE, 0, DAY / 2, MiB), /* other classes: as before */
+	};
+	TierPlan p;
+	assert(tier_plan_make(&c, files, ELEMENTSOF(files), &st, NOW, false, &p) == 0);
+	assert(p.space_needed > 0);
+	assert(entry_of(&p, 1)->reason == TIER_REASON_AGE);
+	assert(entry_of(&p, 2)->reason == TIER_REASON_AGE);
+	assert(entry_of(&p, 3)->reason == TIER_REASON_HELD && entry_of(&p, 3)->held_due);
+	assert(entry_of(&p, 4)->reason == TIER_REASON_HELD && !entry_of(&p, 4)->held_due);
+	assert(entry_of(&p, 5)->reason == TIER_REASON_HELD);
+	assert(entry_of(&p, 6)->reason == TIER_REASON_SPACE);
+	assert(entry_of(&p, 8)->reason == TIER_REASON_SPACE);
+	/* A measurement after a move marks again: a held log never becomes SPACE. */
+	tier_plan_respace(&p, 0, UINT64_MAX);
+	for (uint64_t ino = 3; ino <= 5; ino++)
+		assert(entry_of(&p, ino)->reason == TIER_REASON_HELD);
+	TierOutlook o;
+	tier_plan_outlook(&p, NOW, &o);
+	assert(o.classes[TIER_CLASS_ARCHIVELOG].held_files == 3);
+	assert(o.classes[TIER_CLASS_ARCHIVELOG].held_bytes == 3 * 2 * MiB);
+	assert(o.classes[TIER_CLASS_ARCHIVELOG].held_due_files == 1);
+	assert(o.classes[TIER_CLASS_ARCHIVELOG].files[TIER_OUTLOOK_DUE] == 2);
+	assert(o.classes[TIER_CLASS_ARCHIVELOG].files[TIER_OUTLOOK_SPACE] == 1);
+	tier_plan_done(&p);
+
+	/* The option off: the same logs move by age and for space as before. */
+	assert(tier_plan_make(&off, files, ELEMENTSOF(files), &st, NOW, false, &p) == 0);
+	assert(entry_of(&p, 3)->reason == TIER_REASON_AGE);
+	assert(entry_of(&p, 4)->reason == TIER_REASON_SPACE);
+	assert(entry_of(&p, 5)->reason == TIER_REASON_SPACE);
+	tier_plan_outlook(&p, NOW, &o);
+	assert(o.classes[TIER_CLASS_ARCHIVELOG].held_files == 0);
+	tier_plan_done(&p);
+
+	/* keep_hot belongs to [class archivelog] only. */
+	_cleanup_free_ char *error = NULL;
+	const char *bad = "[fratier]\ndata_dir = /srv/fratier\n[tier hot]\n[class backuppiece]\nkeep_hot = 1d\n";
+	Config x;
+	assert(config_parse(bad, strlen(bad), "test.conf", &x, &error) < 0 && strstr(error, "keep_hot"));
+	config_done(&c);
+	config_done(&off);
+	cases++;
+}
+
 int main(void) {
 	test_age();
 	test_targets();
@@ -448,6 +517,7 @@ int main(void) {
 	test_raw();
 	test_outlook();
 	test_request();
+	test_keep_hot();
 	printf("planner: %u cases passed\n", cases);
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tools/tierctl/client.h"
+#include "tools/tierctl/html.h"
 #include "tools/tierctl/http.h"
 #include "tools/tierctl/output.h"
 
@@ -118,7 +119,79 @@ static void test_interrupt(void) {
 	ctl_message_done(&req);
 }
 
+/* The page of a report with n samples per tier (hot, capacity) and classes samples per class, an hour apart. */
+static char *html_of(size_t n, size_t classes) {
+	static TierctlHistoryTier tiers[64];
+	static TierctlHistoryClass cls[64];
+	const int64_t t0 = 1764547200; /* 2025-12-01 00:00 UTC */
+	assert(n <= 32 && classes <= 32);
+	for (size_t i = 0; i < n; i++) {
+		tiers[2 * i] = (TierctlHistoryTier) { .t = t0 + 3600 * (int64_t) i, .hot = true, .capacity = 1 << 30,
+						       .used = (i + 1) << 20, .logical = (i + 2) << 20, .stored = (i + 1) << 20 };
+		tiers[2 * i + 1] = (TierctlHistoryTier) { .t = t0 + 3600 * (int64_t) i, .capacity = 1 << 30 };
+	}
+	for (size_t i = 0; i < classes; i++)
+		cls[i] = (TierctlHistoryClass) { .t = t0 + 3600 * (int64_t) i, .file_class = "archivelog", .logical = i << 20 };
+	TierctlReport rep = { .mountpoint = "/mnt/fra", .by = "class", .tiers = tiers, .n_tiers = 2 * n, .classes = cls,
+			      .n_classes = classes };
+	char path[] = "/tmp/fratier-html-XXXXXX";
+	int fd = mkstemp(path);
+	assert(fd >= 0);
+	close(fd);
+	assert(tierctl_html_report(path, &rep) == 0);
+	FILE *f = fopen(path, "r");
+	assert(f);
+	char *buf = calloc(1, 1 << 20);
+	assert(buf);
+	(void) !fread(buf, 1, (1 << 20) - 1, f);
+	fclose(f);
+	unlink(path);
+	return buf;
+}
+
+/* Every "YYYY-MM-DD HH:MM UTC" on the page is within a day of the samples (the axis of one sample read year -2e8). */
+static void expect_sane_dates(const char *page) {
+	for (const char *p = page; (p = strstr(p, " UTC<")); p++) {
+		const char *start = p - 16;
+		assert(start >= page);
+		assert(strncmp(start, "2025-12-0", 9) == 0);
+	}
+}
+
+static size_t count(const char *page, const char *what) {
+	size_t n = 0;
+	for (const char *p = page; (p = strstr(p, what)); p++)
+		n++;
+	return n;
+}
+
+static void test_html_history(void) {
+	/* One sample: no chart over time draws, each says why. */
+	char *page = html_of(1, 1);
+	expect_sane_dates(page);
+	assert(count(page, "class=\"no-history\"") == 4 && count(page, "<polyline") == 0);
+	free(page);
+	/* Tier samples but none per class (the bug: the class chart's axis from the sentinels). */
+	page = html_of(3, 0);
+	expect_sane_dates(page);
+	assert(count(page, "id=\"chart-classes\"") == 1 && strstr(page, "<p class=\"no-history\" id=\"chart-classes\""));
+	assert(count(page, "<polyline") == 4); /* hot: stored, logical; fill; saved */
+	free(page);
+	/* Two samples: every chart draws, from the first time to the second. */
+	page = html_of(2, 2);
+	expect_sane_dates(page);
+	assert(count(page, "no-history") == 0 && count(page, "<polyline") == 5);
+	assert(strstr(page, "2025-12-01 00:00 UTC") && strstr(page, "2025-12-01 01:00 UTC"));
+	free(page);
+	/* Many. */
+	page = html_of(30, 30);
+	expect_sane_dates(page);
+	assert(count(page, "no-history") == 0 && strstr(page, "2025-12-02 05:00 UTC"));
+	free(page);
+}
+
 int main(void) {
+	test_html_history();
 	expect_path("/", "/");
 	expect_path("/a//b/./c/", "/a/b/c");
 	expect_path("/a/b/../../..", "/");

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The "ideal" numbers in the manifest: what a perfect block-level
- * deduplicator would keep, and that compressed with zstd -3 unit by unit.
+ * deduplicator would keep, and that compressed with zstd -3 unit by unit,
+ * and as one stream (every unique unit in the order written, so each may
+ * borrow from the ones before it within zstd's window: the stronger ideal).
  *
  *  - Datafile content: every distinct 8 KiB block written to any backup piece
  *    or image copy, once.  Distinctness is known by construction (a block's
@@ -51,8 +53,28 @@ struct IdealQueue {
 	ZSTD_CCtx *cctx;            /* worker only */
 	uint8_t *zbuf;              /* worker only */
 	size_t zcap;
-	uint64_t blocks_zstd, redo_zstd; /* worker only until joined */
+	ZSTD_CCtx *stream;          /* worker only */
+	uint8_t *sbuf;              /* worker only */
+	size_t scap;
+	uint64_t blocks_zstd, redo_zstd, stream_zstd; /* worker only until joined */
 };
+
+/* Feeds len bytes (none, to end the stream) to the one-stream ideal and counts what comes out. */
+static void ideal_stream(IdealQueue *q, const uint8_t *p, size_t len, ZSTD_EndDirective how) {
+	ZSTD_inBuffer in = { p, len, 0 };
+	size_t left;
+
+	do {
+		ZSTD_outBuffer out = { q->sbuf, q->scap, 0 };
+		left = ZSTD_compressStream2(q->stream, &out, &in, how);
+		q->stream_zstd += out.pos;
+		/* Cannot fail with valid buffers; count the rest raw if it ever does. */
+		if (ZSTD_isError(left)) {
+			q->stream_zstd += in.size - in.pos;
+			return;
+		}
+	} while (how == ZSTD_e_end ? left != 0 : in.pos < in.size);
+}
 
 static void *ideal_worker(void *userdata) {
 	IdealQueue *q = userdata;
@@ -66,6 +88,7 @@ static void *ideal_worker(void *userdata) {
 			pthread_cond_wait(&q->not_empty, &q->lock);
 		if (q->count == 0) {
 			pthread_mutex_unlock(&q->lock);
+			ideal_stream(q, NULL, 0, ZSTD_e_end);
 			return NULL;
 		}
 		s = &q->slots[q->tail];
@@ -79,6 +102,7 @@ static void *ideal_worker(void *userdata) {
 			q->redo_zstd += k;
 		else
 			q->blocks_zstd += k;
+		ideal_stream(q, s->data, s->len, ZSTD_e_continue);
 
 		pthread_mutex_lock(&q->lock);
 		q->tail = (q->tail + 1) % IDEAL_QUEUE_SLOTS;
@@ -92,7 +116,9 @@ static void ideal_queue_free(IdealQueue *q) {
 	if (!q)
 		return;
 	ZSTD_freeCCtx(q->cctx);
+	ZSTD_freeCCtx(q->stream);
 	free(q->zbuf);
+	free(q->sbuf);
 	free(q->slots);
 	pthread_cond_destroy(&q->not_full);
 	pthread_cond_destroy(&q->not_empty);
@@ -118,11 +144,15 @@ int ideal_init(Ideal *id, bool zstd) {
 	q->cctx = ZSTD_createCCtx();
 	q->zcap = ZSTD_compressBound(ORA_BLOCK_SIZE);
 	q->zbuf = malloc(q->zcap);
-	if (!q->slots || !q->cctx || !q->zbuf) {
+	q->stream = ZSTD_createCCtx();
+	q->scap = ZSTD_CStreamOutSize();
+	q->sbuf = malloc(q->scap);
+	if (!q->slots || !q->cctx || !q->zbuf || !q->stream || !q->sbuf) {
 		ideal_queue_free(q);
 		return -ENOMEM;
 	}
-	if (ZSTD_isError(ZSTD_CCtx_setParameter(q->cctx, ZSTD_c_compressionLevel, IDEAL_ZSTD_LEVEL))) {
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(q->cctx, ZSTD_c_compressionLevel, IDEAL_ZSTD_LEVEL)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(q->stream, ZSTD_c_compressionLevel, IDEAL_ZSTD_LEVEL))) {
 		ideal_queue_free(q);
 		return -EINVAL;
 	}
@@ -148,6 +178,7 @@ void ideal_finish(Ideal *id) {
 
 	id->blocks_zstd = q->blocks_zstd;
 	id->redo_zstd = q->redo_zstd;
+	id->stream_zstd = q->stream_zstd;
 	ideal_queue_free(q);
 	id->queue = NULL;
 }

@@ -484,10 +484,11 @@ static int write_manifest(const Run *run) {
 		id->blocks, id->blocks * ORA_BLOCK_SIZE, id->redo_bytes, unique);
 	if (arg_zstd)
 		fprintf(f, ", \"zstd3_datafile_bytes\": %" PRIu64 ", \"zstd3_redo_bytes\": %" PRIu64
-			   ", \"zstd3_bytes\": %" PRIu64,
-			id->blocks_zstd, id->redo_zstd, id->blocks_zstd + id->redo_zstd);
+			   ", \"zstd3_bytes\": %" PRIu64 ", \"zstd3_stream_bytes\": %" PRIu64,
+			id->blocks_zstd, id->redo_zstd, id->blocks_zstd + id->redo_zstd, id->stream_zstd);
 	else
-		fprintf(f, ", \"zstd3_datafile_bytes\": null, \"zstd3_redo_bytes\": null, \"zstd3_bytes\": null");
+		fprintf(f, ", \"zstd3_datafile_bytes\": null, \"zstd3_redo_bytes\": null, \"zstd3_bytes\": null"
+			   ", \"zstd3_stream_bytes\": null");
 	fprintf(f, ", \"dedup_ratio\": %.4f", unique ? (double) logical / (double) unique : 0.0);
 	if (arg_zstd && id->blocks_zstd + id->redo_zstd > 0)
 		fprintf(f, ", \"total_ratio\": %.4f", (double) logical / (double) (id->blocks_zstd + id->redo_zstd));

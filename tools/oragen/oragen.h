@@ -120,6 +120,7 @@ typedef struct Ideal {
 	/* Valid after ideal_finish(): */
 	uint64_t blocks_zstd; /* zstd -3 sizes of the distinct blocks, summed */
 	uint64_t redo_zstd;   /* zstd -3 sizes of the 8 KiB slices of each log, summed */
+	uint64_t stream_zstd; /* all the unique units above as one zstd -3 stream */
 } Ideal;
 
 int ideal_init(Ideal *id, bool zstd);

@@ -159,8 +159,20 @@ static void chart_lines(FILE *f, const char *id, const char *label, const Series
 			t1 = MAX(t1, s[k].t[i]);
 			max = MAX(max, s[k].v[i]);
 		}
+	/*
+	 * Fewer than two sample times draw no line and no time axis (with none
+	 * at all, t0 and t1 are still the sentinels: dates from year -2e8):
+	 * say so instead of an empty frame.
+	 */
+	if (t0 >= t1) {
+		fprintf(f, "<p class=\"no-history\" id=\"%s\">Not enough history yet: ", id);
+		html_escape(f, label);
+		fputs(" needs samples at two times at least; the daemon records one at mount and then every "
+		      "history_interval.</p>\n", f);
+		return;
+	}
 	int plot_w = CHART_WIDTH - LINE_LEFT - 20, plot_h = LINE_HEIGHT - 60;
-	double span = t1 > t0 ? (double) (t1 - t0) : 1;
+	double span = (double) (t1 - t0);
 	fprintf(f, "<svg class=\"chart\" id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		   "role=\"img\" aria-label=\"",
 		id, CHART_WIDTH, LINE_HEIGHT + 20 * (int) ((n + 3) / 4));
@@ -328,6 +340,148 @@ static void outlook_table(FILE *f, const TierctlReport *rep) {
 	fputs("</table>\n", f);
 }
 
+/* Each tier: capacity, used, free, what classes are on it, and what the next pass moves off it. */
+static int tiers_section(FILE *f, const TierctlReport *rep) {
+	size_t n, nc;
+	_cleanup_free_ size_t *tiers = tierctl_rows(rep->df, "tier", &n);
+	_cleanup_free_ size_t *tc = rep->report ? tierctl_rows(rep->report, "tier_class", &nc) : NULL;
+	if (!tiers)
+		return -ENOMEM;
+	fputs("<h2>Tiers</h2>\n<table id=\"tiers\"><tr><th>tier</th><th>role</th><th>capacity</th><th>used</th><th>free</th>"
+	      "<th>what is on it</th><th>the next pass moves</th></tr>\n",
+	      f);
+	for (size_t i = 0; i < n; i++) {
+		const CtlMessage *m = rep->df;
+		size_t at = tiers[i];
+		char cap[32], used[32], fr[32];
+		tierctl_format_size(tierctl_get_u64(m, at, "capacity"), false, cap);
+		tierctl_format_size(tierctl_get_u64(m, at, "used"), false, used);
+		tierctl_format_size(tierctl_get_u64(m, at, "free"), false, fr);
+		fputs("<tr class=\"tier\"><td>", f);
+		html_escape(f, tierctl_get(m, at, "name"));
+		fputs("</td><td>", f);
+		html_escape(f, tierctl_get(m, at, "role"));
+		fprintf(f, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>", cap, used, fr);
+		bool any = false;
+		for (size_t k = 0; tc && k < nc; k++) {
+			if (strcmp(tierctl_get(rep->report, tc[k], "tier"), tierctl_get(m, at, "tier")) != 0)
+				continue;
+			char b[32];
+			tierctl_format_size(tierctl_get_u64(rep->report, tc[k], "logical"), false, b);
+			fprintf(f, "%s", any ? "; " : "");
+			html_escape(f, tierctl_get(rep->report, tc[k], "class"));
+			fprintf(f, " %s in %llu", b, (unsigned long long) tierctl_get_u64(rep->report, tc[k], "files"));
+			any = true;
+		}
+		fputs(any ? "</td><td>" : "nothing</td><td>", f);
+		/* The planner's outlook covers the hot tier; lower tiers move on by their own age rules only. */
+		any = false;
+		for (size_t k = 0; strcmp(tierctl_get(m, at, "role"), "hot") == 0 && k < rep->n_outlook; k++) {
+			const TierctlOutlook *o = &rep->outlook[k];
+			uint64_t files = o->files[TIERCTL_OUTLOOK_DUE] + o->files[TIERCTL_OUTLOOK_SPACE];
+			uint64_t bytes = o->bytes[TIERCTL_OUTLOOK_DUE] + o->bytes[TIERCTL_OUTLOOK_SPACE];
+			if (files == 0)
+				continue;
+			char b[32];
+			tierctl_format_size(bytes, false, b);
+			fprintf(f, "%s", any ? "; " : "");
+			html_escape(f, o->file_class);
+			fprintf(f, " %s in %llu to ", b, (unsigned long long) files);
+			html_escape(f, o->target);
+			any = true;
+		}
+		fputs(any ? "</td></tr>\n" : "nothing</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+	return 0;
+}
+
+#define TIMELINE_LANE 22
+
+/*
+ * One chart per database: a lane per redo thread over the time its logs
+ * span, each run of sequences a bar (its class names its first tier), each
+ * gap a red bar, and below the lanes the windows a roll-forward crosses
+ * without a gap on every thread.
+ */
+static int recovery_timelines(FILE *f, const CtlMessage *m) {
+	size_t ndb;
+	_cleanup_free_ size_t *dbs = tierctl_rows(m, "database", &ndb);
+	if (!dbs)
+		return -ENOMEM;
+	fputs("<h2>Recoverability</h2>\n", f);
+	if (ndb == 0) {
+		fputs("<p>No archived log with a readable header here.</p>\n", f);
+		return 0;
+	}
+	fputs("<p>Per database and redo thread, the archived logs held (bars, by the tier of their first log), the gaps "
+	      "(red), and below them where a roll-forward crosses every thread without a gap (green).</p>\n",
+	      f);
+	for (size_t d = 0; d < ndb; d++) {
+		size_t at = dbs[d], end = d + 1 < ndb ? dbs[d + 1] : m->n;
+		int64_t t0 = (int64_t) tierctl_get_u64(m, at, "low_time"), t1 = (int64_t) tierctl_get_u64(m, at, "next_time");
+		uint64_t threads = tierctl_get_u64(m, at, "threads");
+		int plot_w = CHART_WIDTH - LINE_LEFT - 20;
+		double span = t1 > t0 ? (double) (t1 - t0) : 1;
+		int height = (int) (threads + 1) * TIMELINE_LANE + 50;
+		fputs("<h3>", f);
+		html_escape(f, tierctl_get(m, at, "db_name"));
+		fprintf(f, " (DBID %s)</h3>\n<svg class=\"chart timeline\" id=\"timeline-%s-%s\" "
+			   "xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\" "
+			   "aria-label=\"archived logs over time\">\n",
+			tierctl_get(m, at, "dbid"), tierctl_get(m, at, "dbid"), tierctl_get(m, at, "resetlogs_id"), CHART_WIDTH,
+			height);
+		uint16_t lane_thread[64];
+		size_t lanes = 0;
+		for (size_t i = at + 1; i < end; i++) {
+			if (strcmp(m->fields[i].name, "row") != 0)
+				continue;
+			const char *kind = m->fields[i].value;
+			bool run = strcmp(kind, "run") == 0, gap = strcmp(kind, "gap") == 0, win = strcmp(kind, "window") == 0;
+			if (!run && !gap && !win)
+				continue;
+			size_t lane = 0;
+			if (!win) {
+				uint16_t t = (uint16_t) tierctl_get_u64(m, i, "thread");
+				while (lane < lanes && lane_thread[lane] != t)
+					lane++;
+				if (lane == lanes && lanes < ELEMENTSOF(lane_thread)) {
+					lane_thread[lanes++] = t;
+					fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">thread %u</text>\n", LINE_LEFT - 6,
+						10 + (int) lane * TIMELINE_LANE + 14, (unsigned) t);
+				}
+			} else
+				lane = (size_t) threads;
+			double x0 = LINE_LEFT + (double) ((int64_t) tierctl_get_u64(m, i, "low_time") - t0) / span * plot_w;
+			double x1 = LINE_LEFT + (double) ((int64_t) tierctl_get_u64(m, i, "next_time") - t0) / span * plot_w;
+			char tier[64] = "";
+			if (run) {
+				snprintf(tier, sizeof(tier), "%s", tierctl_get(m, i, "tiers"));
+				tier[strcspn(tier, ",")] = '\0';
+			}
+			fprintf(f, "<rect class=\"%s%s%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"><title>",
+				run ? "run tier-" : gap ? "gap" : "window", tier, "", x0, 10 + (int) lane * TIMELINE_LANE,
+				MAX(x1 - x0, 1.0), win ? 8 : 18);
+			if (win)
+				fprintf(f, "SCN %s to %s without a gap", tierctl_get(m, i, "low_scn"), tierctl_get(m, i, "next_scn"));
+			else
+				fprintf(f, "thread %s sequences %s-%s%s (SCN %s to %s)%s%s", tierctl_get(m, i, "thread"),
+					tierctl_get(m, i, "first_sequence"), tierctl_get(m, i, "last_sequence"), gap ? " missing" : "",
+					tierctl_get(m, i, "low_scn"), tierctl_get(m, i, "next_scn"), run ? " on " : "",
+					run ? tierctl_get(m, i, "tiers") : "");
+			fputs("</title></rect>\n", f);
+		}
+		char from[32], to[32];
+		format_day(t0, from);
+		format_day(t1, to);
+		int axis_y = 10 + (int) (threads + 1) * TIMELINE_LANE;
+		fprintf(f, "<text x=\"%d\" y=\"%d\">%s UTC</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s UTC</text>\n",
+			LINE_LEFT, axis_y + 14, from, LINE_LEFT + plot_w, axis_y + 14, to);
+		fputs("</svg>\n", f);
+	}
+	return 0;
+}
+
 int tierctl_html_report(const char *path, const TierctlReport *rep) {
 	const TierctlReportGroup *g = rep->groups;
 	size_t n = rep->n_groups;
@@ -355,6 +509,7 @@ int tierctl_html_report(const char *path, const TierctlReport *rep) {
 	      ".s3{stroke:#8c3c8c;fill:#8c3c8c}.s4{stroke:#8c8c3c;fill:#8c8c3c}.s5{stroke:#3c8c8c;fill:#3c8c8c}"
 	      ".s6{stroke:#555;fill:#555}.s7{stroke:#c6a02d;fill:#c6a02d}\n"
 	      "polyline.line{fill:none}\n"
+	      ".run{fill:#2d5a8c}.run.tier-hot{fill:#c65a2d}.gap{fill:#d00}.window{fill:#3c8c5a}\n"
 	      "</style></head><body>\n",
 	      f);
 	fputs("<h1>fratier report by ", f);
@@ -397,7 +552,11 @@ int tierctl_html_report(const char *path, const TierctlReport *rep) {
 	chart_reduction(f, g, n);
 	fputs("<p>Stored bytes of shared chunks are split evenly over the files that reference them.</p>\n", f);
 	outlook_table(f, rep);
-	int q = charts_over_time(f, rep);
+	int q = rep->df ? tiers_section(f, rep) : 0;
+	if (q >= 0 && rep->recovery)
+		q = recovery_timelines(f, rep->recovery);
+	if (q >= 0)
+		q = charts_over_time(f, rep);
 	if (q < 0)
 		return q;
 	fputs("</body></html>\n", f);

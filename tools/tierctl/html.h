@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ctlproto.h"
+
 /* One group of a report (a class, a day or a tier), as the daemon sent it. */
 typedef struct TierctlReportGroup {
 	const char *key;
@@ -20,6 +22,7 @@ typedef struct TierctlOutlook {
 	const char *file_class, *target;
 	uint64_t files[TIERCTL_OUTLOOK_MAX], bytes[TIERCTL_OUTLOOK_MAX];
 	int64_t next_due;         /* Unix seconds, 0: none */
+	uint64_t held_files, held_bytes, held_due_files; /* kept hot by the recovery window (keep_hot) */
 } TierctlOutlook;
 
 /* Samples of usage over time, in time order (rows history_tier and history_class of the reply). */
@@ -47,6 +50,10 @@ typedef struct TierctlReport {
 	size_t n_tiers;
 	const TierctlHistoryClass *classes;
 	size_t n_classes;
+	/* Replies borrowed for the sections per tier and the recovery timelines; NULL leaves a section out. */
+	const CtlMessage *report;     /* its tier_class rows */
+	const CtlMessage *df;         /* its tier rows */
+	const CtlMessage *recovery;   /* tierctl recovery's reply */
 } TierctlReport;
 
 /*

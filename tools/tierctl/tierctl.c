@@ -41,6 +41,7 @@ static const char *arg_thread;
 static const char *arg_sequence;
 static const char *arg_since;
 static const char *arg_until;
+static const char *arg_from;
 /* migrate, recall, pin, unpin: only files of a class, older or larger than these */
 static const char *arg_class;
 static const char *arg_older_than;
@@ -340,6 +341,16 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 		       size_of(m, 0, "store_rate", b));
 	else
 		printf("throughput:  not measured yet (the daemon samples every 10 s)\n");
+	if (ctl_message_get(m, 0, "seal_queue_bytes"))
+		printf("seal lag:    %s waiting, the oldest due file %ss past its quiet time\n",
+		       size_of(m, 0, "seal_queue_bytes", a), tierctl_get(m, 0, "seal_behind"));
+	if (ctl_message_get(m, 0, "restore_bytes")) {
+		printf("restores:    %s of sealed files read", size_of(m, 0, "restore_bytes", a));
+		if (ctl_message_get(m, 0, "restore_rate"))
+			printf(" at %s/s", size_of(m, 0, "restore_rate", b));
+		printf("; read-ahead %s hits, %s waits, %s misses\n", tierctl_get(m, 0, "readahead_hits"),
+		       tierctl_get(m, 0, "readahead_waits"), tierctl_get(m, 0, "readahead_misses"));
+	}
 	printf("policy:      seal after %ss quiet, collect every %ss, move by age and watermark every %ss (tierctl policy show)\n",
 	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"), tierctl_get(m, 0, "policy_interval"));
 	print_policy_worker(m);
@@ -552,6 +563,9 @@ static int report_details(const CtlMessage *m, TierctlReport *rep, TierctlOutloo
 			.file_class = tierctl_get(m, next[i], "class"),
 			.target = tierctl_get(m, next[i], "target"),
 			.next_due = (int64_t) tierctl_get_u64(m, next[i], "next_due"),
+			.held_files = tierctl_get_u64(m, next[i], "held_files"),
+			.held_bytes = tierctl_get_u64(m, next[i], "held_bytes"),
+			.held_due_files = tierctl_get_u64(m, next[i], "held_due_files"),
 		};
 		for (int w = 0; w < TIERCTL_OUTLOOK_MAX; w++) {
 			char key[32];
@@ -666,6 +680,15 @@ static int print_outlook(const TierctlReport *rep) {
 		table_finish(&t);
 	else
 		tierctl_table_done(&t);
+	for (size_t i = 0; r >= 0 && i < rep->n_outlook; i++) {
+		const TierctlOutlook *o = &rep->outlook[i];
+		char size[32];
+		if (o->held_files == 0)
+			continue;
+		tierctl_format_size(o->held_bytes, arg_bytes, size);
+		printf("Held hot by keep_hot (the recovery window): %s %s in %llu, %llu of them due by age.\n", o->file_class,
+		       size, (unsigned long long) o->held_files, (unsigned long long) o->held_due_files);
+	}
 	return r;
 }
 
@@ -713,7 +736,18 @@ static int run_report(TierctlMount *mount, char **args, int n_args) {
 		return log_oom(), TIERCTL_EXIT_FAILURE;
 	}
 	if (arg_html) {
+		/* The sections per tier and the recovery timelines: left out if the daemon cannot say. */
+		TierctlReply df, rec;
+		bool have_df = call(mount, CTL_COMMAND_DF, NULL, NULL, 0, NULL, NULL, &df) == 0;
+		bool have_rec = call(mount, CTL_COMMAND_RECOVERY, NULL, NULL, 0, NULL, NULL, &rec) == 0;
+		rep.report = m;
+		rep.df = have_df ? &df.data : NULL;
+		rep.recovery = have_rec ? &rec.data : NULL;
 		r = tierctl_html_report(arg_html, &rep);
+		if (have_df)
+			tierctl_reply_done(&df);
+		if (have_rec)
+			tierctl_reply_done(&rec);
 		if (r < 0) {
 			log_error_errno(r, "cannot write %s: %m", arg_html);
 			tierctl_reply_done(&reply);
@@ -835,11 +869,15 @@ static int run_policy(TierctlMount *mount, char **args, int n_args) {
 
 /* ---- gc, scrub ---- */
 
+/* Without a terminal (a log, a pipe), at most one progress line this often, besides the first and the last. */
+#define PROGRESS_LOG_INTERVAL_S 5.0
+
 typedef struct Progress {
 	const char *what;
 	bool tty;
 	struct timespec start;
 	bool said;
+	double last_line;         /* seconds after start of the last line printed without a terminal */
 } Progress;
 
 static int show_progress(const CtlMessage *frame, void *userdata) {
@@ -880,6 +918,9 @@ static int show_progress(const CtlMessage *frame, void *userdata) {
 		fprintf(stderr, "\r%s [%s] %3u%%  %s / %s  %s/s  ETA %um%02us%s ", p->what, bar, pct, d, t, rt,
 			(unsigned) eta / 60, (unsigned) eta % 60, dmg);
 	} else {
+		if (p->said && done < total && secs - p->last_line < PROGRESS_LOG_INTERVAL_S)
+			return 0;
+		p->last_line = secs;
 		if (scrub)
 			snprintf(dmg, sizeof(dmg), ", %llu damaged", (unsigned long long) damaged);
 		fprintf(stderr, "%s: %s %s of %s (%u%%), %s/s, eta %us%s\n", p->what, phase, d, t, pct, rt,
@@ -896,7 +937,7 @@ static void progress_end(Progress *p) {
 
 static int run_gc(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
-	Progress p = { .what = "gc", .tty = isatty(STDOUT_FILENO) };
+	Progress p = { .what = "gc", .tty = isatty(STDERR_FILENO) };
 	clock_gettime(CLOCK_MONOTONIC, &p.start);
 	int r = call(mount, CTL_COMMAND_GC, NULL, NULL, 0, show_progress, &p, &reply);
 	progress_end(&p);
@@ -921,7 +962,7 @@ static int run_gc(TierctlMount *mount, char **args, int n_args) {
 
 static int run_scrub(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
-	Progress p = { .what = "scrub", .tty = isatty(STDOUT_FILENO) };
+	Progress p = { .what = "scrub", .tty = isatty(STDERR_FILENO) };
 	char *tier[] = { (char *) arg_tier };
 	clock_gettime(CLOCK_MONOTONIC, &p.start);
 	int r = call(mount, CTL_COMMAND_SCRUB, "tier", tier, arg_tier ? 1 : 0, show_progress, &p, &reply);
@@ -1055,6 +1096,222 @@ static bool selects_logs(void) {
 	return arg_thread || arg_sequence || arg_since || arg_until;
 }
 
+/* recall --until X DB: one argument that is a DB_NAME or a DBID, not a path. */
+static bool is_restore_set(const Command *cmd, char **args, int n_args) {
+	if (strcmp(cmd->name, "recall") != 0 || !arg_until || n_args != 1)
+		return false;
+	size_t n = strspn(args[0], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$#");
+	return n > 0 && n <= 10 && args[0][n] == '\0';
+}
+
+/* A restore bound: an SCN (digits only) or a time; adds since/from_scn or until/until_scn. */
+static int add_point(CtlMessage *req, const char *value, bool until) {
+	char t[24];
+	if (value[strspn(value, "0123456789")] == '\0')
+		return ctl_message_add(req, until ? "until_scn" : "from_scn", value);
+	if (parse_time(value, t) < 0)
+		return -EINVAL;
+	return ctl_message_add(req, until ? "until" : "since", t);
+}
+
+static const char *scn_time(const CtlMessage *m, size_t at, const char *scn, const char *time, char buf[static 64]) {
+	char t[32];
+	format_time((int64_t) tierctl_get_u64(m, at, time), t);
+	snprintf(buf, 64, "SCN %s (%s)", tierctl_get(m, at, scn), t);
+	return buf;
+}
+
+/* A missing stretch, in words. */
+static void print_missing(const CtlMessage *m, size_t at, const char *lead) {
+	char a[64], b[64], seq[64];
+	const char *first = ctl_message_get(m, at, "first_sequence"), *last = ctl_message_get(m, at, "last_sequence");
+	if (first && last)
+		snprintf(seq, sizeof(seq), "%s %s%s%s", strcmp(first, last) == 0 ? "sequence" : "sequences", first,
+			 strcmp(first, last) == 0 ? "" : "-", strcmp(first, last) == 0 ? "" : last);
+	else if (first)
+		snprintf(seq, sizeof(seq), "sequence %s on (not archived here)", first);
+	else if (last)
+		snprintf(seq, sizeof(seq), "sequences up to %s", last);
+	else
+		snprintf(seq, sizeof(seq), "no log of the range");
+	printf("%sthread %s: %s missing, from %s to %s\n", lead, tierctl_get(m, at, "thread"), seq,
+	       scn_time(m, at, "low_scn", "low_time", a), scn_time(m, at, "next_scn", "next_time", b));
+}
+
+static int run_restore(TierctlMount *mount, const char *db) {
+	CtlMessage req = {};
+	int q = ctl_request_begin(&req, CTL_COMMAND_RECALL);
+	if (q >= 0)
+		q = ctl_message_add(&req, "database", db);
+	if (q >= 0)
+		q = add_point(&req, arg_until, true);
+	if (q >= 0 && arg_from)
+		q = add_point(&req, arg_from, false);
+	if (q >= 0 && arg_dry_run)
+		q = ctl_message_add(&req, "dry_run", "yes");
+	if (q < 0) {
+		ctl_message_done(&req);
+		log_error("--until and --from take an SCN (digits), YYYY-MM-DD[ HH:MM[:SS]] (UTC) or @SECONDS");
+		return TIERCTL_EXIT_USAGE;
+	}
+	TierctlReply reply;
+	Progress p = { .what = "recall", .tty = isatty(STDERR_FILENO) };
+	clock_gettime(CLOCK_MONOTONIC, &p.start);
+	int r = call_request(mount, CTL_COMMAND_RECALL, &req, show_progress, &p, &reply);
+	progress_end(&p);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	int code = tierctl_get_u64(m, 0, "failed") ? TIERCTL_EXIT_PARTIAL : 0;
+	if (arg_json) {
+		print_json("recall", mount, m);
+		tierctl_reply_done(&reply);
+		return code;
+	}
+	size_t nr, nm;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "file", &nr);
+	_cleanup_free_ size_t *miss = tierctl_rows(m, "missing", &nm);
+	bool dry = strcmp(tierctl_get(m, 0, "dry_run"), "yes") == 0;
+	char a[64], b[64], size[32];
+	printf("Restore set of %s (DBID %s), %s to %s, in restore order (lowest SCN first):\n",
+	       tierctl_get(m, 0, "database"), tierctl_get(m, 0, "dbid"),
+	       scn_time(m, 0, "set_low_scn", "set_low_time", a), scn_time(m, 0, "set_next_scn", "set_next_time", b));
+	for (size_t i = 0; miss && i < nm; i++)
+		print_missing(m, miss[i], "MISSING: ");
+	static const char *const h[] = { "THREAD", "SEQUENCE", "LOW SCN", "NEXT SCN", "SIZE", "TIER", "RESULT", "PATH" };
+	TierctlTable t;
+	r = table_start(&t, h, ELEMENTSOF(h), "rrrrrrll");
+	for (size_t i = 0; r >= 0 && rows && i < nr; i++) {
+		size_t at = rows[i];
+		char sz[32];
+		_cleanup_free_ char *path = NULL;
+		if (asprintf(&path, "%s%s", mount->mountpoint, tierctl_get(m, at, "path")) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		const char *cells[] = { tierctl_get(m, at, "thread"), tierctl_get(m, at, "sequence"), tierctl_get(m, at, "low_scn"),
+					tierctl_get(m, at, "next_scn"), size_of(m, at, "size", sz), tierctl_get(m, at, "from"),
+					tierctl_get(m, at, "result"), path };
+		r = tierctl_table_add(&t, cells);
+	}
+	if (r < 0) {
+		tierctl_table_done(&t);
+		tierctl_reply_done(&reply);
+		return log_oom(), TIERCTL_EXIT_FAILURE;
+	}
+	table_finish(&t);
+	tierctl_format_size(tierctl_get_u64(m, 0, "bytes"), arg_bytes, size);
+	const char *secs = ctl_message_get(m, 0, "expected_seconds");
+	if (dry)
+		printf("\ndry run: %s logs (%s) to recall, %s already on the hot tier; expected time %s%s\n",
+		       tierctl_get(m, 0, "would_move"), size, tierctl_get(m, 0, "already"), secs ? secs : "unknown",
+		       secs ? " s at the recall speed measured so far" : " (no recall from those tiers measured yet)");
+	else
+		printf("\nrecalled %s logs (%s) in restore order; %s already on the hot tier, %s failed\n",
+		       tierctl_get(m, 0, "moved"), size, tierctl_get(m, 0, "already"), tierctl_get(m, 0, "failed"));
+	if (nm > 0)
+		printf("%zu stretch(es) of redo missing: recovery stops at the first\n", nm);
+	tierctl_reply_done(&reply);
+	return code;
+}
+
+/* ---- recovery ---- */
+
+static const char *tiers_cell(const CtlMessage *m, size_t at) {
+	return tierctl_get(m, at, "tiers");
+}
+
+static int run_recovery(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	int r = call(mount, CTL_COMMAND_RECOVERY, "database", args, n_args, NULL, NULL, &reply);
+	if (r != 0)
+		return r;
+	const CtlMessage *m = &reply.data;
+	if (arg_json) {
+		print_json("recovery", mount, m);
+		tierctl_reply_done(&reply);
+		return 0;
+	}
+	size_t ndb, nu;
+	_cleanup_free_ size_t *dbs = tierctl_rows(m, "database", &ndb);
+	_cleanup_free_ size_t *unread = tierctl_rows(m, "unreadable", &nu);
+	if (!dbs || ndb == 0)
+		printf("No archived log with a readable header here.\n");
+	for (size_t d = 0; dbs && d < ndb; d++) {
+		size_t at = dbs[d], end = d + 1 < ndb ? dbs[d + 1] : m->n;
+		char a[64], b[64], size[32];
+		tierctl_format_size(tierctl_get_u64(m, at, "bytes"), arg_bytes, size);
+		printf("%sDatabase %s (DBID %s, incarnation %s): %s thread(s), %s logs, %s\n  from %s to %s\n",
+		       d ? "\n" : "", tierctl_get(m, at, "db_name"), tierctl_get(m, at, "dbid"), tierctl_get(m, at, "resetlogs_id"),
+		       tierctl_get(m, at, "threads"), tierctl_get(m, at, "files"), size,
+		       scn_time(m, at, "low_scn", "low_time", a), scn_time(m, at, "next_scn", "next_time", b));
+		static const char *const h[] = { "THREAD", "SEQUENCES", "LOW SCN", "NEXT SCN", "FROM", "TO", "LOGS", "SIZE",
+						 "TIERS" };
+		TierctlTable t;
+		r = table_start(&t, h, ELEMENTSOF(h), "rrrrllrrl");
+		for (size_t i = at + 1; r >= 0 && i < end; i++) {
+			if (strcmp(m->fields[i].name, "row") != 0)
+				continue;
+			const char *kind = m->fields[i].value;
+			bool run = strcmp(kind, "run") == 0, gap = strcmp(kind, "gap") == 0;
+			if (!run && !gap)
+				continue;
+			char seq[48], from[32], to[32], sz[32] = "-";
+			const char *first = tierctl_get(m, i, "first_sequence"), *last = tierctl_get(m, i, "last_sequence");
+			snprintf(seq, sizeof(seq), "%s%s%s%s", first, strcmp(first, last) ? "-" : "", strcmp(first, last) ? last : "",
+				 gap ? " MISSING" : "");
+			format_time((int64_t) tierctl_get_u64(m, i, "low_time"), from);
+			format_time((int64_t) tierctl_get_u64(m, i, "next_time"), to);
+			if (run)
+				size_of(m, i, "bytes", sz);
+			const char *cells[] = { tierctl_get(m, i, "thread"), seq, tierctl_get(m, i, "low_scn"),
+						tierctl_get(m, i, "next_scn"), from, to, run ? tierctl_get(m, i, "files") : "-", sz,
+						run ? tiers_cell(m, i) : "-" };
+			r = tierctl_table_add(&t, cells);
+		}
+		if (r < 0) {
+			tierctl_table_done(&t);
+			break;
+		}
+		table_finish(&t);
+		for (size_t i = at + 1; i < end; i++) {
+			if (strcmp(m->fields[i].name, "row") != 0 || strcmp(m->fields[i].value, "duplicate") != 0)
+				continue;
+			printf("  thread %s sequence %s is held twice: %s%s is set aside, a restore uses %s%s (%s)\n",
+			       tierctl_get(m, i, "thread"), tierctl_get(m, i, "first_sequence"), mount->mountpoint,
+			       tierctl_get(m, i, "path"), mount->mountpoint, tierctl_get(m, i, "used_path"),
+			       strcmp(tierctl_get(m, i, "same_header"), "yes") == 0 ? "same header and size"
+										: "they differ: the one used reaches further");
+		}
+		printf("  recoverable without a gap%s:\n", tierctl_get_u64(m, at, "threads") > 1 ? " on every thread" : "");
+		bool any = false;
+		for (size_t i = at + 1; i < end; i++) {
+			if (strcmp(m->fields[i].name, "row") != 0 || strcmp(m->fields[i].value, "window") != 0)
+				continue;
+			printf("    from %s to %s (%s logs on %s)\n", scn_time(m, i, "low_scn", "low_time", a),
+			       scn_time(m, i, "next_scn", "next_time", b), tierctl_get(m, i, "files"), tiers_cell(m, i));
+			any = true;
+		}
+		if (!any)
+			printf("    nowhere: no stretch of redo is whole on every thread\n");
+		if (tierctl_get_u64(m, at, "gaps"))
+			printf("  %s gap(s), %s sequence(s) missing: a roll-forward stops at each\n", tierctl_get(m, at, "gaps"),
+			       tierctl_get(m, at, "missing"));
+	}
+	for (size_t i = 0; unread && i < nu; i++)
+		printf("%sUNREADABLE: %s%s: named or placed as an archived log, but its header is damaged or not Oracle's; "
+		       "not trusted\n", i ? "" : "\n", mount->mountpoint, tierctl_get(m, unread[i], "path"));
+	if (tierctl_get_u64(m, 0, "unsealed_logs"))
+		printf("%s archived log(s) still being written or sealed: their headers are read at the seal\n",
+		       tierctl_get(m, 0, "unsealed_logs"));
+	tierctl_reply_done(&reply);
+	if (r < 0) {
+		log_oom();
+		return TIERCTL_EXIT_FAILURE;
+	}
+	return 0;
+}
+
 static int run_move(TierctlMount *mount, char **args, int n_args, CtlCommand cmd) {
 	const char *name = ctl_command_to_string(cmd);
 	char to[16] = "", since[24] = "", until[24] = "";
@@ -1120,7 +1377,7 @@ static int run_move(TierctlMount *mount, char **args, int n_args, CtlCommand cmd
 		return TIERCTL_EXIT_FAILURE;
 	}
 	TierctlReply reply;
-	Progress p = { .what = name, .tty = isatty(STDOUT_FILENO) };
+	Progress p = { .what = name, .tty = isatty(STDERR_FILENO) };
 	clock_gettime(CLOCK_MONOTONIC, &p.start);
 	r = call_request(mount, cmd, &req, show_progress, &p, &reply);
 	progress_end(&p);
@@ -1185,6 +1442,12 @@ static int run_migrate(TierctlMount *mount, char **args, int n_args) {
 }
 
 static int run_recall(TierctlMount *mount, char **args, int n_args) {
+	if (is_restore_set(find_command("recall"), args, n_args))
+		return run_restore(mount, args[0]);
+	if (arg_from) {
+		log_error("--from belongs to a restore set: recall --until TIME|SCN [--from TIME|SCN] DB");
+		return TIERCTL_EXIT_USAGE;
+	}
 	return run_move(mount, args, n_args, CTL_COMMAND_RECALL);
 }
 
@@ -1254,7 +1517,67 @@ static void tier_counter(FILE *f, const CtlMessage *m, const size_t *rows, size_
 	}
 }
 
-static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char **ret) {
+/*
+ * The recoverability metrics, from a recovery reply: per database and
+ * thread its newest archived log (the run reaching the highest SCN, so an
+ * older incarnation's higher sequences do not count), per database its
+ * gaps; what contrib/prometheus/fratier-alerts.yml watches.
+ */
+static void recovery_metrics(FILE *f, const CtlMessage *rec) {
+	size_t ndb, nrun;
+	_cleanup_free_ size_t *dbs = tierctl_rows(rec, "database", &ndb);
+	_cleanup_free_ size_t *runs = tierctl_rows(rec, "run", &nrun);
+	int64_t now = (int64_t) time(NULL);
+
+	metric_head(f, "fratier_archivelog_gaps", "gauge", "Gaps (runs of missing sequences) in a database's archived logs.");
+	for (size_t i = 0; dbs && i < ndb; i++) {
+		fprintf(f, "fratier_archivelog_gaps{db=\"");
+		label_escape(f, tierctl_get(rec, dbs[i], "db_name"));
+		fprintf(f, "\",dbid=\"%s\"} %s\n", tierctl_get(rec, dbs[i], "dbid"), tierctl_get(rec, dbs[i], "gaps"));
+	}
+	metric_head(f, "fratier_archivelog_missing_sequences", "gauge", "Sequences missing in those gaps.");
+	for (size_t i = 0; dbs && i < ndb; i++) {
+		fprintf(f, "fratier_archivelog_missing_sequences{db=\"");
+		label_escape(f, tierctl_get(rec, dbs[i], "db_name"));
+		fprintf(f, "\",dbid=\"%s\"} %s\n", tierctl_get(rec, dbs[i], "dbid"), tierctl_get(rec, dbs[i], "missing"));
+	}
+	metric_head(f, "fratier_archivelog_unreadable_files", "gauge",
+		    "Files of the archivelog class whose header is damaged or not Oracle's.");
+	fprintf(f, "fratier_archivelog_unreadable_files %llu\n", (unsigned long long) tierctl_get_u64(rec, 0, "unreadable"));
+	static const char *const per_thread[][3] = {
+		{ "fratier_archivelog_newest_sequence", "gauge", "Sequence of the newest archived log of a thread." },
+		{ "fratier_archivelog_newest_time_seconds", "gauge",
+		  "Unix time of the last change in the newest archived log of a thread." },
+		{ "fratier_archivelog_newest_age_seconds", "gauge", "Seconds since the last change in that log." },
+	};
+	for (size_t w = 0; w < ELEMENTSOF(per_thread); w++) {
+		metric_head(f, per_thread[w][0], per_thread[w][1], per_thread[w][2]);
+		for (size_t i = 0; runs && i < nrun; i++) {
+			size_t at = runs[i];
+			bool newest = true;
+			for (size_t k = 0; k < nrun && newest; k++)
+				newest = k == i || strcmp(tierctl_get(rec, runs[k], "dbid"), tierctl_get(rec, at, "dbid")) != 0 ||
+					 strcmp(tierctl_get(rec, runs[k], "thread"), tierctl_get(rec, at, "thread")) != 0 ||
+					 tierctl_get_u64(rec, runs[k], "next_scn") < tierctl_get_u64(rec, at, "next_scn");
+			if (!newest)
+				continue;
+			const char *db = "";
+			for (size_t k = 0; dbs && k < ndb; k++)
+				if (strcmp(tierctl_get(rec, dbs[k], "dbid"), tierctl_get(rec, at, "dbid")) == 0)
+					db = tierctl_get(rec, dbs[k], "db_name");
+			fprintf(f, "%s{db=\"", per_thread[w][0]);
+			label_escape(f, db);
+			fprintf(f, "\",dbid=\"%s\",thread=\"%s\"} ", tierctl_get(rec, at, "dbid"), tierctl_get(rec, at, "thread"));
+			int64_t t = (int64_t) tierctl_get_u64(rec, at, "next_time");
+			if (w == 0)
+				fprintf(f, "%s\n", tierctl_get(rec, at, "last_sequence"));
+			else
+				fprintf(f, "%lld\n", (long long) (w == 1 ? t : MAX(now - t, (int64_t) 0)));
+		}
+	}
+}
+
+static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const CtlMessage *rec, char **ret) {
 	char *buf = NULL;
 	size_t size = 0;
 	FILE *f = open_memstream(&buf, &size);
@@ -1316,6 +1639,28 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 		fprintf(f, "fratier_store_throughput_bytes_per_second %llu\n",
 			(unsigned long long) tierctl_get_u64(m, 0, "store_rate"));
 	}
+	metric_head(f, "fratier_seal_backlog_bytes", "gauge", "Bytes of the files waiting to be sealed.");
+	fprintf(f, "fratier_seal_backlog_bytes %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "seal_queue_bytes"));
+	metric_head(f, "fratier_seal_behind_seconds", "gauge",
+		    "How long the oldest file past its quiet time has waited for sealing since.");
+	fprintf(f, "fratier_seal_behind_seconds %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "seal_behind"));
+	metric_head(f, "fratier_restore_bytes_total", "counter", "Bytes read from sealed files since start.");
+	fprintf(f, "fratier_restore_bytes_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "restore_bytes"));
+	if (ctl_message_get(m, 0, "restore_rate")) {
+		metric_head(f, "fratier_restore_throughput_bytes_per_second", "gauge",
+			    "Bytes read from sealed files over the time such reads were in progress, since start.");
+		fprintf(f, "fratier_restore_throughput_bytes_per_second %llu\n",
+			(unsigned long long) tierctl_get_u64(m, 0, "restore_rate"));
+	}
+	metric_head(f, "fratier_readahead_requests_total", "counter",
+		    "Reads of sealed files by how the restore pipeline served them: from a block decompressed ahead (hit), "
+		    "after waiting for one (wait), or read directly (miss).");
+	fprintf(f, "fratier_readahead_requests_total{result=\"hit\"} %llu\n"
+		   "fratier_readahead_requests_total{result=\"wait\"} %llu\n"
+		   "fratier_readahead_requests_total{result=\"miss\"} %llu\n",
+		(unsigned long long) tierctl_get_u64(m, 0, "readahead_hits"),
+		(unsigned long long) tierctl_get_u64(m, 0, "readahead_waits"),
+		(unsigned long long) tierctl_get_u64(m, 0, "readahead_misses"));
 	metric_head(f, "fratier_policy_moving", "gauge", "Whether the policy worker is moving a file (1) or idle (0).");
 	fprintf(f, "fratier_policy_moving %d\n", strcmp(tierctl_get(m, 0, "policy_state"), "moving") == 0);
 	metric_head(f, "fratier_policy_moved_files_total", "counter", "Files the policy worker moved off the hot tier since start.");
@@ -1339,6 +1684,21 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 			fprintf(f, "fratier_throttle_wait_seconds_total{work=\"%s\"} %.6f\n", throttle_kinds[k],
 				(double) throttle_get(m, throttle_kinds[k], "wait_us") / 1e6);
 	}
+	metric_head(f, "fratier_seal_backlog_seconds", "gauge",
+		    "Seconds since the last change of the oldest file still waiting to be sealed (0: none).");
+	fprintf(f, "fratier_seal_backlog_seconds %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "seal_backlog"));
+	for (size_t i = 0; rows && i < n; i++) {
+		uint64_t fs_size = tierctl_get_u64(m, rows[i], "fs_size"), avail = tierctl_get_u64(m, rows[i], "fs_avail");
+		if (strcmp(tierctl_get(m, rows[i], "role"), "hot") != 0 || fs_size == 0)
+			continue;
+		/* As the policy counts it: the share of the hot filesystem in use, against the high watermark. */
+		metric_head(f, "fratier_hot_fill_ratio", "gauge", "Share of the hot tier's filesystem in use.");
+		fprintf(f, "fratier_hot_fill_ratio %.4f\n", (double) (fs_size - MIN(avail, fs_size)) / (double) fs_size);
+		metric_head(f, "fratier_hot_high_watermark_ratio", "gauge", "The hot tier's high watermark.");
+		fprintf(f, "fratier_hot_high_watermark_ratio %.2f\n", (double) tierctl_get_u64(m, 0, "high_watermark") / 100);
+	}
+	if (rec)
+		recovery_metrics(f, rec);
 	metric_head(f, "fratier_errors_total", "counter", "Warnings and errors the daemon logged since it started.");
 	fprintf(f, "fratier_errors_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "errors_total"));
 	(void) mount;
@@ -1353,11 +1713,16 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, char *
 static int metrics_fetch(char **ret_body, void *userdata) {
 	TierctlMount *mount = userdata;
 	TierctlReply reply;
+	TierctlReply rec;
 	int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
 	if (r != 0)
 		return -EIO;
-	r = metrics_render(mount, &reply.data, ret_body);
+	/* Without the recovery answer the rest still serves (the alert on a vanished series says so). */
+	bool have_rec = call(mount, CTL_COMMAND_RECOVERY, NULL, NULL, 0, NULL, NULL, &rec) == 0;
+	r = metrics_render(mount, &reply.data, have_rec ? &rec.data : NULL, ret_body);
 	tierctl_reply_done(&reply);
+	if (have_rec)
+		tierctl_reply_done(&rec);
 	return r;
 }
 
@@ -1398,9 +1763,13 @@ static const Command commands[] = {
 	{ "migrate", "migrate [--to TIER] [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...",
 	  "move sealed files (raw ones are sealed first) to a lower tier, default tier 1 (root or the owner)", "TDSF",
 	  run_migrate, 0, CTL_PATHS_MAX },
-	{ "recall", "recall [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...",
-	  "bring files back to the hot tier, ahead of a restore (root or the owner)", "DSF", run_recall, 0,
-	  CTL_PATHS_MAX },
+	{ "recall", "recall [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...\n"
+		    "  recall [--dry-run] --until TIME|SCN [--from TIME|SCN] DB",
+	  "bring files back to the hot tier, ahead of a restore; or a database's restore set: the archived logs a "
+	  "roll-forward needs, lowest SCN first (root or the owner)", "DSFR", run_recall, 0, CTL_PATHS_MAX },
+	{ "recovery", "recovery [DB]",
+	  "per database (DB_NAME or DBID) and redo thread: the archived logs held, gaps, duplicates, tiers, and how far "
+	  "a roll-forward gets", "", run_recovery, 0, 1 },
 	{ "pin", "pin [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...",
 	  "keep files on the hot tier: recall them, and no migration moves them (root or the owner)", "DSF", run_pin, 0,
 	  CTL_PATHS_MAX },
@@ -1462,13 +1831,18 @@ static void command_help(const Command *c) {
 		       "  --since TIME      logs holding changes at or after TIME\n"
 		       "  --until TIME      logs holding changes at or before TIME\n"
 		       "                    TIME: YYYY-MM-DD[ HH:MM[:SS]], the database host's local time, or @SECONDS\n");
+	if (strchr(c->options, 'R'))
+		printf("\n  RESTORE SET: recall --until TIME|SCN [--from TIME|SCN] DB (a DB_NAME or DBID): the archived logs\n"
+		       "  a roll-forward from --from (default: as far back as every thread goes without a gap) to --until\n"
+		       "  needs, on every thread, recalled lowest SCN first; missing logs are named before anything moves\n"
+		       "  (and then nothing moves).  An SCN is digits only; TIME as above, or @SECONDS.\n");
 	if (strchr(c->options, 'L'))
 		printf("\n  --listen ADDR:PORT  serve http://ADDR:PORT/metrics until interrupted\n");
 }
 
 int main(int argc, char **argv) {
 	enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_BY, OPT_HTML, OPT_TIER, OPT_LISTEN, OPT_TO, OPT_DRY_RUN, OPT_THREAD,
-	       OPT_SEQUENCE, OPT_SINCE, OPT_UNTIL, OPT_CLASS, OPT_OLDER_THAN, OPT_LARGER_THAN };
+	       OPT_SEQUENCE, OPT_SINCE, OPT_UNTIL, OPT_CLASS, OPT_OLDER_THAN, OPT_LARGER_THAN, OPT_FROM };
 	static const struct option options[] = {
 		{ "mount", required_argument, NULL, 'm' },  { "socket", required_argument, NULL, OPT_SOCKET },
 		{ "json", no_argument, NULL, OPT_JSON },    { "bytes", no_argument, NULL, 'b' },
@@ -1479,7 +1853,7 @@ int main(int argc, char **argv) {
 		{ "thread", required_argument, NULL, OPT_THREAD }, { "sequence", required_argument, NULL, OPT_SEQUENCE },
 		{ "since", required_argument, NULL, OPT_SINCE }, { "until", required_argument, NULL, OPT_UNTIL },
 		{ "class", required_argument, NULL, OPT_CLASS }, { "older-than", required_argument, NULL, OPT_OLDER_THAN },
-		{ "larger-than", required_argument, NULL, OPT_LARGER_THAN },
+		{ "larger-than", required_argument, NULL, OPT_LARGER_THAN }, { "from", required_argument, NULL, OPT_FROM },
 		{ "version", no_argument, NULL, 'V' },	    {},
 	};
 	const Command *cmd = NULL;
@@ -1537,6 +1911,10 @@ int main(int argc, char **argv) {
 			*(c == OPT_THREAD ? &arg_thread : c == OPT_SEQUENCE ? &arg_sequence : c == OPT_SINCE ? &arg_since
 													  : &arg_until) = optarg;
 			strcat(seen, strchr(seen, 'S') ? "" : "S");
+			break;
+		case OPT_FROM:
+			arg_from = optarg;
+			strcat(seen, strchr(seen, 'R') ? "" : "R");
 			break;
 		case OPT_CLASS:
 		case OPT_OLDER_THAN:
@@ -1599,7 +1977,8 @@ int main(int argc, char **argv) {
 	(void) sigaction(SIGTERM, &sa, NULL);
 
 	TierctlMount mount;
-	int r = tierctl_mount_find(arg_mount, n_args > 0 && cmd->max_args > 1 ? argv[optind] : NULL, arg_socket, &mount);
+	bool by_path = n_args > 0 && cmd->max_args > 1 && !is_restore_set(cmd, argv + optind, n_args);
+	int r = tierctl_mount_find(arg_mount, by_path ? argv[optind] : NULL, arg_socket, &mount);
 	if (r != 0)
 		return r;
 	r = cmd->run(&mount, argv + optind, n_args);

@@ -56,7 +56,7 @@ COMPACTED = re.compile(r"compacted (\d+) containers \((\d+) regions compressed a
 CONTAINER_KIB = 4096
 SEAL_OPTIONS = ["seal_delay=0", "seal_stream=0", "gc_interval=86400", "container_kib=%d" % CONTAINER_KIB]
 GC_OPTIONS = dc.OPTIONS + ["container_kib=%d" % CONTAINER_KIB]
-PHASE_TIMEOUT = float(os.environ.get("FRATIER_PHASE_TIMEOUT", "60"))
+PHASE_TIMEOUT = harness.scaled(float(os.environ.get("FRATIER_PHASE_TIMEOUT", "60")))
 
 
 class CrashTest:

@@ -245,22 +245,33 @@ class StreamTest:
             except Exception as e:  # reported by the main thread
                 errors.append("%s: %s" % (rel, e))
 
-        def hammer(stop):
+        hammered = []
+
+        def hammer(stop, name):
             # The state xattr pins each inode while streams and seals pin and unpin it; the root,
             # which the kernel holds no reference to, is pinned by setattr and the xattr cache alone.
+            # A file not created yet has no state (ENOENT); anything else fails the test.
             k = 0
-            while not stop.is_set():
-                for rel, _ in jobs:
-                    dc.state_words(self.p(rel))
-                os.utime(self.fs.mnt)
-                os.setxattr(self.fs.mnt, "user.stream-test", b"%d" % k)
-                os.getxattr(self.fs.mnt, "user.stream-test")
-                k += 1
+            try:
+                while not stop.is_set():
+                    for rel, _ in jobs:
+                        st = dc.state_words(self.p(rel))
+                        if st[0] == "error" and st[1] != "ENOENT" or st[0] not in ("error", "raw", "sealed"):
+                            raise RuntimeError("state of %s: %r" % (rel, st))
+                    os.utime(self.fs.mnt)
+                    os.setxattr(self.fs.mnt, name, b"%d" % k)
+                    got = os.getxattr(self.fs.mnt, name)
+                    if got != b"%d" % k:
+                        raise RuntimeError("%s reads %r after setting %d" % (name, got, k))
+                    k += 1
+            except Exception as e:
+                errors.append("hammer: %r" % e)
+            hammered.append(k)
 
         before = self.status()
         threads = [threading.Thread(target=writer, args=j) for j in jobs]
         stop = threading.Event()
-        hammers = [threading.Thread(target=hammer, args=(stop,)) for _ in range(2)]
+        hammers = [threading.Thread(target=hammer, args=(stop, "user.stream-test-%d" % n)) for n in range(2)]
         for t in threads + hammers:
             t.start()
         go.wait()
@@ -272,7 +283,8 @@ class StreamTest:
         stop.set()
         for t in hammers:
             t.join()
-        self.res.check(not errors, "crowd writers failed: %s" % "; ".join(errors))
+        self.res.check(not errors, "crowd writers or hammers failed: %s" % "; ".join(errors))
+        self.res.check(len(hammered) == 2 and min(hammered) > 0, "hammer passes: %r" % hammered)
         for rel, data in jobs:
             self.model[rel] = data
         self.check_all("more writers than streams")

@@ -371,7 +371,7 @@ def stale_after_kill(top):
         fr.stop()
     except Exception as e:
         results.check(False, "stale mount: %s" % e)
-        fr.kill()
+        fr.kill(check=False)
         sys.stderr.write(fr.log_text())
 
 

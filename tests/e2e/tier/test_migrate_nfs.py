@@ -247,7 +247,7 @@ def main():
             finally:
                 if res.failed:
                     sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
-                fs.kill()
+                fs.kill(check=False)
     res.finish()
 
 

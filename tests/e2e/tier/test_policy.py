@@ -51,7 +51,7 @@ from tiercommon import dc
 
 MiB = 1 << 20
 DAY = 86400
-WAIT = 60.0  # seconds before a wait calls the worker stuck; far above what a loaded machine needs
+WAIT = harness.scaled(60.0)  # seconds before a wait calls the worker stuck; far above what a loaded machine needs
 AGE_TMPFS = 160 * MiB
 FILL_TMPFS = 96 * MiB
 OPTIONS = dc.OPTIONS + ["policy_interval=1"]
@@ -220,13 +220,24 @@ def run_unmount_while_moving(res, base, hot, model):
     _, copies = classes(model)
     opts = ["seal_delay=0", "gc_interval=1"]
     with harness.Fratier(policy=True, base=base, options=opts, config=write_config(base, hot, "1M")) as fs:
-        moving = wait_for("a move of an image copy", lambda: status(res, fs).get("policy_state") == "moving")
-        res.check(moving, "the worker was never seen moving an image copy")
-        s = status(res, fs)
+        # Each look is one status call: a move seen once may be over by the next call.
+        def moving_status():
+            s = status(res, fs)
+            return s if s.get("policy_state") == "moving" else None
+        s = wait_for("a move of an image copy", moving_status)
+        res.check(s, "the worker was never seen moving an image copy")
+        s = s or {}
         res.check(s.get("policy_reason") == "age" and s.get("policy_file", "").lstrip("/") in copies,
                   "what the worker moves: %r" % {k: v for k, v in s.items() if k.startswith("policy")})
-        rc, out, _ = tc.tierctl(fs, "status")
-        res.check("mover:       moving /" in out, "status text while moving: %s" % out)
+        texts = []
+
+        def moving_text():
+            texts.append(tc.tierctl(fs, "status")[1])
+            return "mover:       moving /" in texts[-1]
+        res.check(wait_for("status text while moving", moving_text),
+                  "status text while moving: %s" % (texts[-1] if texts else ""))
+        # Unmounted (the with block ends) right after a look that saw a move under way.
+        res.check(wait_for("a move under way", moving_status), "no move under way left to cut short by the unmount")
     # The with block unmounted: the daemon exited 0 with the move cut short.
     with harness.Fratier(policy=True, base=base, options=opts, data=os.path.join(base, "data")) as fs:
         tc.compare_all(res, fs, model, "after an unmount during a move")
@@ -322,11 +333,11 @@ def run_space(res, fs, hot, what, fill_to, done, goal):
     tc.compare_all(res, fs, model, "after the moves for space (%s)" % what)
 
 
-def space_instance(res, tmp, name, size, hot_keys):
-    """A mount whose hot tier is a tmpfs of size bytes, configured with hot_keys; returns (Fratier, hot path)."""
+def space_instance(tmp, name, hot_keys):
+    """A mount whose hot tier is the tmpfs mounted at tmp/NAME/data/hot, configured with hot_keys;
+    returns (Fratier, hot path)."""
     base = os.path.join(tmp, name)
     hot = os.path.join(base, "data", "hot")
-    tc.mount_tmpfs(hot, size)
     os.makedirs(os.path.join(base, "data", "capacity"), exist_ok=True)
     config = os.path.join(base, "space.conf")
     with open(config, "w") as f:
@@ -344,9 +355,12 @@ def main():
     hot_c = os.path.join(tmp, "c", "data", "hot")
     fs = None
     try:
+        # Every tmpfs before the first check: a test that cannot have them skips, never after checks ran.
+        tc.mount_tmpfs(res, hot_a, AGE_TMPFS)
+        tc.mount_tmpfs(res, hot_b, FILL_TMPFS)
+        tc.mount_tmpfs(res, hot_c, RESERVE_TMPFS)
         src = os.path.join(tmp, "fra")
         tc.generate(res, src)
-        tc.mount_tmpfs(hot_a, AGE_TMPFS)
         base = os.path.join(tmp, "a")
         os.makedirs(os.path.join(base, "data", "capacity"), exist_ok=True)
         with harness.Fratier(policy=True, base=base, options=OPTIONS, data=os.path.join(base, "data")) as fs:
@@ -361,7 +375,7 @@ def main():
             run_outlook(res, base, hot_a, model)
         run_cascade(res, tmp, src)
 
-        fs, hot_b = space_instance(res, tmp, "b", FILL_TMPFS,
+        fs, hot_b = space_instance(tmp, "b",
                                    "high_watermark = %d%%\nlow_watermark = %d%%\n" % (HIGH, LOW))
         with fs:
             run_space(res, fs, hot_b, "watermark", HIGH + 3, lambda h: hot_use(h) < LOW,
@@ -369,7 +383,7 @@ def main():
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
         # The watermarks out of the way (100% is never exceeded): the reserve alone drives the moves.
-        fs, hot_c = space_instance(res, tmp, "c", RESERVE_TMPFS,
+        fs, hot_c = space_instance(tmp, "c",
                                    "high_watermark = 100%%\nlow_watermark = 99%%\nreserve = %dM\n" % (RESERVE // MiB))
         with fs:
             run_space(res, fs, hot_c, "reserve", 60, lambda h: hot_free(h) >= RESERVE,

@@ -136,7 +136,7 @@ def main_part(res, tmp, rng):
         res.check(rc == 0, "gc: %d %s" % (rc, err))
         fs.stop()
     finally:
-        fs.kill()
+        fs.kill(check=False)
 
     # The disaster: the hot tier and its catalog are gone.
     shutil.rmtree(os.path.join(fs.data, "hot"))
@@ -170,7 +170,7 @@ def main_part(res, tmp, rng):
         dc.compare(res, fs2.path(r), expect[r], "moved after recovery")
         fs2.stop()
     finally:
-        fs2.kill()
+        fs2.kill(check=False)
 
     rc, out = recover(os.path.join(fs.data, "capacity"), newdir)
     res.check(rc == 1 and "already holds files" in out, "recovery into a used directory: exit %d" % rc)
@@ -202,7 +202,7 @@ def crash_part(res, tmp, rng):
         fs.kill()
         p.wait(timeout=60)
     finally:
-        fs.kill()
+        fs.kill(check=False)
 
     shutil.rmtree(os.path.join(fs.data, "hot"))
     newdir = os.path.join(tmp, "new-crash")
@@ -219,7 +219,7 @@ def crash_part(res, tmp, rng):
         print("after the kill: %d of %d files recovered" % (len(present), len(model)), flush=True)
         fs2.stop()
     finally:
-        fs2.kill()
+        fs2.kill(check=False)
 
 
 def nfs_part(res, tmp, rng):
@@ -253,7 +253,7 @@ def nfs_part(res, tmp, rng):
         finally:
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
-            fs.kill()
+            fs.kill(check=False)
 
         shutil.rmtree(os.path.join(fs.data, "hot"))
         newdir = os.path.join(tmp, "new")
@@ -269,7 +269,7 @@ def nfs_part(res, tmp, rng):
             res.check(not bad, "files with wrong bytes after recovery from NFS: %s" % bad)
             fs2.stop()
         finally:
-            fs2.kill()
+            fs2.kill(check=False)
 
 
 def main():
