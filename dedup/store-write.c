@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "common/macros.h"
+#include "dedup/key.h"
 #include "dedup/store-internal.h"
 
 #define PENDING_BIT (UINT64_C(1) << 63)
@@ -459,10 +460,11 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 	r = dedup_chunker_init(&w->chunker, &p);
 	if (r < 0)
 		return r;
-	r = dedup_hasher_new(&w->hasher);
+	r = s->opts.id_key ? dedup_hasher_new_keyed(s->opts.id_key, DEDUP_KEY_SIZE, &w->hasher)
+			   : dedup_hasher_new(&w->hasher);
 	if (r < 0)
 		return r;
-	r = store_builder_init(&w->builder, zstd_level, region_size, p.min_size, p.max_size);
+	r = store_builder_init(&w->builder, zstd_level, s->opts.id_key != NULL, region_size, p.min_size, p.max_size);
 	if (r < 0)
 		return r;
 	w->chunk_buf = malloc(p.max_size);

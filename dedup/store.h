@@ -111,6 +111,12 @@ typedef struct DedupStoreOptions {
 	int zstd_level;               /* for writers created with DEDUP_STORE_LEVEL_DEFAULT; 0 = zstd's */
 	uint32_t region_size;         /* for writers created with DEDUP_STORE_REGION_DEFAULT (DEDUP_REGION_TARGET_MIN..MAX) */
 	DedupVerify verify;
+	/*
+	 * DEDUP_KEY_SIZE bytes (dedup/key.h, the id subkey), borrowed: it must
+	 * outlive the store.  With it, chunk ids are HMAC-SHA-256 under it and
+	 * units of plain ids fail verification; NULL: plain SHA-256 ids.
+	 */
+	const uint8_t *id_key;
 } DedupStoreOptions;
 
 /*

@@ -321,7 +321,9 @@ static int catalog_start(Fs *fs, bool create) {
 	 * The same for every tier: the lower tiers' stores took 120 MiB more
 	 * and decompressed more with their own read-ahead, NFS included.
 	 */
-	DedupStoreOptions store_opts = { .container_size = fs->hot_container_size };
+	/* Every tier's ids under the one key: a chunk migrated keeps deduplicating against its copies. */
+	DedupStoreOptions store_opts = { .container_size = fs->hot_container_size,
+					 .id_key = fs->key ? fs->key->id : NULL };
 	if (fs->restore_workers > 0 || fs->read_ahead_kb > 0) {
 		store_opts.readahead_bytes = 1;
 		store_opts.region_cache_bytes = FS_RA_STORE_REGION_CACHE;
