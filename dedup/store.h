@@ -141,6 +141,8 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 DedupStore *dedup_store_free(DedupStore *s);
 
 uint32_t dedup_store_tier(const DedupStore *s);
+/* DedupStoreOptions.id_key of s: what the mount's other readers of its tiers verify with. */
+const uint8_t *dedup_store_id_key(const DedupStore *s);
 
 /*
  * A writer for one file's bytes, chunked with params (NULL: the default

@@ -16,6 +16,7 @@ import sys
 import tempfile
 
 import harness
+import tiercommon as tc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dedup"))
 import dedupcommon as dc  # noqa: E402
@@ -57,6 +58,33 @@ def refused(res, base, data, key, what, expect):
     res.check(snapshot(data) == before, "%s: the data directory changed" % what)
 
 
+def recover(source, newdir, key):
+    cmd = [harness.daemon_path(), "--recover-from=" + source, "-o", "data=" + newdir]
+    if key:
+        cmd[-1] += ",key_file=" + key
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+
+
+def recover_with_key(res, base, data, key, other, blob):
+    """--recover-from on a capacity tier written under key: restores with it, restores nothing without it."""
+    source = os.path.join(data, "capacity")
+    for what, k in (("no key", None), ("the wrong key", other)):
+        newdir = tempfile.mkdtemp(prefix="rec-", dir=base)
+        p = recover(source, newdir, k)
+        res.check(p.returncode != 0, "recovery with %s succeeded: %s" % (what, p.stdout[-600:]))
+        fs = harness.Fratier(base=base, data=newdir, options=["key_file=" + k] if k else []).start()
+        res.check(not os.path.exists(fs.path("f")) or open(fs.path("f"), "rb").read() != blob,
+                  "recovery with %s restored the file" % what)
+        fs.stop()
+    newdir = tempfile.mkdtemp(prefix="rec-", dir=base)
+    p = recover(source, newdir, key)
+    res.check(p.returncode == 0, "recovery with the key: %d %s" % (p.returncode, p.stdout[-600:]))
+    fs = harness.Fratier(base=base, data=newdir, options=["key_file=" + key]).start()
+    with open(fs.path("f"), "rb") as f:
+        res.check(f.read() == blob, "recovered under the key: content differs")
+    fs.stop()
+
+
 def main():
     harness.require_fuse()
     res = harness.Results("e2e-keys")
@@ -85,7 +113,12 @@ def main():
         fs = harness.Fratier(base=base, data=data, options=["key_file=" + k1]).start()
         with open(fs.path("f"), "rb") as f:
             res.check(f.read() == blob, "remount with the key: content differs")
+        rc, _, err = tc.tierctl(fs, "migrate", "--to", "capacity", fs.path("f"))
+        res.check(rc == 0, "migrate under a key: %d %s" % (rc, err))
+        with open(fs.path("f"), "rb") as f:
+            res.check(f.read() == blob, "read back from the capacity tier under a key: content differs")
         fs.stop()
+        recover_with_key(res, base, data, k1, k2, blob)
 
         refused(res, base, data, k2, "wrong key", "wrong key:")
         refused(res, base, data, None, "no key", "is encrypted (key id")
