@@ -80,6 +80,9 @@ typedef enum StatementId {
 	STMT_CHUNKS_DEAD,
 	STMT_TIER_MOVED_ADD,
 	STMT_TIER_MOVED_GET,
+	STMT_KEY_ID_GET,
+	STMT_KEY_ID_ADD,
+	STMT_CHUNKS_ANY,
 	STMT_RECIPE_PUT,
 	STMT_RECIPE_FIND,
 	STMT_RECIPE_ALL,
@@ -169,6 +172,9 @@ static const char *const statement_sql[_STMT_MAX] = {
 				"VALUES (?1, 1, ?2, ?3, ?4) ON CONFLICT (tier) DO UPDATE SET files = files + 1, "
 				"logical = logical + ?2, source_stored = source_stored + ?3, stored = stored + ?4",
 	[STMT_TIER_MOVED_GET] = "SELECT files, logical, source_stored, stored FROM tier_moves WHERE tier = ?",
+	[STMT_KEY_ID_GET] = "SELECT key_id FROM keys ORDER BY added DESC, key_id LIMIT 1",
+	[STMT_KEY_ID_ADD] = "INSERT INTO keys (key_id, added) VALUES (?, ?)",
+	[STMT_CHUNKS_ANY] = "SELECT 1 FROM chunks LIMIT 1",
 	[STMT_RECIPE_PUT] = "INSERT OR REPLACE INTO recipes (ino, offset, segment) VALUES (?, ?, ?)",
 	[STMT_RECIPE_FIND] = "SELECT offset, segment FROM recipes WHERE ino = ? AND offset <= ? "
 			     "ORDER BY offset DESC LIMIT 1",
@@ -316,6 +322,15 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  logical INTEGER NOT NULL,"
 	"  source_stored INTEGER NOT NULL,"
 	"  stored INTEGER NOT NULL);",
+
+	/*
+	 * 7 -> 8: encryption at rest.  The fingerprints (dedup/key.h) of the
+	 * keys the data is written under, never a key: a mount with another
+	 * key is refused before it reads or writes anything.  No row: no key.
+	 */
+	"CREATE TABLE keys ("
+	"  key_id BLOB PRIMARY KEY,"
+	"  added INTEGER NOT NULL);",
 };
 
 struct Catalog {
@@ -2014,6 +2029,56 @@ int catalog_history_foreach(Catalog *c, int64_t since, int (*tier_cb)(const Cata
 		}
 		if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
 			r = catalog_result(rc);
+		finish(s);
+	}
+	unlock(c);
+	return r;
+}
+
+int catalog_key_id_get(Catalog *c, uint8_t ret[static CATALOG_DIGEST_SIZE]) {
+	int r, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_KEY_ID_GET);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		r = sqlite3_column_bytes(s, 0) == CATALOG_DIGEST_SIZE ? 0 : -EUCLEAN;
+		if (r == 0)
+			memcpy(ret, sqlite3_column_blob(s, 0), CATALOG_DIGEST_SIZE);
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_key_id_add(Catalog *c, const uint8_t id[static CATALOG_DIGEST_SIZE]) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_KEY_ID_ADD);
+	int r = s ? 0 : catalog_result(sqlite3_errcode(c->db));
+	if (s) {
+		sqlite3_bind_blob(s, 1, id, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, now_ns());
+		r = step_done(c, s);
+	}
+	unlock(c);
+	return r;
+}
+
+int catalog_chunks_any(Catalog *c) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CHUNKS_ANY);
+	int r;
+	if (!s)
+		r = catalog_result(sqlite3_errcode(c->db));
+	else {
+		int rc = sqlite3_step(s);
+		r = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : catalog_result(rc);
 		finish(s);
 	}
 	unlock(c);

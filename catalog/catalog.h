@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 7
+#define CATALOG_SCHEMA_VERSION 8
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -363,6 +363,16 @@ typedef struct CatalogTierMoved {
 int catalog_tier_moved_add(Catalog *c, uint32_t tier, uint64_t logical, uint64_t source_stored, uint64_t stored);
 /* The counters of tier (all zero if nothing moved there). */
 int catalog_tier_moved_get(Catalog *c, uint32_t tier, CatalogTierMoved *ret);
+
+/*
+ * The fingerprint of the newest key the data is written under (dedup/key.h).
+ * Returns: 0, -ENOENT (no key: the data is not encrypted), -EUCLEAN, -errno.
+ */
+int catalog_key_id_get(Catalog *c, uint8_t ret[static CATALOG_DIGEST_SIZE]);
+/* Records a key's fingerprint.  Returns: 0, -EEXIST (recorded already), -errno. */
+int catalog_key_id_add(Catalog *c, const uint8_t id[static CATALOG_DIGEST_SIZE]);
+/* Whether any chunk is stored on any tier.  Returns: 1, 0, or -errno. */
+int catalog_chunks_any(Catalog *c);
 
 /* Integrity check of the database file (PRAGMA integrity_check + foreign_key_check). */
 int catalog_check(Catalog *c);

@@ -309,6 +309,7 @@ void config_done(Config *c) {
 	free(c->source);
 	free(c->data_dir);
 	free(c->control_socket);
+	free(c->key_file);
 	/* All slots, not just n_tiers: a half-built Config may have filled one more. */
 	for (size_t i = 0; i < CONFIG_TIERS_MAX; i++) {
 		free(c->tiers[i].name);
@@ -543,6 +544,18 @@ static int parse_control_socket(Parser *p, const char *key, const char *value) {
 	if (path_has_control_chars(value))
 		return parser_fail(p, p->line, "control character in '%s': '%s'", key, ESC(value));
 	if (path_normalize(NULL, value, &p->config.control_socket) < 0)
+		return parser_oom(p);
+	return 0;
+}
+
+static int parse_key_file(Parser *p, const char *key, const char *value) {
+	if (value[0] != '/')
+		return parser_fail(p, p->line, "'%s' must be an absolute path, got '%s'", key, ESC(value));
+	if (path_has_control_chars(value))
+		return parser_fail(p, p->line, "control character in '%s': '%s'", key, ESC(value));
+	free(p->config.key_file);
+	p->config.key_file = NULL;
+	if (path_normalize(NULL, value, &p->config.key_file) < 0)
 		return parser_oom(p);
 	return 0;
 }
@@ -900,6 +913,7 @@ static const KeyDef main_keys[] = {
 	{ "allow_other", parse_allow_other },
 	{ "log_level", parse_log_level },
 	{ "control_socket", parse_control_socket },
+	{ "key_file", parse_key_file },
 	{ "policy_interval", parse_policy_interval },
 	{ "policy_bandwidth", parse_policy_bandwidth },
 	{ "history_interval", parse_history_interval },

@@ -14,6 +14,7 @@
  *   allow_other = no              ; let other users (oracle) use the mount
  *   log_level = info              ; err, warning, notice, info, debug
  *   control_socket = /run/fratier.sock ; tierctl's socket (absolute); default DATA_DIR/control.sock
+ *   key_file = /etc/fratier/fra.key   ; encryption at rest (absolute; fratierfs --make-key); default none
  *   policy_interval = 60s         ; how often the policy worker looks for files to move (1s .. 1d)
  *   policy_bandwidth = 100M       ; bytes of file data the policy worker moves per second at most; 0 = no cap
  *   history_interval = 1h         ; a sample of usage per tier and class for the reports' charts; 0 = none (at most 1d)
@@ -219,6 +220,7 @@ typedef struct Config {
 	bool allow_other;
 	int log_level;         /* LOG_ERR .. LOG_DEBUG */
 	char *control_socket;  /* absolute and normalized, or NULL: DATA_DIR/control.sock */
+	char *key_file;        /* absolute and normalized, or NULL: no encryption (dedup/key.h) */
 	uint64_t policy_interval;  /* seconds between the policy worker's passes */
 	uint64_t policy_bandwidth; /* bytes per second it moves at most; 0 = no cap */
 	uint64_t history_interval; /* seconds between samples of usage for the reports; 0 = none */

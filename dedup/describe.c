@@ -644,11 +644,12 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 	return 0;
 }
 
-int dedup_salvage_open(DedupBackend *b, DedupSalvage **ret) {
+int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, DedupSalvage **ret) {
 	_cleanup_(dedup_salvage_freep) DedupSalvage *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->backend = b;
+	s->dec.id_key = id_key;
 	s->unit = malloc(DEDUP_REGION_SIZE_MAX);
 	if (!s->unit)
 		return -ENOMEM;

@@ -154,10 +154,12 @@ typedef struct DedupSalvageStats {
  * chunk id (sealed containers through their index, others frame by frame;
  * a container damaged part way keeps the frames before the damage).  Reads
  * every container once; keeps about 56 bytes per frame in memory.  Not
- * thread-safe: one thread uses a salvage reader.
+ * thread-safe: one thread uses a salvage reader.  id_key (borrowed, or
+ * NULL) is the id key the tier was written under (DedupStoreOptions.id_key):
+ * chunks are verified against keyed ids with it, plain ones without.
  * Returns: 0, -ENOMEM, or a backend error (listing or reading).
  */
-int dedup_salvage_open(DedupBackend *b, DedupSalvage **ret);
+int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, DedupSalvage **ret);
 
 /* Can't fail. */
 void dedup_salvage_stats(const DedupSalvage *s, DedupSalvageStats *ret);

@@ -56,7 +56,7 @@ static void *encoder_main(void *userdata) {
 	/* Background work: compression yields to the foreground as the writer feeding it does. */
 	if (s->opts.encode_nice != 0)
 		(void) setpriority(PRIO_PROCESS, (id_t) gettid(), s->opts.encode_nice);
-	r = dedup_region_encoder_new(DEDUP_FRAME_LEVEL_MIN, false, &e);
+	r = dedup_region_encoder_new(DEDUP_FRAME_LEVEL_MIN, s->opts.id_key != NULL, &e);
 	if (r < 0)
 		/* Waiters encode their jobs themselves (invariant 2): a store with fewer encoders. */
 		return NULL;

@@ -378,7 +378,7 @@ static void compaction_done(Compaction *c) {
  * left alone), or another error.
  */
 static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *st) {
-	Compaction c = { .s = s, .st = st, .level = INT_MIN };
+	Compaction c = { .s = s, .st = st, .level = INT_MIN, .dec.id_key = s->opts.id_key };
 	int r;
 
 	r = catalog_chunks_foreach_in_container(s->catalog, ct->id, collect_chunk, &c.v);
@@ -392,7 +392,7 @@ static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *
 		goto out;
 	}
 	/* Version 1 frames hold chunks of up to 4 MiB: the builder takes any chunk. */
-	r = store_builder_init(&c.builder, s->opts.zstd_level, s->opts.region_size, DEDUP_CHUNK_SIZE_LIMIT_MIN,
+	r = store_builder_init(&c.builder, s->opts.zstd_level, s->opts.id_key != NULL, s->opts.region_size, DEDUP_CHUNK_SIZE_LIMIT_MIN,
 			       DEDUP_CHUNK_SIZE_LIMIT_MAX);
 	if (r < 0)
 		goto out;

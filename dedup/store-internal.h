@@ -149,10 +149,11 @@ typedef struct StoreRegionBuilder {
 
 /*
  * Sets up a builder for regions of target plain bytes at zstd level, fed
- * chunks of at most max_chunk bytes and at least min_chunk (except one
+ * chunks of at most max_chunk bytes (their ids keyed if keyed_ids) and at least min_chunk (except one
  * smaller chunk per region).  Returns: 0, -EINVAL, -ENOMEM.
  */
-int store_builder_init(StoreRegionBuilder *b, int level, size_t target, size_t min_chunk, size_t max_chunk);
+int store_builder_init(StoreRegionBuilder *b, int level, bool keyed_ids, size_t target, size_t min_chunk,
+		       size_t max_chunk);
 /*
  * As store_builder_init(), the regions compressed by s's encoders (when it
  * has any; else as store_builder_init()).  Returns as store_builder_init().
@@ -322,6 +323,7 @@ typedef struct StoreDecoded {
 	DedupFrameDecoder *frame_decoder;
 	DedupRegionDecoder *region_decoder;
 	DedupHasher *hasher;
+	const uint8_t *id_key; /* set by the owner: DedupStoreOptions.id_key */
 } StoreDecoded;
 
 void store_decoded_done(StoreDecoded *d);

@@ -152,6 +152,7 @@ static int ctx_get(DedupStore *s, StoreReadCtx **ret) {
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
+	ctx->dec.id_key = s->opts.id_key;
 	*ret = ctx;
 	return 0;
 }

@@ -20,16 +20,18 @@
 
 #include "common/macros.h"
 #include "dedup/frame.h"
+#include "dedup/key.h"
 #include "dedup/store-internal.h"
 
-int store_builder_init(StoreRegionBuilder *b, int level, size_t target, size_t min_chunk, size_t max_chunk) {
+int store_builder_init(StoreRegionBuilder *b, int level, bool keyed_ids, size_t target, size_t min_chunk,
+		       size_t max_chunk) {
 	int r;
 
 	*b = (StoreRegionBuilder) {};
 	if (target < DEDUP_REGION_TARGET_MIN || target > DEDUP_REGION_TARGET_MAX || min_chunk == 0 ||
 	    max_chunk > DEDUP_CHUNK_SIZE_LIMIT_MAX || min_chunk > max_chunk)
 		return -EINVAL;
-	r = dedup_region_encoder_new(level, false, &b->encoder);
+	r = dedup_region_encoder_new(level, keyed_ids, &b->encoder);
 	if (r < 0)
 		return r;
 	b->target = target;
@@ -57,7 +59,7 @@ static size_t slots_for(const DedupStore *s) {
 
 int store_builder_init_parallel(StoreRegionBuilder *b, DedupStore *s, int level, size_t target, size_t min_chunk,
 				size_t max_chunk) {
-	int r = store_builder_init(b, level, target, min_chunk, max_chunk);
+	int r = store_builder_init(b, level, s->opts.id_key != NULL, target, min_chunk, max_chunk);
 	if (r < 0 || s->n_encoders == 0)
 		return r;
 
@@ -296,7 +298,7 @@ int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool ver
 	int r;
 
 	if (verify && !d->hasher) {
-		r = dedup_hasher_new(&d->hasher);
+		r = d->id_key ? dedup_hasher_new_keyed(d->id_key, DEDUP_KEY_SIZE, &d->hasher) : dedup_hasher_new(&d->hasher);
 		if (r < 0)
 			return r;
 	}

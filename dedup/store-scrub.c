@@ -153,7 +153,7 @@ out:
 int dedup_store_scrub(DedupStore *s, int (*progress)(const DedupScrubResult *res, uint64_t total, void *userdata),
 		      void *userdata, DedupScrubResult *ret) {
 	_cleanup_free_ uint8_t *buf = NULL;
-	StoreDecoded dec = {};
+	StoreDecoded dec = { .id_key = s->opts.id_key };
 	StoreContainerList l = {};
 	DedupScrubResult res = {};
 	uint64_t total = 0;

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "common/macros.h"
+#include "dedup/key.h"
 #include "dedup/store-internal.h"
 
 #define PENDING_BIT (UINT64_C(1) << 63)
@@ -481,7 +482,8 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 	r = dedup_chunker_init(&w->chunker, &p);
 	if (r < 0)
 		return r;
-	r = dedup_hasher_new(&w->hasher);
+	r = s->opts.id_key ? dedup_hasher_new_keyed(s->opts.id_key, DEDUP_KEY_SIZE, &w->hasher)
+			   : dedup_hasher_new(&w->hasher);
 	if (r < 0)
 		return r;
 	store_encoders_start(s);

@@ -48,6 +48,10 @@
 #include "common/macros.h"
 #include "dedup/store-internal.h"
 
+const uint8_t *dedup_store_id_key(const DedupStore *s) {
+	return s->opts.id_key;
+}
+
 uint32_t dedup_store_tier(const DedupStore *s) {
 	return s->tier;
 }

@@ -115,6 +115,12 @@ typedef struct DedupStoreOptions {
 				       * (..DEDUP_STORE_ENCODE_WORKERS_MAX); 0 = none */
 	int encode_nice;              /* their nice value; 0 = the opener's */
 	DedupVerify verify;
+	/*
+	 * DEDUP_KEY_SIZE bytes (dedup/key.h, the id subkey), borrowed: it must
+	 * outlive the store.  With it, chunk ids are HMAC-SHA-256 under it and
+	 * units of plain ids fail verification; NULL: plain SHA-256 ids.
+	 */
+	const uint8_t *id_key;
 } DedupStoreOptions;
 
 /*
@@ -139,6 +145,8 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 DedupStore *dedup_store_free(DedupStore *s);
 
 uint32_t dedup_store_tier(const DedupStore *s);
+/* DedupStoreOptions.id_key of s: what the mount's other readers of its tiers verify with. */
+const uint8_t *dedup_store_id_key(const DedupStore *s);
 
 /*
  * A writer for one file's bytes, chunked with params (NULL: the default

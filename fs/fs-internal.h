@@ -11,6 +11,7 @@
 
 #include "catalog/catalog.h"
 #include "common/config.h"
+#include "dedup/key.h"
 #include "dedup/store.h"
 #include "fs/daemon.h"
 #include "fs/readahead.h"
@@ -162,6 +163,8 @@ struct Fs {
 
 	DedupBackend *hot_backend;
 	DedupStore *store;        /* the hot tier's chunk store (tier 0's in tiers) */
+	DedupKey *key;            /* the mount's key, or NULL: no encryption */
+	const char *key_file;     /* where it came from (the config's or -o key_file=) */
 	TierSet *tiers;           /* every tier's store (tier/tiers.h); NULL until fs_tiers_open() */
 	TierMover *mover;         /* moves between them (tier/move.h), with fs/inode-move.c's hooks */
 	uint64_t hot_container_size; /* the hot store's container_size; 0: its default */

@@ -56,6 +56,8 @@ typedef struct Args {
 	char *config;
 	char *control;
 	char *recover_from;
+	char *key_file;
+	char *make_key;
 	unsigned seal_delay_s;
 	unsigned gc_interval_s;
 	unsigned policy_interval_s;
@@ -88,6 +90,8 @@ static const struct fuse_opt arg_table[] = {
 	{ "config=%s", offsetof(Args, config), 0 },
 	{ "control=%s", offsetof(Args, control), 0 },
 	{ "--recover-from=%s", offsetof(Args, recover_from), 0 },
+	{ "key_file=%s", offsetof(Args, key_file), 0 },
+	{ "--make-key %s", offsetof(Args, make_key), 0 },
 	{ "seal_delay=%u", offsetof(Args, seal_delay_s), 0 },
 	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
 	{ "policy_interval=%u", offsetof(Args, policy_interval_s), 0 },
@@ -144,6 +148,7 @@ static void help(const char *argv0) {
 	       "       %s [-f] [-d] -o config=FILE[,OPTIONS] MOUNTPOINT\n"
 	       "       %s DIR MOUNTPOINT -o OPTIONS   (as called by mount.fuse3, type fuse.fratierfs)\n"
 	       "       %s --recover-from=TIER -o data=NEWDIR|config=FILE   (disaster recovery, no mount)\n"
+	       "       %s --make-key FILE   (a new key file for encryption at rest)\n"
 	       "\n"
 	       "fratier: a tiering, deduplicating filesystem for Oracle archivelogs and RMAN backups.\n"
 	       "\n"
@@ -169,15 +174,18 @@ static void help(const char *argv0) {
 	       "  -o encode_workers=N threads that compress the regions of files being sealed or moved, at\n"
 	       "                   nice 10, 0 = none: each seal worker compresses its own (default %u, at most %u)\n"
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
+	       "  -o key_file=FILE the mount's key (default: the config's key_file; none: no encryption);\n"
+	       "                   a data directory written under a key cannot be mounted without it\n"
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
+	       "  --make-key FILE  create FILE (mode 0400) holding a new random key, then exit\n"
 	       "  --recover-from=TIER  rebuild the files a lower tier holds (a tier's directory, or nfs://host/export/path)\n"
 	       "                   into the new, empty data directory, then exit; TIER is only read\n"
 	       "  -h, --help       this help\n"
 	       "  -V, --version    version\n"
 	       "\n"
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
-	       argv0, argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
+	       argv0, argv0, argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
 	       CONFIG_HISTORY_INTERVAL_DEFAULT, SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT,
 	       CONFIG_BACKGROUND_SHARE_DEFAULT, (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MIN >> 10),
 	       (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MAX >> 10),
@@ -235,6 +243,43 @@ static int hot_tier_open(Fs *fs, bool create) {
 	return 0;
 }
 
+/*
+ * Before the store opens anything: data written under one key and read with
+ * another (or none) would fail every content check, and data written without
+ * a key has plain chunk ids a key cannot verify, so both are refused here.
+ */
+static int key_check(Fs *fs, const char *catalog_path) {
+	uint8_t have[CATALOG_DIGEST_SIZE];
+	char a[DEDUP_KEY_ID_STRING_MAX], b[DEDUP_KEY_ID_STRING_MAX];
+	int r = catalog_key_id_get(fs->catalog, have);
+
+	if (r < 0 && r != -ENOENT)
+		return log_error_errno(r, "cannot read the key id from catalog %s: %m", catalog_path);
+	if (r == 0 && !fs->key)
+		return log_error_errno(ENOKEY, "%s is encrypted (key id %s): give its key with key_file = in the config "
+					       "or -o key_file=FILE; refusing to mount it without",
+				       fs->hot_path, dedup_key_id_to_string(have, a));
+	if (r == 0 && memcmp(have, fs->key->key_id, sizeof(have)) != 0)
+		return log_error_errno(EKEYREJECTED, "wrong key: %s has key id %s, but %s was written under key id %s",
+				       fs->key_file, dedup_key_id_to_string(fs->key->key_id, a), fs->hot_path,
+				       dedup_key_id_to_string(have, b));
+	if (r == 0 || !fs->key)
+		return 0;
+
+	r = catalog_chunks_any(fs->catalog);
+	if (r < 0)
+		return log_error_errno(r, "cannot read catalog %s: %m", catalog_path);
+	if (r > 0)
+		return log_error_errno(EKEYREJECTED, "%s holds data written without a key: a key can only be given to "
+						     "a new data directory (copy the files into one mounted with the key)",
+				       fs->hot_path);
+	r = catalog_key_id_add(fs->catalog, fs->key->key_id);
+	if (r < 0)
+		return log_error_errno(r, "cannot record the key id in catalog %s: %m", catalog_path);
+	log_info("%s: encryption at rest under key id %s", fs->hot_path, dedup_key_id_to_string(fs->key->key_id, a));
+	return 0;
+}
+
 static int catalog_start(Fs *fs, bool create) {
 	_cleanup_free_ char *path = NULL;
 	uint64_t orphans = 0, strays = 0;
@@ -251,6 +296,9 @@ static int catalog_start(Fs *fs, bool create) {
 		return log_error_errno(r, "catalog %s is damaged or not a fratier catalog", path);
 	if (r < 0)
 		return log_error_errno(r, "cannot open catalog %s: %m", path);
+	r = key_check(fs, path);
+	if (r < 0)
+		return r;
 
 	r = fs_staging_init(fs);
 	if (r < 0)
@@ -282,11 +330,14 @@ static int catalog_start(Fs *fs, bool create) {
 	/*
 	 * Compression is most of a seal's CPU: the encoders spread one file's
 	 * regions over the cores, at the seal workers' nice (bench/README.md).
+	 * Every tier's ids under the one key: a chunk migrated keeps
+	 * deduplicating against its copies.
 	 */
 	DedupStoreOptions store_opts = {
 		.container_size = fs->hot_container_size,
 		.encode_workers = fs->encode_workers,
 		.encode_nice = FS_BACKGROUND_NICE,
+		.id_key = fs->key ? fs->key->id : NULL,
 	};
 	if (fs->restore_workers > 0 || fs->read_ahead_kb > 0) {
 		store_opts.readahead_bytes = 1;
@@ -329,6 +380,7 @@ static void fs_done(Fs *fs) {
 	fs->store = dedup_store_free(fs->store);
 	fs->hot_backend = dedup_backend_free(fs->hot_backend);
 	fs->catalog = catalog_close(fs->catalog);
+	fs->key = dedup_key_free(fs->key);
 	fs_staging_done(fs);
 	if (fs->lock_fd >= 0)
 		close(fs->lock_fd);
@@ -405,6 +457,18 @@ static int run(int argc, char **argv) {
 	if (a.show_version) {
 		printf("fratierfs %s (libfuse %s)\n", PACKAGE_VERSION, fuse_pkgversion());
 		ret = EXIT_SUCCESS;
+		goto out_args;
+	}
+	if (a.make_key) {
+		r = dedup_key_file_make(a.make_key);
+		if (r == -EEXIST)
+			log_error("%s exists: a key file is never overwritten (the data under it would be lost)", a.make_key);
+		else if (r < 0)
+			log_error_errno(r, "cannot create key file %s: %m", a.make_key);
+		else
+			printf("%s: new key file (mode 0400); keep a copy apart from the data: without it nothing is readable\n",
+			       a.make_key);
+		ret = r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 		goto out_args;
 	}
 	/* Recovery mounts nothing: no mount point. */
@@ -489,6 +553,19 @@ static int run(int argc, char **argv) {
 	fs.stream_max = a.stream_max;
 	if (a.background_share != UINT_MAX)
 		config.background_share = a.background_share;
+	/* Before anything is opened or written: a bad key file changes nothing. */
+	fs.key_file = a.key_file ?: config.key_file;
+	if (fs.key_file) {
+		_cleanup_free_ char *why = NULL;
+		r = dedup_key_load(fs.key_file, &fs.key, &why);
+		if (r < 0) {
+			if (why)
+				log_error("%s", why);
+			else
+				log_error_errno(r, "cannot load key file %s: %m", fs.key_file);
+			goto out_config;
+		}
+	}
 	/* Before anything can fail into fs_done(), which destroys it. */
 	fs_throttle_init(&fs.throttle, config.background_share);
 	/* Tiers named in a config must exist: creating one could fill the wrong disk. */
@@ -636,6 +713,8 @@ out_args:
 	free(a.config);
 	free(a.control);
 	free(a.recover_from);
+	free(a.key_file);
+	free(a.make_key);
 	for (unsigned k = 0; k < a.n_positional; k++)
 		free(a.positional[k]);
 	return ret;

@@ -469,7 +469,7 @@ static void test_archivelogs(void) {
 	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
 		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
-		 "DROP TABLE tier_moves; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 2'", p3);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p3, 0, 0, &c) == 0);
@@ -507,7 +507,7 @@ static void test_pins(void) {
 
 	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
-		 "DROP TABLE tier_moves; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 3'", p4);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p4, 0, 0, &c) == 0);
@@ -578,7 +578,7 @@ static void test_history(void) {
 
 	/* A version 4 catalog (before history) is upgraded in place, with no samples. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; "
-		 "DROP TABLE tier_moves; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 4'", p5);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p5, 0, 0, &c) == 0);
@@ -615,7 +615,7 @@ static void test_staging_tier(void) {
 
 	/* Version 5 never read a raw file's tier: whatever it held, the upgrade puts the file on the hot tier. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; "
-		 "DROP TABLE tier_moves; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 5'",
 		 p5, (unsigned long long) spilled);
 	CHECK(system(cmd) == 0);
@@ -656,6 +656,14 @@ static void test_regions_upgrade(void) {
 	CHECK(catalog_tier_moved_get(c, 1, &m) == 0 && m.files == 2 && m.logical == 1010 && m.source_stored == 305 &&
 	      m.stored == 204);
 	CHECK(catalog_tier_moved_get(c, 2, &m) == 0 && m.files == 0);
+	/* Schema 8: an upgraded catalog has no key, holds chunks, and records a key id once. */
+	uint8_t kid[CATALOG_DIGEST_SIZE], got[CATALOG_DIGEST_SIZE];
+	memset(kid, 0x5a, sizeof(kid));
+	CHECK(catalog_key_id_get(c, got) == -ENOENT);
+	CHECK(catalog_chunks_any(c) == 1);
+	CHECK(catalog_key_id_add(c, kid) == 0);
+	CHECK(catalog_key_id_add(c, kid) == -EEXIST);
+	CHECK(catalog_key_id_get(c, got) == 0 && memcmp(got, kid, sizeof(kid)) == 0);
 	CHECK(catalog_check(c) == 0);
 	catalog_close(c);
 	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = %d", p6, CATALOG_SCHEMA_VERSION);

@@ -170,6 +170,16 @@ static void test_control_socket(void) {
 		    FILE_NAME ":3: control character in 'control_socket': '/a\\x01/z'");
 }
 
+static void test_key_file(void) {
+	_cleanup_(config_done) Config c = {}, d = {};
+	parse_ok(MAIN "key_file = /etc//fratier/./fra.key\n[tier hot]\n", &c);
+	assert(strcmp(c.key_file, "/etc/fratier/fra.key") == 0);
+	parse_ok(MAIN "[tier hot]\n", &d);
+	assert(!d.key_file);
+	parse_fails(MAIN "key_file = fra.key\n[tier hot]\n",
+		    FILE_NAME ":3: 'key_file' must be an absolute path, got 'fra.key'");
+}
+
 static void test_syntax_variants(void) {
 	_cleanup_(config_done) Config c = {}, d = {}, e = {};
 
@@ -806,6 +816,7 @@ int main(void) {
 	test_full();
 	test_minimal();
 	test_control_socket();
+	test_key_file();
 	test_syntax_variants();
 	test_errors();
 	test_classes();

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dedup/frame.h"
+#include "dedup/key.h"
 #include "tests/dedup/oracle-test.h"
 #include "tests/dedup/store-test.h"
 
@@ -800,6 +801,61 @@ static void test_self_describing(void) {
 	env_close(&e);
 }
 
+/*
+ * With an id key, ids are HMAC-SHA-256 under it: the plain SHA-256 of a
+ * chunk is nowhere in the catalog (while without a key it is: the check can
+ * fail), the same content still deduplicates, scrub finds the keyed ids
+ * sound, and a store without the key refuses the keyed units it verifies.
+ */
+static void test_keyed_ids(void) {
+	static const uint8_t key[DEDUP_KEY_SIZE] = { 0x6b, 0x65, 0x79, 1, 2, 3 };
+	TestRng rng = { 15 };
+	/* Below the minimum chunk size: the whole file is one chunk. */
+	size_t len = 1500;
+	uint8_t *data = test_malloc(len), buf[1500];
+	DedupHasher *plain, *keyed;
+	DedupChunkId sha, hmac;
+	CatalogChunk ch;
+	DedupWriterStats st;
+	Env e;
+
+	fill_text(&rng, data, len);
+	ASSERT_OK(dedup_hasher_new(&plain));
+	ASSERT_OK(dedup_hasher_new_keyed(key, sizeof(key), &keyed));
+	ASSERT_OK(dedup_hasher_digest(plain, data, len, &sha));
+	ASSERT_OK(dedup_hasher_digest(keyed, data, len, &hmac));
+	ASSERT(!dedup_chunk_id_equal(&sha, &hmac));
+
+	env_open(&e, NULL);
+	env_seal(&e, data, len, &rng, NULL);
+	ASSERT_OK(catalog_chunk_find(e.catalog, 0, sha.bytes, &ch));
+	env_close(&e);
+
+	env_open(&e, &(DedupStoreOptions) { .id_key = key, .verify = DEDUP_VERIFY_CONTENT });
+	uint64_t i1 = env_seal(&e, data, len, &rng, &st);
+	ASSERT(st.new_chunks == 1);
+	uint64_t i2 = env_seal(&e, data, len, &rng, &st);
+	ASSERT(st.new_chunks == 0 && st.dup_bytes == len);
+	ASSERT(catalog_chunk_find(e.catalog, 0, sha.bytes, &ch) == -ENOENT);
+	ASSERT_OK(catalog_chunk_find(e.catalog, 0, hmac.bytes, &ch));
+	ASSERT(ch.refs == 2);
+	env_check_file(&e, i1, data, len, &rng);
+	env_check_file(&e, i2, data, len, &rng);
+	DedupScrubResult res = {};
+	ASSERT_OK(dedup_store_scrub(e.store, NULL, NULL, &res));
+	ASSERT(res.chunks == 1 && res.damaged_chunks == 0);
+	dedup_scrub_result_done(&res);
+
+	e.opts.id_key = NULL;
+	env_reopen_store(&e);
+	ASSERT(dedup_file_read(e.store, i1, len, 0, buf, len) == -EIO);
+	env_close(&e);
+
+	dedup_hasher_free(plain);
+	dedup_hasher_free(keyed);
+	free(data);
+}
+
 int main(void) {
 	test_roundtrip();
 	test_fixed_chunks();
@@ -816,5 +872,6 @@ int main(void) {
 	test_oracle_chunking();
 	test_partly_dead_regions();
 	test_self_describing();
+	test_keyed_ids();
 	return 0;
 }

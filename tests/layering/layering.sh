@@ -60,7 +60,7 @@ allowed common 'common/*'
 allowed catalog 'common/*' 'catalog/*'
 allowed dedup 'common/*' 'catalog/catalog.h' 'dedup/*'
 allowed tier 'common/*' 'catalog/catalog.h' 'dedup/backend.h' 'dedup/store.h' 'dedup/describe.h' 'tier/*'
-allowed fs 'common/*' 'catalog/catalog.h' 'dedup/store.h' 'dedup/backend.h' 'tier/*' 'fs/*'
+allowed fs 'common/*' 'catalog/catalog.h' 'dedup/store.h' 'dedup/backend.h' 'dedup/key.h' 'tier/*' 'fs/*'
 allowed control 'common/*' 'catalog/catalog.h' 'dedup/store.h' 'tier/*' 'fs/daemon.h' 'fs/throttle.h' 'control/*'
 allowed tools 'common/*' 'catalog/catalog.h' 'tier/*' 'tools/*'
 
