@@ -59,6 +59,23 @@ const char *tier_set_error(const TierSet *s, uint32_t n);
 bool tier_set_retry(TierSet *s, uint32_t *ret_opened);
 
 /*
+ * Whether shared tier n refused this daemon's host name at open (another
+ * live daemon holds it, or it was retired): the daemon must not run.
+ * tier_set_error() says why.
+ */
+bool tier_set_refused(const TierSet *s, uint32_t n);
+/* This daemon's name on its shared tiers, or NULL (no tier is shared). */
+const char *tier_set_host(const TierSet *s);
+/*
+ * Renews this host's lease on every open shared tier (tier/shared.h); the
+ * daemon calls it every TIER_RETRY_S, well within TIER_SHARED_LEASE_S.
+ * *ret_lost gets a bit per tier whose name is no longer this daemon's
+ * (taken over after the lease ran out, or retired).  Returns 0 or the first
+ * error.  One caller at a time.
+ */
+int tier_set_renew(TierSet *s, uint32_t *ret_lost);
+
+/*
  * Rewrites the description of lower tier n (dedup/describe.h: every file
  * sealed there, with its path, attributes and recipe) if what it would list
  * changed since the last one written (describe.c).  Call it after moves

@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""A shared tier (docs/SHARED.md): two daemons on this machine, each with its
+own data directory, hot tier, catalog and mount, share one capacity
+directory (shared = yes) under the host names alpha and beta.
+
+- both register there (hosts/NAME.host, a lease) and write only below
+  h/NAME: nothing of either lands anywhere else on the shared directory;
+- a third daemon under the name alpha (another data directory) is refused
+  at start with a clear message while alpha's lease runs, also after alpha
+  stopped cleanly; an invalid host name is refused by the config parser;
+- oragen content migrated to the shared tier by both reads back exactly on
+  both, also after each collected its tiers (a host's collection never
+  touches the other's objects) and after alpha was SIGKILLed and restarted
+  over its own data directory (it takes its own lease back at once).
+
+env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
+FRATIER_KEEP (keep the data directories).
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+
+import harness
+import tiercommon as tc
+from tiercommon import dc
+
+
+def write_config(base, host, filer):
+    data = os.path.join(base, "data")
+    os.makedirs(os.path.join(data, "hot"), exist_ok=True)
+    conf = os.path.join(base, "fratier.conf")
+    with open(conf, "w") as f:
+        f.write("[fratier]\ndata_dir = %s\n%s[tier hot]\n[tier filer]\nrole = capacity\npath = %s\nshared = yes\n"
+                % (data, "host = %s\n" % host if host else "", filer))
+    return conf, data
+
+
+def daemon(tmp, name, host, filer):
+    base = os.path.join(tmp, name)
+    conf, data = write_config(base, host, filer)
+    return harness.Fratier(base=base, config=conf, data=data, options=dc.OPTIONS)
+
+
+def fill(res, fs, tmp, seed):
+    src = os.path.join(tmp, "src-%d" % seed)
+    tc.generate(res, src, seed=seed, days=1)
+    model = tc.copy_in(fs, src)
+    shutil.rmtree(src)
+    if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
+        res.finish()
+    j = tc.tierctl_json(res, fs, "migrate", "--to", "filer", fs.mnt)
+    res.check(j.get("moved") == len(model) and j.get("failed") == 0,
+              "migrate to the shared tier: %r" % {k: j.get(k) for k in ("moved", "failed", "skipped")})
+    return model
+
+
+def objects(filer):
+    root = os.path.join(filer, "containers")
+    out = []
+    for d, _, names in os.walk(root):
+        out += [os.path.relpath(os.path.join(d, n), root) for n in names]
+    return sorted(out)
+
+
+def refused(res, fs, what, want):
+    try:
+        fs.start()
+    except RuntimeError as e:
+        res.check(want in str(e), "%s: refused, but without saying '%s': %s" % (what, want, str(e)[-600:]))
+        return
+    fs.stop()
+    res.check(False, "%s: started" % what)
+
+
+def main():
+    res = harness.Results("e2e-shared")
+    harness.require_fuse()
+    tmp = tempfile.mkdtemp(prefix="fratier-shared-", dir=os.environ.get("FRATIER_TMP"))
+    filer = os.path.join(tmp, "filer")
+    os.makedirs(filer)
+    try:
+        bad = daemon(tmp, "bad", "Alpha.example", filer)
+        refused(res, bad, "an invalid host name", "invalid 'host'")
+
+        a = daemon(tmp, "a", "alpha", filer)
+        b = daemon(tmp, "b", "beta", filer)
+        with a, b:
+            model_a = fill(res, a, tmp, 1)
+            model_b = fill(res, b, tmp, 2)
+            names = objects(filer)
+            res.check("hosts/alpha.host" in names and "hosts/beta.host" in names,
+                      "host records missing: %s" % [n for n in names if n.startswith("hosts/")])
+            stray = [n for n in names if not n.startswith(("h/alpha/", "h/beta/")) and
+                     n not in ("hosts/alpha.host", "hosts/beta.host")]
+            res.check(not stray, "objects outside the hosts' own names on the shared tier: %s" % stray[:5])
+            res.check(any(n.startswith("h/alpha/c/") for n in names) and any(n.startswith("h/beta/c/") for n in names),
+                      "containers of each host below h/NAME/c: %s" % names[:8])
+            with open(os.path.join(filer, "containers", "hosts", "alpha.host")) as f:
+                print("alpha's record:\n" + f.read(), flush=True)
+
+            other = daemon(tmp, "c", "alpha", filer)
+            refused(res, other, "a second live daemon named alpha", "is in use on the shared tier by another live daemon")
+
+            for fs in (a, b):
+                rc, _, err = tc.tierctl(fs, "gc")
+                res.check(rc == 0, "gc: %s" % err)
+            tc.compare_all(res, a, model_a, "alpha after both collected")
+            tc.compare_all(res, b, model_b, "beta after both collected")
+
+            a.kill()
+            a.start()
+            tc.compare_all(res, a, model_a, "alpha after SIGKILL and restart")
+            tc.compare_all(res, b, model_b, "beta after alpha's restart")
+            res.check(sorted(tc.tiers_of(res, a, model_a).values()) == [1] * len(model_a),
+                      "alpha's files not on the shared tier")
+        # Stopped cleanly, alpha's lease still runs: the name stays alpha's until it ends.
+        refused(res, daemon(tmp, "c", "alpha", filer), "another daemon named alpha right after alpha stopped",
+                "is in use on the shared tier by another live daemon")
+    finally:
+        if not os.environ.get("FRATIER_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+    res.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
