@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/macros.h"
+#include "tier/backend-dir.h"
 #include "tier/shared.h"
 
 #define HOST_RECORD_MAGIC "fratier-host 1\n"
@@ -213,6 +214,8 @@ int tier_shared_read_host(DedupBackend *b, const char *host, TierHostRecord *ret
 	char name[TIER_HOST_OBJECT_NAME_MAX], buf[TIER_HOST_RECORD_MAX + 1];
 
 	host_object_name(host, name);
+	/* Another instance replaces the record by rename: a cached descriptor would read the old one. */
+	tier_backend_dir_forget(b, name);
 	ssize_t n = dedup_backend_pread(b, name, buf, sizeof(buf), 0);
 	if (n < 0)
 		return (int) n;
