@@ -46,6 +46,12 @@ DedupBackend *tier_set_backend(const TierSet *s, uint32_t n) {
 	return tier_set_store(s, n) ? s->tiers[n].backend : NULL;
 }
 
+DedupBackend *tier_set_root(const TierSet *s, uint32_t n) {
+	if (!tier_set_store(s, n))
+		return NULL;
+	return s->tiers[n].root ?: s->tiers[n].backend;
+}
+
 const char *tier_set_error(const TierSet *s, uint32_t n) {
 	return s && n < s->n_tiers && !tier_set_store(s, n) ? s->tiers[n].error : NULL;
 }

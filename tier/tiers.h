@@ -48,6 +48,13 @@ const ConfigTier *tier_set_config(const TierSet *s, uint32_t n);
 DedupStore *tier_set_store(const TierSet *s, uint32_t n);
 /* Its backend, or NULL: like the store. */
 DedupBackend *tier_set_backend(const TierSet *s, uint32_t n);
+/*
+ * The storage of tier n as a whole, or NULL like the store: the backend
+ * itself, but for a shared tier, whose backend shows only this host's part
+ * of it (tier/shared.h).  For what concerns the connection or the disk
+ * (NFS statistics), never for objects.
+ */
+DedupBackend *tier_set_root(const TierSet *s, uint32_t n);
 /* Why tier n could not be opened, while its store is NULL (NULL: unknown); valid until tier_set_free(). */
 const char *tier_set_error(const TierSet *s, uint32_t n);
 

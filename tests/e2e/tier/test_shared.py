@@ -101,6 +101,11 @@ def main():
             with open(os.path.join(filer, "containers", "hosts", "alpha.host")) as f:
                 print("alpha's record:\n" + f.read(), flush=True)
 
+            for fs, host in ((a, "alpha"), (b, "beta")):
+                rows = {t.get("tier"): t for t in tc.tierctl_json(res, fs, "df").get("tiers", [])}
+                res.check(rows.get(1, {}).get("shared") == "yes" and rows.get(1, {}).get("host") == host and
+                          rows.get(0, {}).get("shared") == "no", "df of %s: %r" % (host, rows.get(1)))
+
             other = daemon(tmp, "c", "alpha", filer)
             refused(res, other, "a second live daemon named alpha", "is in use on the shared tier by another live daemon")
 
