@@ -33,8 +33,9 @@ def write_config(base, host, filer):
     os.makedirs(os.path.join(data, "hot"), exist_ok=True)
     conf = os.path.join(base, "fratier.conf")
     with open(conf, "w") as f:
-        f.write("[fratier]\ndata_dir = %s\n%s[tier hot]\n[tier filer]\nrole = capacity\npath = %s\nshared = yes\n"
-                % (data, "host = %s\n" % host if host else "", filer))
+        f.write("[fratier]\ndata_dir = %s\n%s[tier hot]\n[tier filer]\nrole = %s\npath = %s\nshared = yes\n"
+                % (data, "host = %s\n" % host if host else "", "nfs" if filer.startswith("nfs://") else "capacity",
+                   filer))
     return conf, data
 
 
@@ -57,8 +58,7 @@ def fill(res, fs, tmp, seed):
     return model
 
 
-def objects(filer):
-    root = os.path.join(filer, "containers")
+def objects(root):
     out = []
     for d, _, names in os.walk(root):
         out += [os.path.relpath(os.path.join(d, n), root) for n in names]
@@ -75,55 +75,69 @@ def refused(res, fs, what, want):
     res.check(False, "%s: started" % what)
 
 
+def run(res, tmp, filer, root):
+    """filer: the shared tier's path in the configs; root: where its objects are, to look at."""
+    bad = daemon(tmp, "bad", "Alpha.example", filer)
+    refused(res, bad, "an invalid host name", "invalid 'host'")
+
+    a = daemon(tmp, "a", "alpha", filer)
+    b = daemon(tmp, "b", "beta", filer)
+    with a, b:
+        model_a = fill(res, a, tmp, 1)
+        model_b = fill(res, b, tmp, 2)
+        names = objects(root)
+        res.check("hosts/alpha.host" in names and "hosts/beta.host" in names,
+                  "host records missing: %s" % [n for n in names if n.startswith("hosts/")])
+        stray = [n for n in names if not n.startswith(("h/alpha/", "h/beta/")) and
+                 n not in ("hosts/alpha.host", "hosts/beta.host")]
+        res.check(not stray, "objects outside the hosts' own names on the shared tier: %s" % stray[:5])
+        res.check(any(n.startswith("h/alpha/c/") for n in names) and any(n.startswith("h/beta/c/") for n in names),
+                  "containers of each host below h/NAME/c: %s" % names[:8])
+        with open(os.path.join(root, "hosts", "alpha.host")) as f:
+            print("alpha's record:\n" + f.read(), flush=True)
+
+        for fs, host in ((a, "alpha"), (b, "beta")):
+            rows = {t.get("tier"): t for t in tc.tierctl_json(res, fs, "df").get("tiers", [])}
+            res.check(rows.get(1, {}).get("shared") == "yes" and rows.get(1, {}).get("host") == host and
+                      rows.get(0, {}).get("shared") == "no", "df of %s: %r" % (host, rows.get(1)))
+
+        other = daemon(tmp, "c", "alpha", filer)
+        refused(res, other, "a second live daemon named alpha", "is in use on the shared tier by another live daemon")
+
+        for fs in (a, b):
+            rc, _, err = tc.tierctl(fs, "gc")
+            res.check(rc == 0, "gc: %s" % err)
+        tc.compare_all(res, a, model_a, "alpha after both collected")
+        tc.compare_all(res, b, model_b, "beta after both collected")
+
+        a.kill()
+        a.start()
+        tc.compare_all(res, a, model_a, "alpha after SIGKILL and restart")
+        tc.compare_all(res, b, model_b, "beta after alpha's restart")
+        res.check(sorted(tc.tiers_of(res, a, model_a).values()) == [1] * len(model_a),
+                  "alpha's files not on the shared tier")
+    # Stopped cleanly, alpha's lease still runs: the name stays alpha's until it ends.
+    refused(res, daemon(tmp, "c", "alpha", filer), "another daemon named alpha right after alpha stopped",
+            "is in use on the shared tier by another live daemon")
+
+
 def main():
-    res = harness.Results("e2e-shared")
+    nfs = "--nfs" in sys.argv[1:]
+    if nfs:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
+        import ganesha
+        ganesha.enter_private_namespace()
     harness.require_fuse()
+    res = harness.Results("e2e-shared-nfs" if nfs else "e2e-shared")
     tmp = tempfile.mkdtemp(prefix="fratier-shared-", dir=os.environ.get("FRATIER_TMP"))
-    filer = os.path.join(tmp, "filer")
-    os.makedirs(filer)
     try:
-        bad = daemon(tmp, "bad", "Alpha.example", filer)
-        refused(res, bad, "an invalid host name", "invalid 'host'")
-
-        a = daemon(tmp, "a", "alpha", filer)
-        b = daemon(tmp, "b", "beta", filer)
-        with a, b:
-            model_a = fill(res, a, tmp, 1)
-            model_b = fill(res, b, tmp, 2)
-            names = objects(filer)
-            res.check("hosts/alpha.host" in names and "hosts/beta.host" in names,
-                      "host records missing: %s" % [n for n in names if n.startswith("hosts/")])
-            stray = [n for n in names if not n.startswith(("h/alpha/", "h/beta/")) and
-                     n not in ("hosts/alpha.host", "hosts/beta.host")]
-            res.check(not stray, "objects outside the hosts' own names on the shared tier: %s" % stray[:5])
-            res.check(any(n.startswith("h/alpha/c/") for n in names) and any(n.startswith("h/beta/c/") for n in names),
-                      "containers of each host below h/NAME/c: %s" % names[:8])
-            with open(os.path.join(filer, "containers", "hosts", "alpha.host")) as f:
-                print("alpha's record:\n" + f.read(), flush=True)
-
-            for fs, host in ((a, "alpha"), (b, "beta")):
-                rows = {t.get("tier"): t for t in tc.tierctl_json(res, fs, "df").get("tiers", [])}
-                res.check(rows.get(1, {}).get("shared") == "yes" and rows.get(1, {}).get("host") == host and
-                          rows.get(0, {}).get("shared") == "no", "df of %s: %r" % (host, rows.get(1)))
-
-            other = daemon(tmp, "c", "alpha", filer)
-            refused(res, other, "a second live daemon named alpha", "is in use on the shared tier by another live daemon")
-
-            for fs in (a, b):
-                rc, _, err = tc.tierctl(fs, "gc")
-                res.check(rc == 0, "gc: %s" % err)
-            tc.compare_all(res, a, model_a, "alpha after both collected")
-            tc.compare_all(res, b, model_b, "beta after both collected")
-
-            a.kill()
-            a.start()
-            tc.compare_all(res, a, model_a, "alpha after SIGKILL and restart")
-            tc.compare_all(res, b, model_b, "beta after alpha's restart")
-            res.check(sorted(tc.tiers_of(res, a, model_a).values()) == [1] * len(model_a),
-                      "alpha's files not on the shared tier")
-        # Stopped cleanly, alpha's lease still runs: the name stays alpha's until it ends.
-        refused(res, daemon(tmp, "c", "alpha", filer), "another daemon named alpha right after alpha stopped",
-                "is in use on the shared tier by another live daemon")
+        if nfs:
+            with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
+                run(res, tmp, srv.url, srv.export)
+        else:
+            filer = os.path.join(tmp, "filer")
+            os.makedirs(filer)
+            run(res, tmp, filer, os.path.join(filer, "containers"))
     finally:
         if not os.environ.get("FRATIER_KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
