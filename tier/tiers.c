@@ -103,6 +103,12 @@ static int tier_open_backend(const ConfigTier *t, bool create, DedupBackend **re
  * below h/HOST only.  *ret_root gets the root (owned by *ret).  *ret_refused:
  * the tier holds the name for another live daemon, or retired it.
  */
+static int stop_at_first(const char *name, void *userdata) {
+	(void) name;
+	(void) userdata;
+	return -EEXIST;
+}
+
 static int shared_open(TierSet *s, const ConfigTier *t, bool create, DedupBackend **ret, DedupBackend **ret_root,
 		       bool *ret_refused, char **ret_error) {
 	DedupBackend *root = NULL;
@@ -118,6 +124,24 @@ static int shared_open(TierSet *s, const ConfigTier *t, bool create, DedupBacken
 	int r = tier_open_backend(t, create, &root, ret_error);
 	if (r < 0)
 		return r;
+	/*
+	 * Containers at the root are a store of one host's own (the tier was
+	 * used before shared = yes): their files would read as EIO through
+	 * h/HOST, so the tier is refused rather than quietly emptied.
+	 */
+	r = dedup_backend_list(root, "c", stop_at_first, NULL);
+	if (r == -EEXIST) {
+		*ret_refused = true;
+		if (asprintf(ret_error, "it holds the containers of a tier that is not shared (%s/c): shared = yes "
+					"takes a new, empty tier", t->backend == TIER_BACKEND_NFS ? t->path : "containers") < 0)
+			*ret_error = NULL;
+		dedup_backend_free(root);
+		return r;
+	}
+	if (r < 0) {
+		dedup_backend_free(root);
+		return r;
+	}
 	r = tier_shared_register(root, s->host, s->instance, (uint64_t) time(NULL), ret_error);
 	if (r < 0) {
 		*ret_refused = r == -EBUSY || r == -EPERM || r == -EBADMSG;

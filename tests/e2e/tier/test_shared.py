@@ -8,7 +8,8 @@ directory (shared = yes) under the host names alpha and beta.
   h/NAME: nothing of either lands anywhere else on the shared directory;
 - a third daemon under the name alpha (another data directory) is refused
   at start with a clear message while alpha's lease runs, also after alpha
-  stopped cleanly; an invalid host name is refused by the config parser;
+  stopped cleanly; an invalid host name is refused by the config parser,
+  and shared = yes on a tier that holds an unshared store is refused;
 - oragen content migrated to the shared tier by both reads back exactly on
   both, also after each collected its tiers (a host's collection never
   touches the other's objects) and after alpha was SIGKILLed and restarted
@@ -116,6 +117,14 @@ def run(res, tmp, filer, root):
         tc.compare_all(res, b, model_b, "beta after alpha's restart")
         res.check(sorted(tc.tiers_of(res, a, model_a).values()) == [1] * len(model_a),
                   "alpha's files not on the shared tier")
+    # A tier used before without shared = yes: its files would read as EIO below h/NAME, so it is refused.
+    if not filer.startswith("nfs://"):
+        old = os.path.join(tmp, "old-capacity")
+        os.makedirs(os.path.join(old, "containers", "c", "01"))
+        with open(os.path.join(old, "containers", "c", "01", "0000000000000001.ftc"), "wb") as f:
+            f.write(b"x")
+        refused(res, daemon(tmp, "d", "delta", old),
+                "shared = yes on a tier holding an unshared store", "holds the containers of a tier that is not shared")
     # Stopped cleanly, alpha's lease still runs: the name stays alpha's until it ends.
     refused(res, daemon(tmp, "c", "alpha", filer), "another daemon named alpha right after alpha stopped",
             "is in use on the shared tier by another live daemon")
