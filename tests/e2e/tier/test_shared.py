@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 import harness
 import tiercommon as tc
@@ -66,6 +67,12 @@ def objects(root):
     return sorted(out)
 
 
+def lease_until(root, host):
+    with open(os.path.join(root, "hosts", host + ".host")) as f:
+        fields = dict(line.split(" ", 1) for line in f.read().splitlines())
+    return int(fields["lease_until"])
+
+
 def refused(res, fs, what, want):
     try:
         fs.start()
@@ -94,8 +101,13 @@ def run(res, tmp, filer, root):
         res.check(not stray, "objects outside the hosts' own names on the shared tier: %s" % stray[:5])
         res.check(any(n.startswith("h/alpha/c/") for n in names) and any(n.startswith("h/beta/c/") for n in names),
                   "containers of each host below h/NAME/c: %s" % names[:8])
-        with open(os.path.join(root, "hosts", "alpha.host")) as f:
-            print("alpha's record:\n" + f.read(), flush=True)
+        first = lease_until(root, "alpha")
+        print("alpha's lease runs until %d" % first, flush=True)
+        # The collector thread renews every 10 s: wait (bounded) for the next record.
+        deadline = time.monotonic() + harness.scaled(60)
+        while lease_until(root, "alpha") == first and time.monotonic() < deadline:
+            time.sleep(0.5)
+        res.check(lease_until(root, "alpha") > first, "alpha's lease was not renewed")
 
         for fs, host in ((a, "alpha"), (b, "beta")):
             rows = {t.get("tier"): t for t in tc.tierctl_json(res, fs, "df").get("tiers", [])}
