@@ -13,7 +13,9 @@ directory (shared = yes) under the host names alpha and beta.
 - oragen content migrated to the shared tier by both reads back exactly on
   both, also after each collected its tiers (a host's collection never
   touches the other's objects) and after alpha was SIGKILLed and restarted
-  over its own data directory (it takes its own lease back at once).
+  over its own data directory (it takes its own lease back at once);
+- disaster recovery (--recover-from the shared tier, with host = beta in
+  the new config) rebuilds exactly beta's files.
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_KEEP (keep the data directories).
@@ -21,6 +23,7 @@ FRATIER_KEEP (keep the data directories).
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -129,6 +132,24 @@ def run(res, tmp, filer, root):
         tc.compare_all(res, b, model_b, "beta after alpha's restart")
         res.check(sorted(tc.tiers_of(res, a, model_a).values()) == [1] * len(model_a),
                   "alpha's files not on the shared tier")
+    # Disaster recovery of one host from the shared tier: beta's files, and only those, into a new data directory.
+    new = os.path.join(tmp, "beta-new")
+    os.makedirs(os.path.join(new, "data", "hot"))
+    conf = os.path.join(new, "fratier.conf")
+    with open(conf, "w") as f:
+        f.write("[fratier]\ndata_dir = %s\nhost = beta\n[tier hot]\n" % os.path.join(new, "data"))
+    p = subprocess.run([harness.daemon_path(), "--recover-from=" + filer, "-o", "config=" + conf],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    print(p.stdout.strip(), flush=True)
+    res.check(p.returncode == 0 and "the files of host beta" in p.stdout, "recovery of beta: exit %d" % p.returncode)
+    with harness.Fratier(base=new, config=conf, data=os.path.join(new, "data"), options=dc.OPTIONS) as fs:
+        present = set()
+        for d, _, names in os.walk(fs.mnt):
+            present |= {os.path.relpath(os.path.join(d, n), fs.mnt) for n in names}
+        res.check(present == set(model_b), "files after recovering beta: missing %s, unexpected %s"
+                  % (sorted(set(model_b) - present)[:3], sorted(present - set(model_b))[:3]))
+        tc.compare_all(res, fs, model_b, "beta recovered from the shared tier")
+
     # A tier used before without shared = yes: its files would read as EIO below h/NAME, so it is refused.
     if not filer.startswith("nfs://"):
         old = os.path.join(tmp, "old-capacity")
