@@ -310,6 +310,7 @@ void config_done(Config *c) {
 	free(c->data_dir);
 	free(c->control_socket);
 	free(c->key_file);
+	free(c->host);
 	/* All slots, not just n_tiers: a half-built Config may have filled one more. */
 	for (size_t i = 0; i < CONFIG_TIERS_MAX; i++) {
 		free(c->tiers[i].name);
@@ -415,6 +416,7 @@ typedef struct TierState {
 	unsigned nfs_line;      /* of the first of timeout and retries: NFS tiers only */
 	unsigned target_line;   /* lower tiers: where their files go by age (a cascade) */
 	unsigned migrate_after_line;
+	unsigned shared_line;
 	char *target;           /* as written, resolved once every tier is known */
 } TierState;
 
@@ -567,6 +569,27 @@ static int parse_boolean_key(Parser *p, const char *key, const char *value, bool
 				   ESC(value), key);
 	*ret = b;
 	return 0;
+}
+
+bool config_host_name_is_valid(const char *name) {
+	size_t n = strnlen(name, CONFIG_HOST_NAME_MAX + 1);
+	return n >= 1 && n <= CONFIG_HOST_NAME_MAX && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+static int parse_host(Parser *p, const char *key, const char *value) {
+	/* The name becomes part of object names on the shared tier (dedup/backend.h, contract 1). */
+	if (!config_host_name_is_valid(value))
+		return parser_fail(p, p->line, "invalid '%s' '%s' (1 to %d characters of a-z 0-9 _ -)", key, ESC(value),
+				   CONFIG_HOST_NAME_MAX);
+	p->config.host = strdup(value);
+	if (!p->config.host)
+		return parser_oom(p);
+	return 0;
+}
+
+static int parse_shared(Parser *p, const char *key, const char *value) {
+	p->tiers[p->tier].shared_line = p->line;
+	return parse_boolean_key(p, key, value, &p->config.tiers[p->tier].shared);
 }
 
 static int parse_allow_other(Parser *p, const char *key, const char *value) {
@@ -918,6 +941,7 @@ static const KeyDef main_keys[] = {
 	{ "policy_bandwidth", parse_policy_bandwidth },
 	{ "history_interval", parse_history_interval },
 	{ "background_share", parse_background_share },
+	{ "host", parse_host },
 };
 
 static const KeyDef tier_keys[] = {
@@ -933,6 +957,7 @@ static const KeyDef tier_keys[] = {
 	{ "retries", parse_nfs_retries },
 	{ "migrate_after", parse_tier_migrate_after },
 	{ "target", parse_tier_target },
+	{ "shared", parse_shared },
 };
 
 static const KeyDef class_keys[] = {
@@ -1216,6 +1241,9 @@ static int parser_finish(Parser *p) {
 			t->backend = t->role == TIER_ROLE_NFS ? TIER_BACKEND_NFS : TIER_BACKEND_DIR;
 		config_tier_default_level(t);
 
+		if (t->shared && t->role == TIER_ROLE_HOT)
+			return parser_fail(p, ts->shared_line, "the hot tier '%s' cannot be shared: each host keeps its own",
+					   t->name);
 		if (ts->nfs_line > 0 && t->backend != TIER_BACKEND_NFS)
 			return parser_fail(p, ts->nfs_line, "timeout and retries belong to NFS tiers, not to tier '%s' (backend %s)",
 					   t->name, tier_backend_to_string(t->backend));

@@ -18,6 +18,8 @@
  *   policy_interval = 60s         ; how often the policy worker looks for files to move (1s .. 1d)
  *   policy_bandwidth = 100M       ; bytes of file data the policy worker moves per second at most; 0 = no cap
  *   history_interval = 1h         ; a sample of usage per tier and class for the reports' charts; 0 = none (at most 1d)
+ *   host = db01                   ; this daemon's name on shared tiers, [a-z0-9_-]{1,32} (default: the
+ *                                 ; machine's host name, made to fit); one live daemon per name (docs/SHARED.md)
  *   background_share = 20%        ; while reads, writes or fsyncs come in, sealing, moves and the collector
  *                                 ; run at most this share of the time (1% .. 100%, 100 = never held back)
  *
@@ -38,6 +40,8 @@
  *                                 ; fails a call after at most (retries + 1) x 2 x timeout
  *   migrate_after = 30d           ; lower tiers: files move on this long after their last change ...
  *   target = filer                ; ... to this tier, which must come after this one (no circles)
+ *   shared = no                   ; lower tiers: yes = many hosts' daemons share this directory or export,
+ *                                 ; each writing only under its host name (docs/SHARED.md); not the hot tier
  *
  *   [class backuppiece]           ; "class NAME", NAME = archivelog | backuppiece | imagecopy | other
  *   chunking = oracle             ; oracle (each Oracle block a chunk, cdc between them) | cdc
@@ -99,6 +103,7 @@
 
 #define CONFIG_TIERS_MAX 8
 #define CONFIG_TIER_NAME_MAX 32
+#define CONFIG_HOST_NAME_MAX 32
 #define CONFIG_PATH_MAX 4096
 #define CONFIG_FILE_SIZE_MAX (1u << 20)
 #define CONFIG_LINE_MAX 197        /* bytes per line without "\r\n": inih's INI_MAX_LINE - 3 */
@@ -203,6 +208,7 @@ typedef struct ConfigTier {
 	uint64_t migrate_after; /* lower tiers: seconds after a file's last change before it moves on; 0 = never */
 	uint32_t target_tier;  /* lower tiers: where (a later tier's number), with migrate_after */
 	unsigned nfs_retries;  /* NFS tiers: attempts after a failed one */
+	bool shared;           /* lower tiers: shared with other hosts' daemons (docs/SHARED.md) */
 } ConfigTier;
 
 /* A file name pattern of a class (names, log_archive_format): it decides a new file's class before the built-in rules. */
@@ -224,6 +230,7 @@ typedef struct Config {
 	uint64_t policy_interval;  /* seconds between the policy worker's passes */
 	uint64_t policy_bandwidth; /* bytes per second it moves at most; 0 = no cap */
 	uint64_t history_interval; /* seconds between samples of usage for the reports; 0 = none */
+	char *host;            /* name on shared tiers, or NULL: the machine's (tier/shared.h) */
 	unsigned background_share; /* percent of the time background work gets under foreground load, 1..100 */
 	ConfigTier tiers[CONFIG_TIERS_MAX];
 	size_t n_tiers;
@@ -301,3 +308,6 @@ int parse_size(const char *s, uint64_t *ret);
  * *ret is untouched.
  */
 int parse_duration(const char *s, uint64_t *ret);
+
+/* Whether name may be a host's name on a shared tier: [a-z0-9_-]{1,CONFIG_HOST_NAME_MAX}. */
+bool config_host_name_is_valid(const char *name);

@@ -37,6 +37,10 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 	if (r >= 0)
 		r = control_add(c, "path", t->path);
 	if (r >= 0)
+		r = control_add(c, "shared", t->shared ? "yes" : "no");
+	if (r >= 0 && t->shared)
+		r = control_add(c, "host", tier_set_host(fs_tiers(c->fs)) ?: "");
+	if (r >= 0)
 		r = control_add(c, "reachable", reachable ? "yes" : "no");
 	if (r >= 0 && error)
 		r = control_add(c, "error", error);
@@ -69,7 +73,8 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 	}
 	if (r >= 0 && t->backend == TIER_BACKEND_NFS && backend) {
 		TierNfsStats ns;
-		tier_backend_nfs_stats(backend, &ns);
+		/* The export's connections: a shared tier's backend is only this host's view of them. */
+		tier_backend_nfs_stats(tier_set_root(fs_tiers(c->fs), n), &ns);
 		r = control_add_u64(c, "nfs_rpcs", ns.rpcs);
 		if (r >= 0)
 			r = control_add_u64(c, "nfs_rpc_us", ns.rpc_ns / 1000);

@@ -362,6 +362,8 @@ static inline DedupStore *fs_tier_store(const Fs *fs, uint32_t n) {
 }
 /* Opens the lower tiers that could not be opened so far; true while some still cannot (collector's thread only). */
 bool fs_tiers_retry(Fs *fs);
+/* Renews this daemon's leases on its shared tiers (tier_set_renew()), logging a lost name; collector thread. */
+void fs_tiers_renew(Fs *fs);
 /* tier_set_describe(), with a warning when the tier was too full for it: 0, or the error (logged by the caller). */
 int fs_tier_describe(Fs *fs, uint32_t n);
 

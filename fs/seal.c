@@ -233,20 +233,25 @@ static void *gc_main(void *userdata) {
 	/* Tiers that could not be opened at start: this thread tries them again (fs_tiers_retry()). */
 	int64_t next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
 	bool retrying = true;
+	/* Shared tiers: the same beat renews this host's leases there, well within TIER_SHARED_LEASE_S. */
+	bool renewing = tier_set_host(fs->tiers) != NULL;
 
 	lower_priority();
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
 		int64_t now = monotonic_ns();
-		if (retrying && now >= next_retry) {
+		if ((retrying || renewing) && now >= next_retry) {
 			pthread_mutex_unlock(&fs->seal_lock);
-			retrying = fs_tiers_retry(fs);
+			if (retrying)
+				retrying = fs_tiers_retry(fs);
+			if (renewing)
+				fs_tiers_renew(fs);
 			pthread_mutex_lock(&fs->seal_lock);
 			next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
 			continue;
 		}
 		if (now < next_gc) {
-			int64_t wake = retrying ? MIN(next_gc, next_retry) : next_gc;
+			int64_t wake = retrying || renewing ? MIN(next_gc, next_retry) : next_gc;
 			struct timespec until = deadline_after(wake - now);
 			pthread_cond_timedwait(&fs->gc_cond, &fs->seal_lock, &until);
 			continue;

@@ -19,6 +19,15 @@ int fs_tiers_open(Fs *fs, const DedupStoreOptions *store_opts, bool create) {
 		return log_oom();
 	for (uint32_t n = 1; n < tier_set_count(fs->tiers); n++) {
 		const ConfigTier *t = tier_set_config(fs->tiers, n);
+		/* Two daemons writing under one name on a shared tier would collect each other's data. */
+		if (t && tier_set_refused(fs->tiers, n))
+			return log_error_errno(-EBUSY, "shared tier %u (%s, %s) refuses this daemon: %s", (unsigned) n,
+					       t->name, t->path, tier_set_error(fs->tiers, n) ?: "its host name is taken");
+	}
+	if (tier_set_host(fs->tiers))
+		log_info("on shared tiers as host '%s'", tier_set_host(fs->tiers));
+	for (uint32_t n = 1; n < tier_set_count(fs->tiers); n++) {
+		const ConfigTier *t = tier_set_config(fs->tiers, n);
 		if (t && !tier_set_store(fs->tiers, n))
 			log_warning("tier %u (%s, %s) is not usable: %s; its files read as EIO until it is (tried every %ds)",
 				    (unsigned) n, t->name, t->path, tier_set_error(fs->tiers, n) ?: "it cannot be opened",
@@ -40,6 +49,19 @@ bool fs_tiers_retry(Fs *fs) {
 				 t->name, t->path);
 	}
 	return missing;
+}
+
+void fs_tiers_renew(Fs *fs) {
+	uint32_t lost = 0;
+	int r = tier_set_renew(fs->tiers, &lost);
+	for (uint32_t n = 1; n < tier_set_count(fs->tiers); n++)
+		if (lost & (UINT32_C(1) << n))
+			log_error("shared tier %u (%s): host name '%s' is no longer this daemon's (its lease ran out and "
+				  "another daemon took it, or it was retired): stop this daemon",
+				  (unsigned) n, tier_set_config(fs->tiers, n)->name, tier_set_host(fs->tiers));
+	if (r < 0 && !lost)
+		log_warning_errno(r, "Failed to renew the lease of host '%s' on a shared tier (tried again in %ds): %m",
+				  tier_set_host(fs->tiers), TIER_RETRY_S);
 }
 
 void fs_tiers_close(Fs *fs) {

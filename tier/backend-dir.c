@@ -476,6 +476,11 @@ static const DedupBackendOps dir_ops = {
 	.statfs = dir_statfs,
 };
 
+void tier_backend_dir_forget(DedupBackend *b, const char *name) {
+	if (b && b->ops == &dir_ops)
+		fd_forget(dir_backend(b), name);
+}
+
 int tier_backend_dir_open(const char *path, DedupBackend **ret) {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)

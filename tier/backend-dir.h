@@ -22,3 +22,11 @@
  * -EACCES, -ENOMEM.
  */
 int tier_backend_dir_open(const char *path, DedupBackend **ret);
+
+/*
+ * Drops name from b's descriptor cache when b is a directory backend (and
+ * does nothing otherwise), so the next read opens the name afresh: for an
+ * object another process replaces by rename (a host record on a shared
+ * tier, tier/shared.c).
+ */
+void tier_backend_dir_forget(DedupBackend *b, const char *name);

@@ -43,6 +43,7 @@
 #include "tier/class.h"
 #include "tier/file-attrs.h"
 #include "tier/recover.h"
+#include "tier/shared.h"
 
 /* Zero runs are fed to the writer from this many zero bytes at a time. */
 #define RECOVER_ZEROS ((size_t) 1 << 20)
@@ -312,6 +313,34 @@ static int fail(char **ret_error, int r, const char *format, ...) {
 	return r;
 }
 
+/*
+ * A shared tier (docs/SHARED.md) holds the files of many hosts, each below
+ * h/HOST: recovery rebuilds those of the host the new data directory is for
+ * (its config's host, or this machine's name).  *b becomes that host's view
+ * when the tier has a record of it; a tier that is not shared stays as is.
+ */
+static int shared_host_view(const Config *config, DedupBackend **b, FILE *out) {
+	char host[CONFIG_HOST_NAME_MAX + 1], prefix[2 + CONFIG_HOST_NAME_MAX + 1];
+	TierHostRecord rec;
+
+	if (config->host)
+		snprintf(host, sizeof(host), "%s", config->host);
+	else if (tier_shared_default_host(host) < 0)
+		return 0;
+	int r = tier_shared_read_host(*b, host, &rec);
+	if (r == -ENOENT || r == -EBADMSG)
+		return 0;
+	if (r < 0)
+		return r;
+	snprintf(prefix, sizeof(prefix), "h/%s", host);
+	DedupBackend *root = *b;
+	*b = NULL;
+	r = tier_backend_prefix_new(root, prefix, b);
+	if (r >= 0)
+		fprintf(out, "a shared tier: the files of host %s (%s/)\n", host, prefix);
+	return r;
+}
+
 int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, DedupStore *hot_store,
 		 const char *source, FILE *out, char **ret_error) {
 	_cleanup_free_ char *error = NULL;
@@ -339,6 +368,11 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 	r = tier_open_source(source, &b, &error);
 	if (r < 0)
 		return fail(ret_error, r, "cannot open the tier %s: %s", source, error ?: strerror(-r));
+	r = shared_host_view(config, &b, out);
+	if (r < 0) {
+		fail(ret_error, r, "cannot open the host's part of the shared tier %s: %s", source, strerror(-r));
+		goto out;
+	}
 	r = dedup_description_load(b, &buf, &len);
 	if (r == -ENOENT) {
 		fail(ret_error, r,

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "tier/shared.h"
 #include "tier/tiers.h"
 
 /*
@@ -16,6 +17,9 @@ typedef struct TierSlot {
 	DedupBackend *backend;    /* NULL until the store is open; read only after a non-NULL store */
 	_Atomic(DedupStore *) store; /* NULL: not reachable (yet) */
 	char *error;              /* why it could not be opened, while store is NULL (retry's thread only) */
+	/* Shared tiers: the tier's root, which backend shows "h/HOST" of (owned by backend; tier/shared.h). */
+	DedupBackend *root;
+	bool refused;             /* shared: the tier refused this host's name (set once, at open) */
 	/*
 	 * Fingerprint of what the tier's description lists, 0 = unknown (not
 	 * written since the open, or a file was left out): protected by
@@ -32,4 +36,8 @@ struct TierSet {
 	uint32_t n_tiers;
 	/* One description written at a time; taken with no other lock held (see fs/fs-internal.h). */
 	pthread_mutex_t describe_lock;
+	/* Shared tiers: this daemon's name and instance there (tier/shared.h); host[0] = '\0': none shared. */
+	char host[CONFIG_HOST_NAME_MAX + 1];
+	uint8_t instance[TIER_HOST_INSTANCE_SIZE];
+	int instance_error;       /* why the instance could not be read or made, or 0 */
 };

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "common/macros.h"
@@ -43,6 +44,12 @@ DedupStore *tier_set_store(const TierSet *s, uint32_t n) {
 
 DedupBackend *tier_set_backend(const TierSet *s, uint32_t n) {
 	return tier_set_store(s, n) ? s->tiers[n].backend : NULL;
+}
+
+DedupBackend *tier_set_root(const TierSet *s, uint32_t n) {
+	if (!tier_set_store(s, n))
+		return NULL;
+	return s->tiers[n].root ?: s->tiers[n].backend;
 }
 
 const char *tier_set_error(const TierSet *s, uint32_t n) {
@@ -90,6 +97,73 @@ static int tier_open_backend(const ConfigTier *t, bool create, DedupBackend **re
 	return open_backend(t->backend, t->path, &o, create, false, ret, ret_error);
 }
 
+/*
+ * A shared tier's storage as this host sees it (docs/SHARED.md): the host
+ * registers its name on the tier's root first, and its store then works
+ * below h/HOST only.  *ret_root gets the root (owned by *ret).  *ret_refused:
+ * the tier holds the name for another live daemon, or retired it.
+ */
+static int stop_at_first(const char *name, void *userdata) {
+	(void) name;
+	(void) userdata;
+	return -EEXIST;
+}
+
+static int shared_open(TierSet *s, const ConfigTier *t, bool create, DedupBackend **ret, DedupBackend **ret_root,
+		       bool *ret_refused, char **ret_error) {
+	DedupBackend *root = NULL;
+	char prefix[2 + CONFIG_HOST_NAME_MAX + 1];
+
+	*ret_refused = false;
+	if (s->instance_error < 0) {
+		if (asprintf(ret_error, "cannot read or make this daemon's instance (%s/shared-instance): %s",
+			     s->config->data_dir, strerror(-s->instance_error)) < 0)
+			*ret_error = NULL;
+		return s->instance_error;
+	}
+	int r = tier_open_backend(t, create, &root, ret_error);
+	if (r < 0)
+		return r;
+	/*
+	 * Containers at the root are a store of one host's own (the tier was
+	 * used before shared = yes): their files would read as EIO through
+	 * h/HOST, so the tier is refused rather than quietly emptied.
+	 */
+	r = dedup_backend_list(root, "c", stop_at_first, NULL);
+	if (r == -EEXIST) {
+		*ret_refused = true;
+		if (asprintf(ret_error, "it holds the containers of a tier that is not shared (%s/c): shared = yes "
+					"takes a new, empty tier", t->backend == TIER_BACKEND_NFS ? t->path : "containers") < 0)
+			*ret_error = NULL;
+		dedup_backend_free(root);
+		return r;
+	}
+	if (r < 0) {
+		dedup_backend_free(root);
+		return r;
+	}
+	r = tier_shared_register(root, s->host, s->instance, (uint64_t) time(NULL), ret_error);
+	if (r < 0) {
+		*ret_refused = r == -EBUSY || r == -EPERM || r == -EBADMSG;
+		if (!*ret_error && asprintf(ret_error, "cannot register host '%s' there: %s", s->host, strerror(-r)) < 0)
+			*ret_error = NULL;
+		dedup_backend_free(root);
+		return r;
+	}
+	snprintf(prefix, sizeof(prefix), "h/%s", s->host);
+	r = tier_backend_prefix_new(root, prefix, ret);
+	if (r < 0)
+		return r;
+	*ret_root = root;
+	return 0;
+}
+
+static int slot_open_backend(TierSet *s, TierSlot *t, bool create, DedupBackend **ret, char **ret_error) {
+	if (!t->config->shared)
+		return tier_open_backend(t->config, create, ret, ret_error);
+	return shared_open(s, t->config, create, ret, &t->root, &t->refused, ret_error);
+}
+
 int tier_open_source(const char *spec, DedupBackend **ret, char **ret_error) {
 	bool nfs = strncmp(spec, "nfs://", 6) == 0;
 	return open_backend(nfs ? TIER_BACKEND_NFS : TIER_BACKEND_DIR, spec, NULL, false, true, ret, ret_error);
@@ -107,6 +181,16 @@ int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_back
 	s->tiers[0] = (TierSlot) { .config = config_tier_by_number(config, 0), .backend = hot_backend, .store = hot_store };
 	s->n_tiers = 1;
 	pthread_mutex_init(&s->describe_lock, NULL);
+	for (uint32_t n = 1; n < config->n_tiers && n < CONFIG_TIERS_MAX; n++) {
+		const ConfigTier *t = config_tier_by_number(config, n);
+		if (!t || !t->shared || s->host[0])
+			continue;
+		if (config->host)
+			snprintf(s->host, sizeof(s->host), "%s", config->host);
+		else if (tier_shared_default_host(s->host) < 0)
+			snprintf(s->host, sizeof(s->host), "localhost");
+		s->instance_error = tier_shared_instance(config->data_dir, s->instance);
+	}
 
 	for (uint32_t n = 1; n < config->n_tiers && n < CONFIG_TIERS_MAX; n++) {
 		TierSlot *t = &s->tiers[n];
@@ -115,12 +199,13 @@ int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_back
 		if (!t->config)
 			break;
 		DedupStore *store = NULL;
-		int r = tier_open_backend(t->config, create, &t->backend, &t->error);
+		int r = slot_open_backend(s, t, create, &t->backend, &t->error);
 		if (r >= 0) {
 			r = dedup_store_open(catalog, n, t->backend, &s->store_opts, &store);
 			atomic_store(&t->store, store);
 			if (r < 0) {
 				t->backend = dedup_backend_free(t->backend);
+				t->root = NULL;
 				if (asprintf(&t->error, "cannot open its chunk store: %s", strerror(-r)) < 0)
 					t->error = NULL;
 			}
@@ -139,12 +224,14 @@ bool tier_set_retry(TierSet *s, uint32_t *ret_opened) {
 	uint32_t opened = 0;
 	for (uint32_t n = 1; n < s->n_tiers; n++) {
 		TierSlot *t = &s->tiers[n];
-		if (!t->config || atomic_load(&t->store))
+		if (!t->config || atomic_load(&t->store) || t->refused)
 			continue;
-		DedupBackend *backend = NULL;
+		DedupBackend *backend = NULL, *root = NULL;
 		DedupStore *store = NULL;
 		_cleanup_free_ char *error = NULL;
-		int r = tier_open_backend(t->config, false, &backend, &error);
+		bool refused = false;
+		int r = t->config->shared ? shared_open(s, t->config, false, &backend, &root, &refused, &error)
+					  : tier_open_backend(t->config, false, &backend, &error);
 		if (r >= 0) {
 			r = dedup_store_open(s->catalog, n, backend, &s->store_opts, &store);
 			if (r < 0)
@@ -157,11 +244,37 @@ bool tier_set_retry(TierSet *s, uint32_t *ret_opened) {
 			continue;
 		}
 		t->backend = backend;
+		t->root = root;
 		atomic_store_explicit(&t->store, store, memory_order_release);
 		opened |= UINT32_C(1) << n;
 	}
 	*ret_opened = opened;
 	return missing;
+}
+
+bool tier_set_refused(const TierSet *s, uint32_t n) {
+	return s && n < s->n_tiers && s->tiers[n].refused;
+}
+
+const char *tier_set_host(const TierSet *s) {
+	return s && s->host[0] ? s->host : NULL;
+}
+
+int tier_set_renew(TierSet *s, uint32_t *ret_lost) {
+	int first = 0;
+	uint32_t lost = 0;
+	for (uint32_t n = 1; n < s->n_tiers; n++) {
+		TierSlot *t = &s->tiers[n];
+		if (!t->config || !t->config->shared || !tier_set_store(s, n))
+			continue;
+		int r = tier_shared_renew(t->root, s->host, s->instance, (uint64_t) time(NULL));
+		if (r == -EBUSY || r == -EPERM)
+			lost |= UINT32_C(1) << n;
+		if (r < 0 && first == 0)
+			first = r;
+	}
+	*ret_lost = lost;
+	return first;
 }
 
 TierSet *tier_set_free(TierSet *s) {

@@ -50,6 +50,13 @@ const ConfigTier *tier_set_config(const TierSet *s, uint32_t n);
 DedupStore *tier_set_store(const TierSet *s, uint32_t n);
 /* Its backend, or NULL: like the store. */
 DedupBackend *tier_set_backend(const TierSet *s, uint32_t n);
+/*
+ * The storage of tier n as a whole, or NULL like the store: the backend
+ * itself, but for a shared tier, whose backend shows only this host's part
+ * of it (tier/shared.h).  For what concerns the connection or the disk
+ * (NFS statistics), never for objects.
+ */
+DedupBackend *tier_set_root(const TierSet *s, uint32_t n);
 /* Why tier n could not be opened, while its store is NULL (NULL: unknown); valid until tier_set_free(). */
 const char *tier_set_error(const TierSet *s, uint32_t n);
 
@@ -59,6 +66,23 @@ const char *tier_set_error(const TierSet *s, uint32_t n);
  * cannot.  One caller at a time (the daemon's collector thread).
  */
 bool tier_set_retry(TierSet *s, uint32_t *ret_opened);
+
+/*
+ * Whether shared tier n refused this daemon's host name at open (another
+ * live daemon holds it, or it was retired): the daemon must not run.
+ * tier_set_error() says why.
+ */
+bool tier_set_refused(const TierSet *s, uint32_t n);
+/* This daemon's name on its shared tiers, or NULL (no tier is shared). */
+const char *tier_set_host(const TierSet *s);
+/*
+ * Renews this host's lease on every open shared tier (tier/shared.h); the
+ * daemon calls it every TIER_RETRY_S, well within TIER_SHARED_LEASE_S.
+ * *ret_lost gets a bit per tier whose name is no longer this daemon's
+ * (taken over after the lease ran out, or retired).  Returns 0 or the first
+ * error.  One caller at a time.
+ */
+int tier_set_renew(TierSet *s, uint32_t *ret_lost);
 
 /*
  * Rewrites the description of lower tier n (dedup/describe.h: every file

@@ -180,6 +180,29 @@ static void test_key_file(void) {
 		    FILE_NAME ":3: 'key_file' must be an absolute path, got 'fra.key'");
 }
 
+/* Shared tiers (docs/SHARED.md): the host's name and which lower tiers are shared. */
+static void test_shared(void) {
+	_cleanup_(config_done) Config c = {};
+	parse_ok(MAIN "host = db-01_x\n[tier hot]\n[tier capacity]\nshared = yes\n", &c);
+	assert(strcmp(c.host, "db-01_x") == 0);
+	assert(!c.tiers[0].shared && c.tiers[1].shared);
+	config_done(&c);
+	parse_ok(MAIN "[tier hot]\n[tier capacity]\n", &c);
+	assert(!c.host && !c.tiers[1].shared);
+
+	parse_fails(MAIN "host = DB01\n[tier hot]\n",
+		    FILE_NAME ":3: invalid 'host' 'DB01' (1 to 32 characters of a-z 0-9 _ -)");
+	parse_fails(MAIN "host = db.example\n[tier hot]\n",
+		    FILE_NAME ":3: invalid 'host' 'db.example' (1 to 32 characters of a-z 0-9 _ -)");
+	parse_fails(MAIN "host = 012345678901234567890123456789012\n[tier hot]\n",
+		    FILE_NAME ":3: invalid 'host' '012345678901234567890123456789012' (1 to 32 characters of a-z 0-9 _ -)");
+	parse_fails(MAIN "[tier hot]\nshared = yes\n",
+		    FILE_NAME ":4: the hot tier 'hot' cannot be shared: each host keeps its own");
+	parse_fails(MAIN "[tier hot]\n[tier capacity]\nshared = maybe\n",
+		    FILE_NAME ":5: invalid boolean 'maybe' for 'shared' (expected yes/no, true/false, on/off or 1/0)");
+	assert(config_host_name_is_valid("a") && !config_host_name_is_valid("") && !config_host_name_is_valid("a/b"));
+}
+
 static void test_syntax_variants(void) {
 	_cleanup_(config_done) Config c = {}, d = {}, e = {};
 
@@ -817,6 +840,7 @@ int main(void) {
 	test_minimal();
 	test_control_socket();
 	test_key_file();
+	test_shared();
 	test_syntax_variants();
 	test_errors();
 	test_classes();

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * shared.c — a host's name and lease on a shared tier (docs/SHARED.md).
+ *
+ * Invariants:
+ *  1. A host record is only ever replaced whole, by rename of a record
+ *     written and synced under a name no other instance uses
+ *     (hosts/NAME.host.INSTANCE.tmp): a reader sees the old record or the
+ *     new one, never a mix, on a local directory and on NFSv3 alike.
+ *  2. An instance writes the record of NAME only when the record there is
+ *     its own, is missing, or holds a lease that has ended; it never
+ *     writes a retired host's record.
+ *  3. After writing, the instance reads the record back: if another
+ *     instance's rename landed last, it is that one's, and this one is
+ *     refused (the loser of a race between two starts backs off).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/macros.h"
+#include "tier/backend-dir.h"
+#include "tier/shared.h"
+
+#define HOST_RECORD_MAGIC "fratier-host 1\n"
+#define INSTANCE_FILE "shared-instance"
+
+static const char *const host_state_table[_TIER_HOST_STATE_MAX] = {
+	[TIER_HOST_LIVE] = "live",
+	[TIER_HOST_RETIRED] = "retired",
+};
+
+int tier_host_instance_parse(const char *hex, size_t len, uint8_t ret[static TIER_HOST_INSTANCE_SIZE]) {
+	if (len != 2 * TIER_HOST_INSTANCE_SIZE)
+		return -EBADMSG;
+	for (size_t i = 0; i < len; i++) {
+		char c = hex[i];
+		unsigned v;
+		if (c >= '0' && c <= '9')
+			v = (unsigned) (c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = (unsigned) (c - 'a' + 10);
+		else
+			return -EBADMSG;
+		if (i % 2 == 0)
+			ret[i / 2] = (uint8_t) (v << 4);
+		else
+			ret[i / 2] |= (uint8_t) v;
+	}
+	return 0;
+}
+
+static void instance_to_hex(const uint8_t instance[static TIER_HOST_INSTANCE_SIZE],
+			    char hex[static 2 * TIER_HOST_INSTANCE_SIZE + 1]) {
+	for (size_t i = 0; i < TIER_HOST_INSTANCE_SIZE; i++)
+		snprintf(hex + 2 * i, 3, "%02x", instance[i]);
+}
+
+/*
+ * The value of line "KEY VALUE\n" at *pos, advancing past it: NULL when the
+ * line is not there in exactly that form.
+ */
+static const char *record_field(const char *buf, size_t len, size_t *pos, const char *key, size_t *ret_len) {
+	size_t k = strlen(key);
+	if (len - *pos < k + 2 || memcmp(buf + *pos, key, k) != 0 || buf[*pos + k] != ' ')
+		return NULL;
+	const char *value = buf + *pos + k + 1;
+	const char *nl = memchr(value, '\n', len - (*pos + k + 1));
+	if (!nl || nl == value)
+		return NULL;
+	*ret_len = (size_t) (nl - value);
+	*pos = (size_t) (nl + 1 - buf);
+	return value;
+}
+
+int tier_host_record_parse(const void *data, size_t len, TierHostRecord *ret) {
+	const char *buf = data;
+	size_t pos = strlen(HOST_RECORD_MAGIC), n;
+	TierHostRecord r = {};
+
+	if (len > TIER_HOST_RECORD_MAX || len < pos || memcmp(buf, HOST_RECORD_MAGIC, pos) != 0)
+		return -EBADMSG;
+
+	const char *v = record_field(buf, len, &pos, "host", &n);
+	if (!v || n > CONFIG_HOST_NAME_MAX)
+		return -EBADMSG;
+	memcpy(r.host, v, n);
+	if (memchr(r.host, '\0', n) || !config_host_name_is_valid(r.host))
+		return -EBADMSG;
+
+	v = record_field(buf, len, &pos, "instance", &n);
+	if (!v || tier_host_instance_parse(v, n, r.instance) < 0)
+		return -EBADMSG;
+
+	v = record_field(buf, len, &pos, "lease_until", &n);
+	/* At most 19 digits: every such number fits in a uint64_t. */
+	if (!v || n > 19 || (n > 1 && v[0] == '0'))
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -EBADMSG;
+		r.lease_until = r.lease_until * 10 + (uint64_t) (v[i] - '0');
+	}
+
+	v = record_field(buf, len, &pos, "state", &n);
+	if (!v)
+		return -EBADMSG;
+	TierHostState st;
+	for (st = 0; st < _TIER_HOST_STATE_MAX; st++)
+		if (strlen(host_state_table[st]) == n && memcmp(v, host_state_table[st], n) == 0)
+			break;
+	if (st == _TIER_HOST_STATE_MAX || pos != len)
+		return -EBADMSG;
+	r.state = st;
+	*ret = r;
+	return 0;
+}
+
+int tier_host_record_format(const TierHostRecord *r, char buf[static TIER_HOST_RECORD_MAX]) {
+	char hex[2 * TIER_HOST_INSTANCE_SIZE + 1];
+
+	if (!config_host_name_is_valid(r->host) || r->state >= _TIER_HOST_STATE_MAX ||
+	    r->lease_until > UINT64_C(9999999999999999999))
+		return -EINVAL;
+	instance_to_hex(r->instance, hex);
+	int n = snprintf(buf, TIER_HOST_RECORD_MAX, HOST_RECORD_MAGIC "host %s\ninstance %s\nlease_until %" PRIu64
+			 "\nstate %s\n",
+			 r->host, hex, r->lease_until, host_state_table[r->state]);
+	return n > 0 && n < TIER_HOST_RECORD_MAX ? n : -EINVAL;
+}
+
+int tier_shared_default_host(char ret[static CONFIG_HOST_NAME_MAX + 1]) {
+	char name[256] = {};
+
+	if (gethostname(name, sizeof(name) - 1) < 0)
+		return negative_errno();
+	size_t n = strcspn(name, ".");
+	if (n == 0) {
+		strcpy(ret, "localhost");
+		return 0;
+	}
+	n = MIN(n, (size_t) CONFIG_HOST_NAME_MAX);
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (c >= 'A' && c <= 'Z')
+			c = (char) (c - 'A' + 'a');
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			c = '-';
+		ret[i] = c;
+	}
+	ret[n] = '\0';
+	return 0;
+}
+
+static int fsync_dir(const char *dir) {
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		return negative_errno();
+	return 0;
+}
+
+int tier_shared_instance(const char *data_dir, uint8_t ret[static TIER_HOST_INSTANCE_SIZE]) {
+	_cleanup_free_ char *path = NULL, *tmp = NULL;
+	char buf[2 * TIER_HOST_INSTANCE_SIZE + 2];
+
+	if (asprintf(&path, "%s/" INSTANCE_FILE, data_dir) < 0)
+		return -ENOMEM;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0)
+			return negative_errno();
+		if (n != (ssize_t) sizeof(buf) - 1 || buf[n - 1] != '\n')
+			return -EBADMSG;
+		return tier_host_instance_parse(buf, (size_t) n - 1, ret);
+	}
+	if (errno != ENOENT)
+		return negative_errno();
+
+	/* A new data directory: a new instance, in place durably before any lease names it. */
+	uint8_t id[TIER_HOST_INSTANCE_SIZE];
+	if (getrandom(id, sizeof(id), 0) != (ssize_t) sizeof(id))
+		return -EIO;
+	instance_to_hex(id, buf);
+	buf[sizeof(buf) - 2] = '\n';
+	if (asprintf(&tmp, "%s.tmp", path) < 0)
+		return -ENOMEM;
+	_cleanup_close_ int w = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (w < 0)
+		return negative_errno();
+	if (write(w, buf, sizeof(buf) - 1) != (ssize_t) sizeof(buf) - 1 || fsync(w) < 0 || rename(tmp, path) < 0) {
+		int r = errno ? -errno : -EIO;
+		(void) unlink(tmp);
+		return r;
+	}
+	int r = fsync_dir(data_dir);
+	if (r < 0)
+		return r;
+	memcpy(ret, id, sizeof(id));
+	return 0;
+}
+
+static void host_object_name(const char *host, char name[static TIER_HOST_OBJECT_NAME_MAX]) {
+	snprintf(name, TIER_HOST_OBJECT_NAME_MAX, "hosts/%s.host", host);
+}
+
+int tier_shared_read_host(DedupBackend *b, const char *host, TierHostRecord *ret) {
+	char name[TIER_HOST_OBJECT_NAME_MAX], buf[TIER_HOST_RECORD_MAX + 1];
+
+	host_object_name(host, name);
+	/* Another instance replaces the record by rename: a cached descriptor would read the old one. */
+	tier_backend_dir_forget(b, name);
+	ssize_t n = dedup_backend_pread(b, name, buf, sizeof(buf), 0);
+	if (n < 0)
+		return (int) n;
+	int r = tier_host_record_parse(buf, (size_t) n, ret);
+	if (r < 0)
+		return r;
+	/* A record under another host's name is damage, not a lease of this one. */
+	return strcmp(ret->host, host) == 0 ? 0 : -EBADMSG;
+}
+
+/* Invariant 1: written and synced under this instance's own name, then renamed into place. */
+static int write_host(DedupBackend *b, const TierHostRecord *rec) {
+	char name[TIER_HOST_OBJECT_NAME_MAX], tmp[TIER_HOST_OBJECT_NAME_MAX], hex[2 * TIER_HOST_INSTANCE_SIZE + 1];
+	char buf[TIER_HOST_RECORD_MAX];
+	DedupBackendFile *f = NULL;
+
+	int n = tier_host_record_format(rec, buf);
+	if (n < 0)
+		return n;
+	host_object_name(rec->host, name);
+	instance_to_hex(rec->instance, hex);
+	snprintf(tmp, sizeof(tmp), "hosts/%s.host.%s.tmp", rec->host, hex);
+	int r = dedup_backend_open_write(b, tmp, true, 0, &f);
+	if (r < 0)
+		return r;
+	r = dedup_backend_file_pwrite(b, f, buf, (size_t) n, 0);
+	if (r >= 0)
+		r = dedup_backend_file_sync(b, f);
+	dedup_backend_file_close(b, f);
+	if (r >= 0)
+		r = dedup_backend_rename(b, tmp, name);
+	if (r < 0)
+		(void) dedup_backend_unlink(b, tmp);
+	return r;
+}
+
+int tier_shared_register(DedupBackend *b, const char *host, const uint8_t instance[static TIER_HOST_INSTANCE_SIZE],
+			 uint64_t now, char **ret_error) {
+	TierHostRecord old;
+	char hex[2 * TIER_HOST_INSTANCE_SIZE + 1];
+
+	*ret_error = NULL;
+	int r = tier_shared_read_host(b, host, &old);
+	if (r == -EBADMSG) {
+		if (asprintf(ret_error, "the record of host '%s' on the shared tier is damaged (hosts/%s.host)", host,
+			     host) < 0)
+			*ret_error = NULL;
+		return r;
+	}
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (r == 0 && old.state == TIER_HOST_RETIRED) {
+		if (asprintf(ret_error, "host '%s' was retired from the shared tier (tierctl host retire): "
+					"it may not come back under that name; set another 'host' in [fratier]",
+			     host) < 0)
+			*ret_error = NULL;
+		return -EPERM;
+	}
+	if (r == 0 && memcmp(old.instance, instance, TIER_HOST_INSTANCE_SIZE) != 0 && old.lease_until > now) {
+		instance_to_hex(old.instance, hex);
+		if (asprintf(ret_error, "host name '%s' is in use on the shared tier by another live daemon "
+					"(instance %s, its lease runs %" PRIu64 " s more): set another 'host' in [fratier]",
+			     host, hex, old.lease_until - now) < 0)
+			*ret_error = NULL;
+		return -EBUSY;
+	}
+
+	TierHostRecord rec = { .lease_until = now + TIER_SHARED_LEASE_S, .state = TIER_HOST_LIVE };
+	snprintf(rec.host, sizeof(rec.host), "%s", host);
+	memcpy(rec.instance, instance, TIER_HOST_INSTANCE_SIZE);
+	r = write_host(b, &rec);
+	if (r < 0)
+		return r;
+
+	/* Invariant 3: two instances that both found the lease ended: the last rename wins, the other backs off. */
+	r = tier_shared_read_host(b, host, &old);
+	if (r < 0)
+		return r;
+	if (memcmp(old.instance, instance, TIER_HOST_INSTANCE_SIZE) != 0) {
+		instance_to_hex(old.instance, hex);
+		if (asprintf(ret_error, "host name '%s' was taken on the shared tier by another daemon starting at the "
+					"same time (instance %s): set another 'host' in [fratier]",
+			     host, hex) < 0)
+			*ret_error = NULL;
+		return -EBUSY;
+	}
+	return 0;
+}
+
+int tier_shared_renew(DedupBackend *b, const char *host, const uint8_t instance[static TIER_HOST_INSTANCE_SIZE],
+		      uint64_t now) {
+	TierHostRecord rec;
+	int r = tier_shared_read_host(b, host, &rec);
+	if (r < 0)
+		return r;
+	if (memcmp(rec.instance, instance, TIER_HOST_INSTANCE_SIZE) != 0)
+		return -EBUSY;
+	if (rec.state == TIER_HOST_RETIRED)
+		return -EPERM;
+	rec.lease_until = now + TIER_SHARED_LEASE_S;
+	return write_host(b, &rec);
+}
