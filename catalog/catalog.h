@@ -264,9 +264,19 @@ int catalog_chunks_foreach_in_container(Catalog *c, uint64_t container,
 /* Visits the dead chunks (refs 0) of a tier, through an index of them alone; same rule for cb. */
 int catalog_chunks_foreach_dead(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
 				void *userdata);
-/* Visits every chunk of a tier (to build in-memory filters); same rule for cb. */
+/* Visits every chunk of a tier, in id order (one scan of the chunk table); same rule for cb. */
 int catalog_chunks_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
 			   void *userdata);
+
+/*
+ * Visits the digest of every chunk of a tier (same rule for cb), in digest
+ * order, reading the digest index alone: smaller than the table that
+ * catalog_chunks_foreach() reads, and a store builds its filter from it at
+ * every start.  *ret_count gets the digests visited; with cb NULL it gets
+ * the count alone.
+ */
+int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier, uint64_t *ret_count,
+				  int (*cb)(const uint8_t digest[CATALOG_DIGEST_SIZE], void *userdata), void *userdata);
 
 /*
  * Recipes: a sealed file is a sequence of segments, each an opaque blob (at

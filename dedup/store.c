@@ -428,14 +428,9 @@ int store_unlink_containers(DedupStore *s, const uint64_t *ids, size_t n) {
 	return r;
 }
 
-static int count_chunk(const CatalogChunk *ch, void *userdata) {
-	(*(uint64_t *) userdata)++;
-	return 0;
-}
-
-static int add_chunk(const CatalogChunk *ch, void *userdata) {
+static int add_chunk(const uint8_t digest[CATALOG_DIGEST_SIZE], void *userdata) {
 	DedupChunkId id;
-	memcpy(id.bytes, ch->digest, DEDUP_CHUNK_ID_SIZE);
+	memcpy(id.bytes, digest, DEDUP_CHUNK_ID_SIZE);
 	dedup_bloom_add(userdata, &id);
 	return 0;
 }
@@ -445,14 +440,14 @@ int store_filter_rebuild(DedupStore *s) {
 	uint64_t n = 0;
 	int r;
 
-	r = catalog_chunks_foreach(s->catalog, s->tier, count_chunk, &n);
+	r = catalog_chunk_digests_foreach(s->catalog, s->tier, &n, NULL, NULL);
 	if (r < 0)
 		return r;
 	/* Twice the chunks there are: room to grow before the next rebuild. */
 	r = dedup_bloom_new(MIN(n * 2, DEDUP_BLOOM_CAPACITY_MAX), &b);
 	if (r < 0)
 		return r;
-	r = catalog_chunks_foreach(s->catalog, s->tier, add_chunk, b);
+	r = catalog_chunk_digests_foreach(s->catalog, s->tier, &n, add_chunk, b);
 	if (r < 0) {
 		dedup_bloom_free(b);
 		return r;

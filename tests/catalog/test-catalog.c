@@ -264,6 +264,19 @@ static int copy_segment(uint64_t start, const void *blob, size_t size, void *use
 	return 0;
 }
 
+typedef struct DigestList {
+	uint8_t d[4][CATALOG_DIGEST_SIZE];
+	size_t n, stop_at;
+} DigestList;
+
+static int collect_digest(const uint8_t digest[CATALOG_DIGEST_SIZE], void *userdata) {
+	DigestList *l = userdata;
+	if (l->n == ELEMENTSOF(l->d) || (l->stop_at && l->n == l->stop_at))
+		return -ECANCELED;
+	memcpy(l->d[l->n++], digest, CATALOG_DIGEST_SIZE);
+	return 0;
+}
+
 static void test_chunks_and_recipes(void) {
 	Catalog *c = NULL;
 	CatalogContainer ct;
@@ -326,6 +339,19 @@ static void test_chunks_and_recipes(void) {
 	CHECK(catalog_chunk_add(c, &(CatalogChunk) { .tier = 0, .container = cont, .frame_size = 1, .plain_size = 1,
 						     .digest = { 0xab, 0xab } }, &other) == 0);
 	CHECK(catalog_chunk_retire(c, 999999) == -ENOENT);
+
+	/* The digests of a tier alone, in digest order (the new chunk before the retired one's 0xff...), or their count. */
+	DigestList dl = {};
+	uint64_t count = 99;
+	CHECK(catalog_chunk_digests_foreach(c, 0, &count, collect_digest, &dl) == 0 && count == 2 && dl.n == 2);
+	CHECK(dl.d[0][0] == 0xab && dl.d[0][1] == 0xab && dl.d[0][2] == 0 && dl.d[1][0] == 0xff && dl.d[1][7] == 0xff);
+	CHECK(catalog_chunk_digests_foreach(c, 0, &count, NULL, NULL) == 0 && count == 2);
+	dl = (DigestList) {};
+	CHECK(catalog_chunk_digests_foreach(c, 1, &count, collect_digest, &dl) == 0 && count == 1 && dl.n == 1 &&
+	      dl.d[0][0] == 0xab && dl.d[0][CATALOG_DIGEST_SIZE - 1] == 0xab);
+	CHECK(catalog_chunk_digests_foreach(c, 7, &count, NULL, NULL) == 0 && count == 0);
+	dl = (DigestList) { .stop_at = 1 };
+	CHECK(catalog_chunk_digests_foreach(c, 0, &count, collect_digest, &dl) == -ECANCELED && dl.n == 1);
 
 	/* Looked up together, in a transaction of their own or in the caller's: each as alone. */
 	for (int txn = 0; txn < 2; txn++) {
