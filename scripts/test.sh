@@ -60,6 +60,7 @@ modprobe fuse 2>/dev/null || true
 
 if [ -n "${FRATIER_SOAK:-}" ]; then
 	export FRATIER_CRASH_ROUNDS=${FRATIER_CRASH_ROUNDS:-500}
+	export FRATIER_DEDUP_CRASH_ROUNDS=${FRATIER_DEDUP_CRASH_ROUNDS:-200}
 	export FUZZ_ITERATIONS=${FUZZ_ITERATIONS:-2000000}
 fi
 
@@ -123,7 +124,7 @@ if [ -z "${FRATIER_NO_ASAN:-}" ]; then
 	# e2e-dedup-crash 6, e2e-dedup-stream-crash 6, e2e-migrate-crash 3),
 	# unless FRATIER_CRASH_ROUNDS_ASAN sets one count for all.
 	sanitizer_logs asan
-	TEST_ENV=(-u FRATIER_CRASH_ROUNDS FRATIER_TEST_BUILD=asan
+	TEST_ENV=(-u FRATIER_CRASH_ROUNDS -u FRATIER_DEDUP_CRASH_ROUNDS FRATIER_TEST_BUILD=asan
 		ASAN_OPTIONS="log_path=$san/asan"
 		UBSAN_OPTIONS="log_path=$san/ubsan"
 		${FRATIER_CRASH_ROUNDS_ASAN:+FRATIER_CRASH_ROUNDS="$FRATIER_CRASH_ROUNDS_ASAN"}
