@@ -19,7 +19,9 @@
  *  2. Nobody waits for a flight: a borrower that needs its chunk and finds
  *     it still in flight stores its own copy.  So an owner that never
  *     finishes (its file left open, its feeder blocked on the borrower)
- *     delays no one, and there is no cycle to deadlock on.
+ *     delays no one, and there is no cycle to deadlock on.  To land what
+ *     others borrowed before they need it, an owner counts the bytes
+ *     borrowed from it (lent) and registers early when they add up.
  *  3. A flight is freed when its owner has landed it and every borrower has
  *     let go (refs).  Everything here is protected by flight_lock, a leaf.
  */
@@ -49,13 +51,14 @@ static StoreFlight **bucket(DedupStore *s, const DedupChunkId *id) {
 	return s->flights + (h & (FLIGHT_BUCKETS - 1));
 }
 
-int store_flight_claim(DedupStore *s, const DedupChunkId *id, StoreFlight **ret) {
+int store_flight_claim(DedupStore *s, const DedupChunkId *id, uint32_t len, uint64_t *lent, StoreFlight **ret) {
 	StoreFlight **b = bucket(s, id), *f;
 
 	pthread_mutex_lock(&s->flight_lock);
 	for (f = *b; f; f = f->next)
 		if (dedup_chunk_id_equal(&f->id, id)) {
 			f->refs++;
+			__atomic_fetch_add(f->lent, len, __ATOMIC_RELAXED);
 			pthread_mutex_unlock(&s->flight_lock);
 			*ret = f;
 			return 0;
@@ -65,7 +68,7 @@ int store_flight_claim(DedupStore *s, const DedupChunkId *id, StoreFlight **ret)
 		pthread_mutex_unlock(&s->flight_lock);
 		return -ENOMEM;
 	}
-	*f = (StoreFlight) { .id = *id, .state = STORE_FLIGHT_IN_FLIGHT, .refs = 1, .next = *b };
+	*f = (StoreFlight) { .id = *id, .state = STORE_FLIGHT_IN_FLIGHT, .refs = 1, .lent = lent, .next = *b };
 	*b = f;
 	pthread_mutex_unlock(&s->flight_lock);
 	*ret = f;
@@ -84,6 +87,7 @@ void store_flight_land(DedupStore *s, StoreFlight *f, uint64_t chunk) {
 		p = &(*p)->next;
 	*p = f->next;
 	f->next = NULL;
+	f->lent = NULL;
 	f->state = chunk != 0 ? STORE_FLIGHT_LANDED : STORE_FLIGHT_LOST;
 	f->chunk = chunk;
 	s->flight_landings++;

@@ -92,6 +92,7 @@ typedef struct StoreFlight {
 	int state;                /* protected by flight_lock */
 	uint64_t chunk;           /* protected by flight_lock: once landed */
 	unsigned refs;            /* protected by flight_lock: the owner until it lands it, and each borrower */
+	uint64_t *lent;           /* protected by flight_lock: the owner's count of bytes borrowed, while in flight */
 	struct StoreFlight *next; /* protected by flight_lock: its hash chain, while in flight */
 } StoreFlight;
 
@@ -324,11 +325,13 @@ int store_container_has_chunks(DedupStore *s, uint64_t id);
 int store_flights_init(DedupStore *s);
 void store_flights_done(DedupStore *s);
 /*
- * Claims id for a writer that is about to store it: returns 1 and a new
- * flight it owns and must land, or 0 and another writer's flight, with a
- * reference the caller must drop (store_flight_unref()), or -ENOMEM.
+ * Claims id (len bytes) for a writer that is about to store it: returns 1
+ * and a new flight it owns and must land, or 0 and another writer's flight,
+ * with a reference the caller must drop (store_flight_unref()) and len
+ * added (atomically) to that owner's *lent, or -ENOMEM.  lent must outlive
+ * the flight's landing.
  */
-int store_flight_claim(DedupStore *s, const DedupChunkId *id, StoreFlight **ret);
+int store_flight_claim(DedupStore *s, const DedupChunkId *id, uint32_t len, uint64_t *lent, StoreFlight **ret);
 /*
  * The owner: f's chunk is registered as chunk (after its containers were
  * fsynced), or 0: it never will be.  Takes f out of the set and drops the

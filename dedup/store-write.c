@@ -62,6 +62,12 @@
 #define BORROW_BIT (UINT64_C(1) << 62)
 /* Bytes of borrowed chunks a writer keeps; past it, a chunk in flight elsewhere is stored again. */
 #define STORE_BORROW_MAX (UINT64_C(32) << 20)
+/*
+ * An owner registers (and lands) once this many bytes of its chunks in
+ * flight were borrowed, well before sync_bytes and the borrowers' limit:
+ * a borrower that finishes first then has little left to store itself.
+ */
+#define STORE_LENT_SYNC (UINT64_C(8) << 20)
 /* Oracle chunking: stream bytes held for block detection (a multiple of the lookahead it needs). */
 #define STORE_ORACLE_WINDOW ((size_t) 1 << 20)
 _Static_assert(STORE_ORACLE_WINDOW > 4 * DEDUP_ORACLE_LOOKAHEAD, "the window always holds enough to decide");
@@ -133,6 +139,7 @@ struct DedupWriter {
 	size_t n_borrowed, cap_borrowed, n_unsettled;
 	uint64_t borrow_bytes;  /* of the unsettled */
 	uint64_t landings_seen; /* store_flight_landings() when they were last looked at */
+	uint64_t lent;          /* atomic: bytes of this writer's flights that others borrowed since it registered */
 
 	DedupLocalityEntry *load; /* scratch for loading a container into the locality cache */
 	size_t n_load, cap_load;
@@ -409,6 +416,7 @@ static int register_own(DedupWriter *w) {
 		dedup_locality_add(s->locality, w->pending[i].container, &w->pending[i].id, w->pending_chunk[i]);
 	}
 	/* Invariant 6: after the filter. */
+	__atomic_store_n(&w->lent, 0, __ATOMIC_RELAXED);
 	for (size_t i = 0; i < w->n_pending; i++)
 		if (w->pending[i].flight) {
 			store_flight_land(s, w->pending[i].flight, w->pending_chunk[i]);
@@ -536,7 +544,7 @@ static int chunk_claim(DedupWriter *w, const DedupChunkId *id, const uint8_t *da
 	StoreFlight *f;
 	int r;
 
-	r = store_flight_claim(w->s, id, &f);
+	r = store_flight_claim(w->s, id, (uint32_t) len, &w->lent, &f);
 	if (r < 0)
 		return r;
 	if (r > 0) {
@@ -621,7 +629,8 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 	if (r < 0)
 		return r;
 
-	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX)
+	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX ||
+	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC)
 		return register_pending(w, false);
 	return 0;
 }

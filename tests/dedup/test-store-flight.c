@@ -178,6 +178,35 @@ static void test_borrower_first(void) {
 	env_close(&e);
 }
 
+/*
+ * An owner far from its sync_bytes registers as soon as enough of its
+ * chunks in flight were borrowed: its next chunk lands them, and the
+ * borrower, finishing later, stores none of them.
+ */
+static void test_owner_lands_early(void) {
+	TestRng rng = { 6 };
+	const size_t len = 12 * MiB, more = 1 * MiB;
+	uint8_t *data = test_malloc(len + more);
+	DedupWriterStats st;
+	Env e;
+
+	env_open(&e, NULL);
+	test_rng_fill(&rng, data, len + more);
+	DedupWriter *owner = writer_new(&e), *w = writer_new(&e);
+	ASSERT_OK(dedup_writer_feed(owner, data, len));
+	ASSERT_OK(dedup_writer_feed(w, data, len));
+	ASSERT_OK(dedup_writer_feed(owner, data + len, more));
+	ASSERT_OK(dedup_writer_finish(w));
+	dedup_writer_stats(w, &st);
+	ASSERT(st.new_bytes < 256 * KiB);
+	ASSERT_OK(dedup_writer_finish(owner));
+	ASSERT(stored_bytes(&e) < len + more + 2 * MiB);
+	uint64_t inos[] = { commit_free(&e, owner), commit_free(&e, w) };
+	check_durable(&e, inos, (uint8_t *[]) { data, data }, (size_t[]) { len + more, len }, 2, &rng);
+	free(data);
+	env_close(&e);
+}
+
 typedef struct Sealer {
 	Env *e;
 	const uint8_t *data;
@@ -238,6 +267,7 @@ int main(void) {
 	test_side_by_side();
 	test_owner_lost();
 	test_borrower_first();
+	test_owner_lands_early();
 	test_threads();
 	return 0;
 }
