@@ -17,7 +17,7 @@
  *   io_lock                 shared around every pread of a container object,
  *                           exclusive around unlinking one; nothing else is
  *                           taken while it is held
- *   read_lock, writers_lock, encode_lock, the region cache, the
+ *   read_lock, writers_lock, encode_lock, flight_lock, the region cache, the
  *   locality cache, the backend's own locks  leaves
  *
  * (!) A thread holding a claim on a unit of the region cache holds no lock
@@ -79,6 +79,22 @@ typedef struct StorePins {
 	StorePin *pins;
 	size_t n, cap;
 } StorePins;
+
+/* A new chunk claimed by a writer and not registered yet, and who borrowed it (store-flight.c). */
+enum {
+	STORE_FLIGHT_IN_FLIGHT,
+	STORE_FLIGHT_LANDED, /* registered: chunk is its catalog id */
+	STORE_FLIGHT_LOST,   /* its owner failed or was freed before registering it */
+};
+
+typedef struct StoreFlight {
+	DedupChunkId id;
+	int state;                /* protected by flight_lock */
+	uint64_t chunk;           /* protected by flight_lock: once landed */
+	unsigned refs;            /* protected by flight_lock: the owner until it lands it, and each borrower */
+	uint64_t *lent;           /* protected by flight_lock: the owner's count of bytes borrowed, while in flight */
+	struct StoreFlight *next; /* protected by flight_lock: its hash chain, while in flight */
+} StoreFlight;
 
 /* A region handed to store_append(). */
 typedef struct StoreUnit {
@@ -232,6 +248,11 @@ struct DedupStore {
 	pthread_t *encoders;         /* set once, by the first writer, under encode_lock */
 	unsigned n_encoders;         /* likewise */
 
+	/* Chunks in flight (store-flight.c); the lock is a leaf. */
+	pthread_mutex_t flight_lock;
+	struct StoreFlight **flights; /* protected by flight_lock: hash chains of flights in the set */
+	uint64_t flight_landings;     /* protected by flight_lock: flights landed so far */
+
 	pthread_mutex_t read_lock;
 	StoreSegment **segments; /* protected by read_lock: opts.segment_cache slots */
 	uint64_t segment_tick;   /* protected by read_lock */
@@ -299,6 +320,29 @@ typedef struct StoreChunkVec {
 int store_containers_list(DedupStore *s, StoreContainerList *ret);
 /* Returns 1 if container id holds any chunk, 0 if none, <0 on error. */
 int store_container_has_chunks(DedupStore *s, uint64_t id);
+
+/* store-flight.c: the set, at open (-ENOMEM) and at free (no writer alive). */
+int store_flights_init(DedupStore *s);
+void store_flights_done(DedupStore *s);
+/*
+ * Claims id (len bytes) for a writer that is about to store it: returns 1
+ * and a new flight it owns and must land, or 0 and another writer's flight,
+ * with a reference the caller must drop (store_flight_unref()) and len
+ * added (atomically) to that owner's *lent, or -ENOMEM.  lent must outlive
+ * the flight's landing.
+ */
+int store_flight_claim(DedupStore *s, const DedupChunkId *id, uint32_t len, uint64_t *lent, StoreFlight **ret);
+/*
+ * The owner: f's chunk is registered as chunk (after its containers were
+ * fsynced), or 0: it never will be.  Takes f out of the set and drops the
+ * owner's reference.
+ */
+void store_flight_land(DedupStore *s, StoreFlight *f, uint64_t chunk);
+/* A borrower: f's state now, and its chunk once landed. */
+int store_flight_state(DedupStore *s, StoreFlight *f, uint64_t *ret_chunk);
+void store_flight_unref(DedupStore *s, StoreFlight *f);
+/* How many flights were landed so far: a borrower looks again only when it grew. */
+uint64_t store_flight_landings(DedupStore *s);
 
 /* store-read.c */
 void store_read_init(DedupStore *s);

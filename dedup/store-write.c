@@ -14,20 +14,33 @@
  * Invariants:
  *  1. A recipe entry holds a catalog chunk id, 0 for a zero run,
  *     DEDUP_RECIPE_LITERAL for a literal (its bytes next in `literals`), or,
- *     until the chunk is registered, PENDING_BIT | its index in `pending`.  Every
- *     entry before first_pending_entry holds a final id.
+ *     until the chunk is registered, PENDING_BIT | its index in `pending`,
+ *     or, until the borrowed chunk is settled and registered,
+ *     PENDING_BIT | BORROW_BIT | its index in `borrowed`.  Every entry
+ *     before first_open_entry holds a final id; after finish() every entry
+ *     does.
  *  2. A chunk is looked up in this order: this writer's unregistered chunks,
  *     the filter ("certainly new" ends the search), the locality cache, the
- *     catalog.  A chunk found nowhere is stored, even if another writer
- *     stores the same one meanwhile: registration then finds it (-EEXIST)
- *     and uses the other copy, and this copy becomes garbage.
+ *     catalog, the store's chunks in flight (store-flight.c).  A chunk in
+ *     flight in another writer is borrowed: its bytes are kept until the
+ *     owner lands it (its id is taken) or loses it, or until finish(); a
+ *     borrow not landed by then is stored by this writer (settle_borrowed()).
+ *     A chunk found nowhere is claimed and stored.  Two writers may still
+ *     store one chunk (one claimed it as the other's registration
+ *     committed, or a borrow did not land in time): registration then
+ *     finds it (-EEXIST) and uses the other copy, and this copy becomes
+ *     garbage.
  *  3. Registration (register_pending()) runs only after the regions' containers
  *     were fsynced, in its own transaction, with refs 0; the references
  *     are taken by commit() in the caller's transaction.  So between the
  *     two a crash or a rollback leaves dead chunks, never a dangling one.
  *  4. The writer is counted in the store's writers from new() to free(),
  *     so the collector deletes no chunk it may have found.
- *  5. After any error the writer is dead: the error is sticky.
+ *  5. After any error the writer is dead: the error is sticky, and its
+ *     flights are landed as lost at once (borrowers store their own copies).
+ *  6. This writer lands its flights only after their registration committed
+ *     and the filter knows them, so a writer that no longer finds a chunk
+ *     in flight finds it in the catalog.
  *
  * States:
  *
@@ -46,6 +59,15 @@
 #include "dedup/store-internal.h"
 
 #define PENDING_BIT (UINT64_C(1) << 63)
+#define BORROW_BIT (UINT64_C(1) << 62)
+/* Bytes of borrowed chunks a writer keeps; past it, a chunk in flight elsewhere is stored again. */
+#define STORE_BORROW_MAX (UINT64_C(32) << 20)
+/*
+ * An owner registers (and lands) once this many bytes of its chunks in
+ * flight were borrowed, well before sync_bytes and the borrowers' limit:
+ * a borrower that finishes first then has little left to store itself.
+ */
+#define STORE_LENT_SYNC (UINT64_C(8) << 20)
 /* Oracle chunking: stream bytes held for block detection (a multiple of the lookahead it needs). */
 #define STORE_ORACLE_WINDOW ((size_t) 1 << 20)
 _Static_assert(STORE_ORACLE_WINDOW > 4 * DEDUP_ORACLE_LOOKAHEAD, "the window always holds enough to decide");
@@ -60,7 +82,16 @@ typedef struct StorePending {
 	size_t unit;            /* its region in the builder's output, once encoded and until appended */
 	uint64_t container;     /* once appended; 0 when registration found another copy */
 	uint64_t offset;        /* of its region, once appended */
+	StoreFlight *flight;    /* claimed in the store's flights, until landed; or NULL */
 } StorePending;
+
+/* Another writer's chunk in flight, met by this one (invariant 2). */
+typedef struct StoreBorrow {
+	StoreFlight *flight; /* until settled */
+	uint8_t *data;       /* its bytes, until settled */
+	uint32_t len;
+	uint64_t chunk; /* once settled: its catalog id, or PENDING_BIT | its index in pending until registered */
+} StoreBorrow;
 #define PMAP_SLOTS (2 * STORE_PENDING_MAX)
 #define PMAP_NONE UINT32_MAX
 
@@ -87,7 +118,7 @@ struct DedupWriter {
 	uint64_t *chunks;
 	uint32_t *lengths;
 	size_t n_entries, cap_entries;
-	size_t first_pending_entry;
+	size_t first_open_entry;
 	uint64_t total;
 
 	/*
@@ -103,15 +134,32 @@ struct DedupWriter {
 	uint32_t *pmap; /* id -> pending index, open addressing */
 	StorePins pins;
 
+	/* Chunks borrowed since all were last settled (invariant 2). */
+	StoreBorrow *borrowed;
+	size_t n_borrowed, cap_borrowed, n_unsettled;
+	uint64_t borrow_bytes;  /* of the unsettled */
+	uint64_t landings_seen; /* store_flight_landings() when they were last looked at */
+	uint64_t lent;          /* atomic: bytes of this writer's flights that others borrowed since it registered */
+
 	DedupLocalityEntry *load; /* scratch for loading a container into the locality cache */
 	size_t n_load, cap_load;
 
 	DedupWriterStats stats;
 };
 
+/* Invariant 5: whoever borrowed this writer's unregistered chunks stores them. */
+static void flights_lose(DedupWriter *w) {
+	for (size_t i = 0; i < w->n_pending; i++)
+		if (w->pending[i].flight) {
+			store_flight_land(w->s, w->pending[i].flight, 0);
+			w->pending[i].flight = NULL;
+		}
+}
+
 static int fail(DedupWriter *w, int r) {
 	if (w->error >= 0)
 		w->error = r;
+	flights_lose(w);
 	return r;
 }
 
@@ -269,8 +317,30 @@ static int region_encode(DedupWriter *w) {
 	return 0;
 }
 
+/* Replaces the entries' tags (invariant 1) whose chunks are registered, as far as they go. */
+static void entries_resolve(DedupWriter *w) {
+	size_t open = w->n_entries;
+	for (size_t i = w->first_open_entry; i < w->n_entries; i++) {
+		uint64_t c = w->chunks[i];
+		if (c == DEDUP_RECIPE_LITERAL || !(c & PENDING_BIT))
+			continue;
+		if (c & BORROW_BIT) {
+			c = w->borrowed[c & ~(PENDING_BIT | BORROW_BIT)].chunk;
+			if (c == 0) {
+				open = MIN(open, i);
+				continue;
+			}
+		} else
+			c = w->pending_chunk[c & ~PENDING_BIT];
+		w->chunks[i] = c;
+	}
+	w->first_open_entry = open;
+	if (w->n_unsettled == 0)
+		w->n_borrowed = 0;
+}
+
 /* Invariant 3: makes the pending regions durable, then registers their chunks at refs 0. */
-static int register_pending(DedupWriter *w) {
+static int register_own(DedupWriter *w) {
 	DedupStore *s = w->s;
 	int r;
 
@@ -279,8 +349,10 @@ static int register_pending(DedupWriter *w) {
 		r = output_flush(w);
 	if (r < 0)
 		return r;
-	if (w->n_pending == 0)
+	if (w->n_pending == 0) {
+		entries_resolve(w);
 		return 0;
+	}
 	r = store_pins_sync(s, &w->pins);
 	if (r < 0)
 		return r;
@@ -332,10 +404,10 @@ static int register_pending(DedupWriter *w) {
 	if (r < 0)
 		return r;
 
-	for (size_t i = w->first_pending_entry; i < w->n_entries; i++)
-		if (w->chunks[i] != DEDUP_RECIPE_LITERAL && (w->chunks[i] & PENDING_BIT))
-			w->chunks[i] = w->pending_chunk[w->chunks[i] & ~PENDING_BIT];
-	w->first_pending_entry = w->n_entries;
+	for (size_t k = 0; k < w->n_borrowed; k++)
+		if (w->borrowed[k].chunk & PENDING_BIT)
+			w->borrowed[k].chunk = w->pending_chunk[w->borrowed[k].chunk & ~PENDING_BIT];
+	entries_resolve(w);
 
 	for (size_t i = 0; i < w->n_pending; i++) {
 		if (w->pending[i].container == 0)
@@ -343,6 +415,13 @@ static int register_pending(DedupWriter *w) {
 		dedup_bloom_add(s->filter, &w->pending[i].id);
 		dedup_locality_add(s->locality, w->pending[i].container, &w->pending[i].id, w->pending_chunk[i]);
 	}
+	/* Invariant 6: after the filter. */
+	__atomic_store_n(&w->lent, 0, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < w->n_pending; i++)
+		if (w->pending[i].flight) {
+			store_flight_land(s, w->pending[i].flight, w->pending_chunk[i]);
+			w->pending[i].flight = NULL;
+		}
 	store_pins_release(s, &w->pins);
 	w->n_pending = w->appended = w->region_first = 0;
 	w->pending_bytes = 0;
@@ -389,8 +468,129 @@ static int store_new(DedupWriter *w, const DedupChunkId *id, const void *data, s
 	return 0;
 }
 
+/*
+ * Settles the borrowed chunks whose owners landed them (their ids) or lost
+ * them, and with final every other one too: this writer stores what did
+ * not land (invariant 2).
+ */
+static int settle_borrowed(DedupWriter *w, bool final) {
+	DedupStore *s = w->s;
+	int r;
+
+	if (w->n_unsettled == 0)
+		return 0;
+	w->landings_seen = store_flight_landings(s);
+	for (size_t k = 0; k < w->n_borrowed; k++) {
+		StoreBorrow *b = w->borrowed + k;
+		uint64_t chunk;
+		if (!b->flight)
+			continue;
+		int state = store_flight_state(s, b->flight, &chunk);
+		if (state == STORE_FLIGHT_IN_FLIGHT && !final)
+			continue;
+		if (state != STORE_FLIGHT_LANDED) {
+			/* Someone else may have stored it meanwhile; else it is ours to store. */
+			size_t slot = pmap_probe(w, &b->flight->id);
+			if (w->pmap[slot] != PMAP_NONE)
+				chunk = PENDING_BIT | w->pmap[slot];
+			else {
+				r = store_lookup(w, &b->flight->id, &chunk);
+				if (r < 0)
+					return r;
+				if (r == 0) {
+					uint64_t index;
+					if (w->n_pending >= STORE_PENDING_MAX) {
+						r = register_own(w);
+						if (r < 0)
+							return r;
+						slot = pmap_probe(w, &b->flight->id);
+					}
+					r = store_new(w, &b->flight->id, b->data, b->len, slot, &index);
+					if (r < 0)
+						return r;
+					chunk = PENDING_BIT | index;
+					w->stats.dup_chunks--;
+					w->stats.dup_bytes -= b->len;
+				}
+			}
+		}
+		b->chunk = chunk;
+		store_flight_unref(s, b->flight);
+		b->flight = NULL;
+		free(b->data);
+		b->data = NULL;
+		w->borrow_bytes -= b->len;
+		w->n_unsettled--;
+	}
+	return 0;
+}
+
+/* Settles what it can, then registers this writer's own new chunks; with final every borrow is settled. */
+static int register_pending(DedupWriter *w, bool final) {
+	int r = settle_borrowed(w, final);
+	if (r < 0)
+		return r;
+	return register_own(w);
+}
+
+/*
+ * A chunk found nowhere in the store (invariant 2): returns 1 and its
+ * entry's tag if another writer has it in flight and this one borrows it,
+ * or 0 and, in *ret_flight, the flight this writer claimed for it (NULL if
+ * it stores a copy anyway).
+ */
+static int chunk_claim(DedupWriter *w, const DedupChunkId *id, const uint8_t *data, size_t len, uint64_t *ret_chunk,
+		       StoreFlight **ret_flight) {
+	StoreFlight *f;
+	int r;
+
+	r = store_flight_claim(w->s, id, (uint32_t) len, &w->lent, &f);
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		*ret_flight = f;
+		return 0;
+	}
+	if (w->borrow_bytes + len > STORE_BORROW_MAX && store_flight_landings(w->s) != w->landings_seen) {
+		r = settle_borrowed(w, false);
+		if (r < 0)
+			goto out_unref;
+	}
+	*ret_flight = NULL;
+	if (w->borrow_bytes + len > STORE_BORROW_MAX) {
+		r = 0;
+		goto out_unref;
+	}
+	if (w->n_borrowed == w->cap_borrowed) {
+		size_t cap = MAX(w->cap_borrowed * 2, (size_t) 256);
+		StoreBorrow *b = realloc(w->borrowed, cap * sizeof(*b));
+		if (!b) {
+			r = -ENOMEM;
+			goto out_unref;
+		}
+		w->borrowed = b;
+		w->cap_borrowed = cap;
+	}
+	uint8_t *copy = malloc(len);
+	if (!copy) {
+		r = -ENOMEM;
+		goto out_unref;
+	}
+	memcpy(copy, data, len);
+	w->borrowed[w->n_borrowed] = (StoreBorrow) { .flight = f, .data = copy, .len = (uint32_t) len };
+	*ret_chunk = PENDING_BIT | BORROW_BIT | w->n_borrowed++;
+	w->n_unsettled++;
+	w->borrow_bytes += len;
+	return 1;
+
+out_unref:
+	store_flight_unref(w->s, f);
+	return r;
+}
+
 /* One complete chunk of the file, not all zeros. */
 static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
+	StoreFlight *flight = NULL;
 	DedupChunkId id;
 	uint64_t chunk;
 	int r;
@@ -403,8 +603,11 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 	if (w->pmap[slot] != PMAP_NONE) {
 		chunk = PENDING_BIT | w->pmap[slot];
 		r = 1;
-	} else
+	} else {
 		r = store_lookup(w, &id, &chunk);
+		if (r == 0)
+			r = chunk_claim(w, &id, data, len, &chunk, &flight);
+	}
 	if (r < 0)
 		return r;
 	if (r > 0) {
@@ -412,17 +615,23 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 		w->stats.dup_bytes += len;
 	} else {
 		uint64_t index;
-		r = store_new(w, &id, data, len, slot, &index);
-		if (r < 0)
+		/* A settle in chunk_claim() may have registered and emptied the map. */
+		r = store_new(w, &id, data, len, pmap_probe(w, &id), &index);
+		if (r < 0) {
+			if (flight)
+				store_flight_land(w->s, flight, 0);
 			return r;
+		}
+		w->pending[index].flight = flight;
 		chunk = PENDING_BIT | index;
 	}
 	r = entry_add(w, chunk, (uint32_t) len);
 	if (r < 0)
 		return r;
 
-	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX)
-		return register_pending(w);
+	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX ||
+	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC)
+		return register_pending(w, false);
 	return 0;
 }
 
@@ -439,6 +648,13 @@ DedupWriter *dedup_writer_free(DedupWriter *w) {
 		return NULL;
 	/* First: the encoders may still be compressing its regions, and the store must outlive that. */
 	store_builder_done(&w->builder);
+	flights_lose(w);
+	for (size_t k = 0; k < w->n_borrowed; k++)
+		if (w->borrowed[k].flight) {
+			store_flight_unref(w->s, w->borrowed[k].flight);
+			free(w->borrowed[k].data);
+		}
+	free(w->borrowed);
 	store_pins_release(w->s, &w->pins);
 	if (w->entered)
 		store_writers_leave(w->s);
@@ -655,7 +871,7 @@ int dedup_writer_finish(DedupWriter *w) {
 	if (r >= 0)
 		r = cdc_flush(w);
 	if (r >= 0)
-		r = register_pending(w);
+		r = register_pending(w, true);
 	if (r < 0)
 		return fail(w, r);
 	w->finished = true;

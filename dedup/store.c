@@ -708,6 +708,7 @@ DedupStore *dedup_store_free(DedupStore *s) {
 	}
 	store_encoders_stop(s);
 	store_read_done(s);
+	store_flights_done(s);
 	dedup_bloom_free(s->filter);
 	dedup_locality_free(s->locality);
 	dedup_region_cache_free(s->cache);
@@ -744,6 +745,9 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 	pthread_rwlock_init(&s->io_lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
 	store_read_init(s);
+	r = store_flights_init(s);
+	if (r < 0)
+		return r;
 
 	r = options_resolve(opts, &s->opts);
 	if (r < 0)

@@ -45,7 +45,9 @@
  * registration never happened: dedup_store_open() cuts them off.
  *
  * Concurrency: every call is thread-safe unless noted.  Any number of
- * writers and readers run at once; reads never wait for writers; the
+ * writers and readers run at once; writers never wait for each other (a
+ * new chunk another writer is storing is taken from it once registered,
+ * or stored again if it is not by finish()); reads never wait for writers; the
  * collector excludes writers only while it deletes chunks and blocks readers
  * only while it unlinks container objects.
  *

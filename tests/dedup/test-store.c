@@ -169,7 +169,7 @@ static void test_second_backup(void) {
 	env_close(&e);
 }
 
-/* Two writers store the same new data at once: the second registration finds the first's chunks. */
+/* Two writers store the same new data at once: the second borrows the first's chunks in flight. */
 static void test_racing_writers(void) {
 	TestRng rng = { 6 };
 	size_t len = 2 * MiB;
@@ -190,7 +190,7 @@ static void test_racing_writers(void) {
 	dedup_writer_stats(w2, &s2);
 	ASSERT(s1.new_bytes == len);
 	ASSERT(s2.new_chunks == 0 && s2.dup_bytes == len);
-	/* What each file's seal added (its st_blocks): w1's copy, all of it; w2's is garbage, charged to nobody. */
+	/* What each file's seal added (its st_blocks): w1's copy, all of it; w2 added nothing. */
 	ASSERT(s1.stored_bytes > len / 2 && s2.stored_bytes == 0);
 
 	uint64_t i1 = env_new_inode(&e), i2 = env_new_inode(&e);
@@ -203,7 +203,7 @@ static void test_racing_writers(void) {
 	uint64_t inos[] = { i1, i2 };
 	env_check_refs(&e, inos, 2);
 
-	/* w2's frames are garbage: the collector compacts them away and the data stays. */
+	/* A collection keeps what both files use. */
 	DedupGcStats gc;
 	DedupGcOptions o = { .live_threshold = 0.9 };
 	ASSERT_OK(dedup_store_gc(e.store, &o, &gc));
