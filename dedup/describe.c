@@ -481,6 +481,7 @@ struct DedupSalvage {
 	DedupBackend *backend;
 	char **names;
 	size_t n_names, cap_names;
+	uint64_t *container_ids; /* per name: the id its header names (a sealed region's place), 0 if unreadable */
 	SalvageFrame *frames;
 	size_t n_frames, cap_frames;
 	DedupSalvageStats stats;
@@ -497,6 +498,7 @@ DedupSalvage *dedup_salvage_free(DedupSalvage *s) {
 	for (size_t i = 0; i < s->n_names; i++)
 		free(s->names[i]);
 	free(s->names);
+	free(s->container_ids);
 	free(s->frames);
 	store_decoded_done(&s->dec);
 	free(s->unit);
@@ -609,6 +611,10 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 	if (r < 0)
 		return r;
 
+	DedupContainerHeader ch;
+	if (dedup_container_header_parse(buf, (size_t) size, &ch) >= 0)
+		s->container_ids[object] = ch.id;
+
 	SalvageWalk sw = { .s = s, .object = object };
 	r = dedup_container_walk(buf, (size_t) size, DEDUP_CONTAINER_ANY, NULL, NULL, NULL, walk_entry, &sw, NULL);
 	if (r == -ENOMEM)
@@ -644,18 +650,22 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 	return 0;
 }
 
-int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, DedupSalvage **ret) {
+int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret) {
 	_cleanup_(dedup_salvage_freep) DedupSalvage *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->backend = b;
 	s->dec.id_key = id_key;
+	s->dec.content_key = content_key;
 	s->unit = malloc(DEDUP_REGION_SIZE_MAX);
 	if (!s->unit)
 		return -ENOMEM;
 	int r = dedup_backend_list(b, "c", collect_name, s);
 	if (r < 0)
 		return r;
+	s->container_ids = calloc(MAX(s->n_names, (size_t) 1), sizeof(*s->container_ids));
+	if (!s->container_ids)
+		return -ENOMEM;
 	for (size_t i = 0; i < s->n_names; i++) {
 		r = salvage_container(s, (uint32_t) i);
 		/* A container removed since the listing (a live collector) simply holds nothing. */
@@ -681,7 +691,8 @@ static int salvage_unit(DedupSalvage *s, const SalvageFrame *f) {
 		return -EIO;
 	int r = dedup_backend_pread_full(s->backend, s->names[f->object], s->unit, f->unit_size, f->offset);
 	if (r >= 0)
-		r = store_unit_decode(f->region, s->unit, f->unit_size, true, &s->dec);
+		r = store_unit_decode(f->region, s->unit, f->unit_size, s->container_ids[f->object], f->offset, true,
+				      &s->dec);
 	if (r < 0)
 		return r == -ENOMEM ? r : -EIO;
 	s->dec_valid = true;

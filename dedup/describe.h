@@ -157,9 +157,12 @@ typedef struct DedupSalvageStats {
  * thread-safe: one thread uses a salvage reader.  id_key (borrowed, or
  * NULL) is the id key the tier was written under (DedupStoreOptions.id_key):
  * chunks are verified against keyed ids with it, plain ones without.
+ * content_key (borrowed, or NULL; DedupStoreOptions.content_key) opens
+ * sealed regions, bound to the container id their container's header
+ * names: without it their chunks read -EIO.
  * Returns: 0, -ENOMEM, or a backend error (listing or reading).
  */
-int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, DedupSalvage **ret);
+int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret);
 
 /* Can't fail. */
 void dedup_salvage_stats(const DedupSalvage *s, DedupSalvageStats *ret);

@@ -387,7 +387,7 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 		fail(ret_error, r, "cannot read the description of %s: %s", source, strerror(-r));
 		goto out;
 	}
-	r = dedup_salvage_open(b, dedup_store_id_key(hot_store), &rc.salvage);
+	r = dedup_salvage_open(b, dedup_store_id_key(hot_store), dedup_store_content_key(hot_store), &rc.salvage);
 	if (r < 0) {
 		fail(ret_error, r, "cannot read the containers of %s: %s", source, strerror(-r));
 		goto out;
