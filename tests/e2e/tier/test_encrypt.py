@@ -36,8 +36,10 @@ import subprocess
 import sys
 import tempfile
 
-import harness
-import tiercommon as tc
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
+import ganesha  # noqa: E402
+import harness  # noqa: E402
+import tiercommon as tc  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dedup"))
 import dedupcommon as dc  # noqa: E402
@@ -208,7 +210,54 @@ def tamper(res, base, conf, data, files, damaged, what, victims, change):
                                                                            len(files) - len(damaged)), flush=True)
 
 
+def main_nfs():
+    """--nfs: the round trip on an NFS tier served by nfs-ganesha (encrypted by default under a key):
+    files migrate there byte-exact, nothing of them is in the export, scrub is clean, recall is exact."""
+    ganesha.enter_private_namespace()
+    harness.require_fuse()
+    res = harness.Results("e2e-encrypt-nfs")
+    with tempfile.TemporaryDirectory(prefix="fratier-encrypt-nfs-", dir=os.environ.get("FRATIER_TMP")) as tmp:
+        key = os.path.join(tmp, "k")
+        p = subprocess.run([harness.daemon_path(), "--make-key", key], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        res.check(p.returncode == 0, "--make-key: %s" % p.stdout)
+        files = {"n%d.bkp" % i: make_file("n%d" % i) for i in range(2)}
+        with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
+            data = os.path.join(tmp, "data")
+            for d in ("hot", "capacity"):
+                os.makedirs(os.path.join(data, d))
+            conf = os.path.join(tmp, "fratier.conf")
+            with open(conf, "w") as f:
+                f.write("[fratier]\ndata_dir = %s\nkey_file = %s\n[tier hot]\n[tier capacity]\n"
+                        "[tier filer]\nrole = nfs\npath = %s\n" % (data, key, srv.url))
+            fs = harness.Fratier(base=tmp, config=conf, data=data, options=["seal_delay=0"])
+            try:
+                fs.start()
+                for rel, (blob, _, _) in files.items():
+                    dc.write_file(fs.path(rel), blob, fsync=True)
+                dc.check_sealed(res, [fs.path(r) for r in files], "the files")
+                for rel in files:
+                    migrate(res, fs, "filer", rel)
+                check_files(res, fs, files, set(), "on the encrypted NFS tier")
+                rc, out, err = tc.tierctl(fs, "scrub", "--tier", "2", "--json")
+                res.check(rc == 0, "scrub of the NFS tier: %d %s %s" % (rc, out, err))
+                enc = search(res, srv.export, needles(files), tmp)
+                print("marker search, encrypted NFS tier (%s): %s" % (srv.export, enc), flush=True)
+                res.check(sum(enc.values()) == 0, "plaintext found on the encrypted NFS tier: %s" % enc)
+                rc, out, err = tc.tierctl(fs, "recall", *[fs.path(r) for r in files])
+                res.check(rc == 0, "recall from the NFS tier: %d %s %s" % (rc, out, err))
+                check_files(res, fs, files, set(), "recalled from the encrypted NFS tier")
+                fs.stop()
+            finally:
+                if res.failed:
+                    sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
+                fs.kill(check=False)
+    res.finish()
+
+
 def main():
+    if "--nfs" in sys.argv[1:]:
+        return main_nfs()
     harness.require_fuse()
     res = harness.Results("e2e-encrypt")
     base = tempfile.mkdtemp(prefix="fratier-e2e-encrypt-", dir=os.environ.get("FRATIER_TMP"))
