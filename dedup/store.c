@@ -56,6 +56,10 @@ const uint8_t *dedup_store_content_key(const DedupStore *s) {
 	return s->opts.content_key;
 }
 
+const uint8_t *dedup_store_description_key(const DedupStore *s) {
+	return s->opts.description_key;
+}
+
 /*
  * Seals units[i, j), about to be written back to back at `at` in c: a
  * sealed region is bound to its place, which is known only here, under
@@ -720,7 +724,7 @@ static int options_resolve(const DedupStoreOptions *in, DedupStoreOptions *ret) 
 	    o.zstd_level > DEDUP_FRAME_LEVEL_MAX || o.region_size < DEDUP_REGION_TARGET_MIN ||
 	    o.region_size > DEDUP_REGION_TARGET_MAX || o.verify >= _DEDUP_VERIFY_MAX ||
 	    o.encode_workers > DEDUP_STORE_ENCODE_WORKERS_MAX || o.encode_nice < -20 || o.encode_nice > 19 ||
-	    (o.encrypt && (!o.id_key || !o.content_key)))
+	    (o.encrypt && (!o.id_key || !o.content_key || !o.description_key)))
 		return -EINVAL;
 	*ret = o;
 	return 0;

@@ -127,9 +127,12 @@ typedef struct DedupStoreOptions {
 	 * whether or not it seals new ones; without it they read -EIO.
 	 */
 	const uint8_t *content_key;
+	/* DEDUP_KEY_SIZE bytes (the description subkey), borrowed likewise: seals the store's description. */
+	const uint8_t *description_key;
 	/*
 	 * Seal every region this store writes (AES-256-GCM under content_key,
-	 * bound to its container and offset).  Needs id_key and content_key.
+	 * bound to its container and offset) and its description (under
+	 * description_key).  Needs all three keys.
 	 */
 	bool encrypt;
 } DedupStoreOptions;
@@ -158,8 +161,9 @@ DedupStore *dedup_store_free(DedupStore *s);
 uint32_t dedup_store_tier(const DedupStore *s);
 /* DedupStoreOptions.id_key of s: what the mount's other readers of its tiers verify with. */
 const uint8_t *dedup_store_id_key(const DedupStore *s);
-/* DedupStoreOptions.content_key of s, for the same readers. */
+/* DedupStoreOptions.content_key and description_key of s, for the same readers. */
 const uint8_t *dedup_store_content_key(const DedupStore *s);
+const uint8_t *dedup_store_description_key(const DedupStore *s);
 
 /*
  * A writer for one file's bytes, chunked with params (NULL: the default

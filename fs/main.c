@@ -339,6 +339,7 @@ static int catalog_start(Fs *fs, bool create) {
 		.encode_nice = FS_BACKGROUND_NICE,
 		.id_key = fs->key ? fs->key->id : NULL,
 		.content_key = fs->key ? fs->key->content : NULL,
+		.description_key = fs->key ? fs->key->description : NULL,
 		.encrypt = config_tier_encrypts(config_tier_by_number(fs->config, 0), fs->key != NULL),
 	};
 	if (fs->restore_workers > 0 || fs->read_ahead_kb > 0) {

@@ -382,7 +382,7 @@ static int flip_first(const CatalogChunk *ch, void *userdata) {
 static void test_sealed_tier(void) {
 	static const uint8_t id_key[32] = "id key id key id key id key id k";
 	static const uint8_t content_key[32] = "content key content key content";
-	DedupStoreOptions plain = { .id_key = id_key, .content_key = content_key };
+	DedupStoreOptions plain = { .id_key = id_key, .content_key = content_key, .description_key = content_key };
 	DedupStoreOptions sealed = plain;
 	sealed.encrypt = true;
 	Tiers t;

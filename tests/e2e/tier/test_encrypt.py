@@ -5,10 +5,11 @@
 - a tier with encrypt = yes and no key is refused at start, naming the tier;
 - files of Oracle-like blocks holding unique marker strings, sealed on the
   plain hot tier, move to the encrypted capacity tier and are searched for
-  in every byte of every file under that tier's directory: the markers,
-  their SHA-256, every block's plain chunk id (its SHA-256: a backup piece
-  is cut into one chunk per Oracle block) and a slice of every block's
-  body.  No hit.  The same search on a tier with encrypt = no finds them,
+  in every byte of every file under that tier's directory (containers and
+  the description): the markers, their SHA-256, every block's plain chunk
+  id (its SHA-256: a backup piece is cut into one chunk per Oracle block),
+  a slice of every block's body, and the name of a directory holding one
+  of them.  No hit.  The same search on a tier with encrypt = no finds them,
   so the search can fail;
 - migrations hot (plain) -> capacity (encrypted) -> plain tier -> capacity
   -> recall to hot, every file byte-exact after each;
@@ -86,11 +87,12 @@ def greppable(n):
     return b"\n" not in n and b"\0" not in n
 
 
-def needles(files):
+def needles(files, paths=()):
     """{class: [needle bytes]} for the search: what must not be on an encrypted tier.  Each digest is
     searched in hex, and raw unless it holds a newline or NUL byte (about 22% do); the slice of a
     block is the first 32 bytes of its body from offset 4000 that hold neither."""
-    out = {"marker": [], "sha256 of marker": [], "plain chunk id": [], "block slice": []}
+    out = {"marker": [], "sha256 of marker": [], "plain chunk id": [], "block slice": [],
+           "path": [p.encode() for p in paths]}
     for data, marker, blocks in files.values():
         out["marker"].append(marker)
         for cls, items in (("sha256 of marker", [marker]), ("plain chunk id", blocks)):
@@ -171,7 +173,8 @@ def regions(fs, key, files, tier):
         r = out.setdefault((int(c), int(o)), (int(n), set()))
         if digest in owner:
             r[1].add(owner.pop(digest))
-    return out, len(owner)
+    # Regions of other files (the one in the secret directory) are not the matrix's.
+    return {k: v for k, v in out.items() if v[1]}, len(owner)
 
 
 def container_path(data, c):
@@ -289,18 +292,24 @@ def main():
         conf = os.path.join(base, "fratier.conf")
         write_conf(conf, data, key)
         files = {"m%d.bkp" % i: make_file("m%d" % i) for i in range(8)}
-        witness = {"w.bkp": make_file("w")}
+        # Directory names are in the tiers' descriptions (sealed on an encrypted tier).
+        secret_dir, witness_dir = "PATHMARKER-" + os.urandom(8).hex(), "PATHMARKER-" + os.urandom(8).hex()
+        witness = {witness_dir + "/w.bkp": make_file("w")}
+        hidden = {secret_dir + "/p.bkp": make_file("p")}
 
         # m0..m5 fill the first container (32 MiB, then sealed, full) and start the second; m0 and m1
         # go away and come back (their chunks are found where they were); then the open container
         # is copied (the replay) and m6 and m7 go after what it held.
         fs = harness.Fratier(base=base, config=conf, data=data, options=["seal_delay=0"]).start()
         try:
-            for rel, (blob, _, _) in list(files.items()) + list(witness.items()):
+            os.mkdir(fs.path(secret_dir))
+            os.mkdir(fs.path(witness_dir))
+            others = list(witness.items()) + list(hidden.items())
+            for rel, (blob, _, _) in list(files.items()) + others:
                 dc.write_file(fs.path(rel), blob, fsync=True)
-            dc.check_sealed(res, [fs.path(r) for r in list(files) + list(witness)], "the files")
+            dc.check_sealed(res, [fs.path(r) for r, _ in list(files.items()) + others], "the files")
             # The witness goes to the plain tier: the search must find it there.
-            migrate(res, fs, "plain", "w.bkp")
+            migrate(res, fs, "plain", list(witness)[0])
             for i in range(6):
                 migrate(res, fs, "capacity", "m%d.bkp" % i)
             check_files(res, fs, files, set(), "on the encrypted tier")
@@ -314,6 +323,7 @@ def main():
             check_files(res, fs, files, set(), "m1 recalled")
             migrate(res, fs, "capacity", "m1.bkp")
             check_files(res, fs, files, set(), "m1 on the encrypted tier again")
+            migrate(res, fs, "capacity", list(hidden)[0])
         finally:
             fs.stop()
         replay = {}
@@ -332,12 +342,12 @@ def main():
             fs.stop()
 
         # ---- the marker search ----
-        enc = search(res, os.path.join(data, "capacity"), needles(files), base)
-        plain = search(res, os.path.join(data, "plain"), needles(witness), base)
-        print("marker search, encrypted capacity tier (%d files' needles): %s" % (len(files), enc), flush=True)
+        enc = search(res, os.path.join(data, "capacity"), needles(dict(files, **hidden), [secret_dir]), base)
+        plain = search(res, os.path.join(data, "plain"), needles(witness, [witness_dir]), base)
+        print("marker search, encrypted capacity tier (%d files' needles): %s" % (len(files) + len(hidden), enc), flush=True)
         print("marker search, unencrypted tier (the witness's needles): %s" % plain, flush=True)
         res.check(sum(enc.values()) == 0, "plaintext found on the encrypted tier: %s" % enc)
-        res.check(plain["marker"] > 0 and plain["block slice"] > 0,
+        res.check(plain["marker"] > 0 and plain["block slice"] > 0 and plain["path"] > 0,
                   "the search finds nothing on the unencrypted tier, so it cannot fail: %s" % plain)
 
         # ---- the tamper matrix ----
