@@ -158,7 +158,7 @@ static void test_sealed(void) {
 	ASSERT_RET(dedup_description_load(e.backend, NULL, &buf, &n), -ENOKEY);
 	ASSERT_RET(dedup_description_load(e.backend, other, &buf, &n), -EBADMSG);
 	ASSERT_OK(dedup_description_load(e.backend, k, &buf, &n));
-	Described d;
+	Described d = {};
 	DedupDescriptionInfo info;
 	ASSERT_OK(dedup_description_parse(buf, n, collect, &d, &info));
 	ASSERT(info.generation == 5 && d.n == 2 && memcmp(d.attrs[1], "secret file", 11) == 0 && d.size[1] == 200 * KiB);
