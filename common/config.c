@@ -592,6 +592,20 @@ static int parse_shared(Parser *p, const char *key, const char *value) {
 	return parse_boolean_key(p, key, value, &p->config.tiers[p->tier].shared);
 }
 
+static int parse_encrypt(Parser *p, const char *key, const char *value) {
+	ConfigTier *t = &p->config.tiers[p->tier];
+	int r = parse_boolean_key(p, key, value, &t->encrypt);
+	if (r >= 0)
+		t->has_encrypt = true;
+	return r;
+}
+
+bool config_tier_encrypts(const ConfigTier *t, bool have_key) {
+	if (t->has_encrypt)
+		return t->encrypt;
+	return have_key && t->role != TIER_ROLE_HOT;
+}
+
 static int parse_allow_other(Parser *p, const char *key, const char *value) {
 	return parse_boolean_key(p, key, value, &p->config.allow_other);
 }
@@ -958,6 +972,7 @@ static const KeyDef tier_keys[] = {
 	{ "migrate_after", parse_tier_migrate_after },
 	{ "target", parse_tier_target },
 	{ "shared", parse_shared },
+	{ "encrypt", parse_encrypt },
 };
 
 static const KeyDef class_keys[] = {

@@ -42,6 +42,9 @@
  *   target = filer                ; ... to this tier, which must come after this one (no circles)
  *   shared = no                   ; lower tiers: yes = many hosts' daemons share this directory or export,
  *                                 ; each writing only under its host name (docs/SHARED.md); not the hot tier
+ *   encrypt = yes                 ; yes = seal every region written to this tier (AES-256-GCM under the
+ *                                 ; key; docs/SECURITY.md); needs key_file.  Default: yes on lower tiers
+ *                                 ; when a key is given, no on the hot tier and without a key
  *
  *   [class backuppiece]           ; "class NAME", NAME = archivelog | backuppiece | imagecopy | other
  *   chunking = oracle             ; oracle (each Oracle block a chunk, cdc between them) | cdc
@@ -209,7 +212,18 @@ typedef struct ConfigTier {
 	uint32_t target_tier;  /* lower tiers: where (a later tier's number), with migrate_after */
 	unsigned nfs_retries;  /* NFS tiers: attempts after a failed one */
 	bool shared;           /* lower tiers: shared with other hosts' daemons (docs/SHARED.md) */
+	bool has_encrypt;      /* encrypt was given; otherwise config_tier_encrypts()'s default */
+	bool encrypt;
 } ConfigTier;
+
+/*
+ * Whether the tier seals what it stores, for a mount with a key (have_key)
+ * or without: as given, else lower tiers yes with a key.  The hot tier
+ * holds plaintext staging files anyway, and an archiver on local NVMe may
+ * prefer speed: it encrypts only if asked.  (The caller refuses a tier
+ * that must encrypt without a key.)
+ */
+bool config_tier_encrypts(const ConfigTier *t, bool have_key);
 
 /* A file name pattern of a class (names, log_archive_format): it decides a new file's class before the built-in rules. */
 typedef struct ConfigNamePattern {

@@ -321,8 +321,9 @@ static int unit_decode(WalkState *w, const uint8_t *p, size_t size) {
 	if (r >= 0)
 		r = scratch_reserve(w, h.plain_size);
 	if (r >= 0)
-		r = dedup_region_decode(w->region_decoder, p, size, w->verify, w->scratch, w->scratch_size, NULL, NULL, 0,
-					NULL);
+		/* Without the key a sealed region cannot be decoded: -ENOKEY (a walk checks structure only). */
+		r = dedup_region_decode(w->region_decoder, p, size, NULL, w->verify, w->scratch, w->scratch_size, NULL,
+					NULL, 0, NULL);
 	return r;
 }
 

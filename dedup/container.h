@@ -136,9 +136,10 @@ typedef struct DedupContainerInfo {
  * verify, its chunks re-hashed against their ids.  cb (optional) is called
  * for every chunk in order, after the whole container has been validated;
  * its negative return stops the walk and is returned.  ret (optional) gets
- * what was found.
+ * what was found.  (!) A sealed region's table and payload are checked
+ * only for structure: the walk has no key, and decoding one fails.
  * Returns: 0, -EBADMSG, -EPROTONOSUPPORT, -ENOKEY (verify of the wrong
- * kind), -ENOMEM, or cb's error.
+ * kind, or a sealed region given a decoder), -ENOMEM, or cb's error.
  */
 int dedup_container_walk(const void *buf, size_t len, DedupContainerExpect expect, DedupFrameDecoder *frame_decoder,
 			 DedupRegionDecoder *region_decoder, DedupHasher *verify,

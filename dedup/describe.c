@@ -23,8 +23,15 @@
  *  3. A record's recipe names chunks by content id only, each of which the
  *     store held with a reference when the record was written; the salvage
  *     reader returns a chunk's bytes only after re-hashing them.
+ *  4. A store that encrypts writes its description sealed (version 3: the
+ *     whole version 2 image AES-256-GCM under the description subkey), and
+ *     nothing of a sealed description is parsed before its tag checks out.
  */
 #include <errno.h>
+#include <limits.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -43,6 +50,11 @@ enum {
 	H_TIER = 8,
 	H_GENERATION = 16,
 	H_CHECKSUM = 56,
+	/* Version 3 (sealed): the nonce and tag in the header's reserved bytes; AAD: bytes 0..23. */
+	H_NONCE = 24,
+	H_TAG = 36,
+	H_RESERVED_SEALED = 52,
+	H_AAD = 24,
 
 	T_MAGIC = 0,
 	T_COUNT = 8,
@@ -86,7 +98,12 @@ struct DedupDescribeWriter {
 	uint64_t recipe_end;        /* where the segments collected so far end */
 	int error;           /* sticky: a failed write leaves the object unusable */
 	bool committed;
+	EVP_CIPHER_CTX *cipher; /* sealing: what is appended is encrypted, the envelope header goes first */
+	uint8_t *sealed;        /* sealing: a piece of ciphertext on its way to the backend */
+	uint8_t envelope[DEDUP_DESCRIPTION_HEADER_SIZE];
 };
+
+#define SEAL_STEP ((size_t) 64 << 10)
 
 DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w) {
 	if (!w)
@@ -96,6 +113,8 @@ DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w) {
 	if (!w->committed)
 		(void) dedup_backend_unlink(w->store->backend, DEDUP_DESCRIPTION_TMP_NAME);
 	XXH3_freeState(w->hash);
+	EVP_CIPHER_CTX_free(w->cipher);
+	free(w->sealed);
 	free(w->buf);
 	free(w->entries);
 	free(w->literals);
@@ -105,14 +124,68 @@ DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w) {
 
 DEFINE_CLEANUP_FUNC(DedupDescribeWriter, dedup_describe_free);
 
+/* Writes p[0, len) at offset `at` of the object, encrypted if sealing (GCM is a stream: any cut works). */
+static int writer_put(DedupDescribeWriter *w, const uint8_t *p, size_t len, uint64_t at) {
+	if (!w->cipher)
+		return dedup_backend_file_pwrite(w->store->backend, w->file, p, len, at);
+	for (size_t done = 0; done < len;) {
+		size_t n = MIN(len - done, SEAL_STEP);
+		int out;
+		if (EVP_EncryptUpdate(w->cipher, w->sealed, &out, p + done, (int) n) != 1 || (size_t) out != n)
+			return -EIO;
+		int r = dedup_backend_file_pwrite(w->store->backend, w->file, w->sealed, n, at + done);
+		if (r < 0)
+			return r;
+		done += n;
+	}
+	return 0;
+}
+
 static int writer_append(DedupDescribeWriter *w, const void *p, size_t len) {
-	int r = dedup_backend_file_pwrite(w->store->backend, w->file, p, len, w->offset);
+	/* A sealed description is its envelope header, then the version 2 image encrypted. */
+	int r = writer_put(w, p, len, w->offset + (w->cipher ? DEDUP_DESCRIPTION_HEADER_SIZE : 0));
 	if (r < 0)
 		return w->error = r;
 	if (XXH3_64bits_update(w->hash, p, len) != XXH_OK)
 		return w->error = -ENOMEM;
 	w->offset += len;
 	return 0;
+}
+
+/*
+ * Starts sealing under key: the envelope header (docs/FORMAT.md, "Sealed
+ * description") with a fresh random nonce; its tag is known at commit.
+ */
+static int writer_seal_begin(DedupDescribeWriter *w, const uint8_t *key, uint64_t generation) {
+	uint8_t *h = w->envelope;
+	memset(h, 0, DEDUP_DESCRIPTION_HEADER_SIZE);
+	memcpy(h + H_MAGIC, header_magic, sizeof(header_magic));
+	h[H_VERSION] = DEDUP_DESCRIPTION_VERSION_SEALED;
+	le32_put(h + H_TIER, w->store->tier);
+	le64_put(h + H_GENERATION, generation);
+	/* Random: a description is rewritten often, under one key, with nothing to count with. */
+	if (RAND_bytes(h + H_NONCE, 12) != 1)
+		return -EIO;
+	w->cipher = EVP_CIPHER_CTX_new();
+	w->sealed = malloc(SEAL_STEP);
+	if (!w->cipher || !w->sealed)
+		return -ENOMEM;
+	int n;
+	if (EVP_EncryptInit_ex(w->cipher, EVP_aes_256_gcm(), NULL, key, h + H_NONCE) != 1 ||
+	    EVP_EncryptUpdate(w->cipher, NULL, &n, h, H_AAD) != 1)
+		return -EIO;
+	return 0;
+}
+
+/* Finishes sealing: the tag into the envelope header, written at offset 0. */
+static int writer_seal_end(DedupDescribeWriter *w) {
+	uint8_t *h = w->envelope;
+	int n;
+	if (EVP_EncryptFinal_ex(w->cipher, w->sealed, &n) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(w->cipher, EVP_CTRL_GCM_GET_TAG, 16, h + H_TAG) != 1)
+		return -EIO;
+	le64_put(h + H_CHECKSUM, XXH3_64bits(h, H_CHECKSUM));
+	return dedup_backend_file_pwrite(w->store->backend, w->file, h, DEDUP_DESCRIPTION_HEADER_SIZE, 0);
 }
 
 static int reserve(uint8_t **buf, size_t *cap, size_t need) {
@@ -141,6 +214,11 @@ int dedup_describe_begin(DedupStore *s, uint64_t generation, DedupDescribeWriter
 		r = -EIO;
 	if (r < 0)
 		return r;
+	if (s->opts.encrypt) {
+		r = writer_seal_begin(w, s->opts.description_key, generation);
+		if (r < 0)
+			return r;
+	}
 
 	uint8_t h[DEDUP_DESCRIPTION_HEADER_SIZE] = {};
 	memcpy(h + H_MAGIC, header_magic, sizeof(header_magic));
@@ -296,6 +374,8 @@ int dedup_describe_commit(DedupDescribeWriter *w) {
 	le64_put(t + T_BODY_CHECKSUM, XXH3_64bits_digest(w->hash));
 	le64_put(t + T_CHECKSUM, XXH3_64bits(t, T_CHECKSUM));
 	r = writer_append(w, t, sizeof(t));
+	if (r >= 0 && w->cipher)
+		r = writer_seal_end(w);
 	if (r >= 0)
 		r = dedup_backend_file_sync(w->store->backend, w->file);
 	dedup_backend_file_close(w->store->backend, w->file);
@@ -313,7 +393,49 @@ int dedup_describe_remove(DedupStore *s) {
 	return r == -ENOENT ? 0 : r;
 }
 
-int dedup_description_load(DedupBackend *b, void **ret_buf, size_t *ret_len) {
+int dedup_description_unseal(void *buf, size_t len, const uint8_t *key, size_t *ret_len) {
+	uint8_t *p = buf;
+
+	/* Not sealed: as it is, for dedup_description_parse() to judge. */
+	if (!p || len < DEDUP_DESCRIPTION_HEADER_SIZE || memcmp(p + H_MAGIC, header_magic, sizeof(header_magic)) != 0 ||
+	    p[H_VERSION] != DEDUP_DESCRIPTION_VERSION_SEALED) {
+		*ret_len = len;
+		return 0;
+	}
+	if (XXH3_64bits(p, H_CHECKSUM) != le64_get(p + H_CHECKSUM) || !le_is_zero(p + 5, 3) || !le_is_zero(p + 12, 4) ||
+	    !le_is_zero(p + H_RESERVED_SEALED, H_CHECKSUM - H_RESERVED_SEALED))
+		return -EBADMSG;
+	if (!key)
+		return -ENOKEY;
+	size_t n = len - DEDUP_DESCRIPTION_HEADER_SIZE;
+	if (n > INT_MAX)
+		return -EBADMSG;
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	if (!ctx)
+		return -ENOMEM;
+	uint8_t tag[16];
+	memcpy(tag, p + H_TAG, sizeof(tag));
+	int out = 0, fin = 0, r = 0;
+	if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, p + H_NONCE) != 1 ||
+	    EVP_DecryptUpdate(ctx, NULL, &out, p, H_AAD) != 1 ||
+	    EVP_DecryptUpdate(ctx, p + DEDUP_DESCRIPTION_HEADER_SIZE, &out, p + DEDUP_DESCRIPTION_HEADER_SIZE, (int) n) !=
+		    1 ||
+	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, sizeof(tag), tag) != 1)
+		r = -EIO;
+	/* Invariant 4: a tag that does not match (changed, or another key) leaves no plaintext behind. */
+	else if (EVP_DecryptFinal_ex(ctx, p + DEDUP_DESCRIPTION_HEADER_SIZE + out, &fin) != 1)
+		r = -EBADMSG;
+	EVP_CIPHER_CTX_free(ctx);
+	if (r < 0) {
+		OPENSSL_cleanse(p, len);
+		return r;
+	}
+	memmove(p, p + DEDUP_DESCRIPTION_HEADER_SIZE, n);
+	*ret_len = n;
+	return 0;
+}
+
+int dedup_description_load(DedupBackend *b, const uint8_t *key, void **ret_buf, size_t *ret_len) {
 	uint64_t size;
 	int r = dedup_backend_size(b, DEDUP_DESCRIPTION_NAME, &size);
 	if (r < 0)
@@ -332,8 +454,12 @@ int dedup_description_load(DedupBackend *b, void **ret_buf, size_t *ret_len) {
 			return r;
 		off += step;
 	}
+	size_t len = (size_t) size;
+	r = dedup_description_unseal(buf, len, key, &len);
+	if (r < 0)
+		return r;
 	*ret_buf = TAKE_PTR(buf);
-	*ret_len = (size_t) size;
+	*ret_len = len;
 	return 0;
 }
 
@@ -481,6 +607,7 @@ struct DedupSalvage {
 	DedupBackend *backend;
 	char **names;
 	size_t n_names, cap_names;
+	uint64_t *container_ids; /* per name: the id its header names (a sealed region's place), 0 if unreadable */
 	SalvageFrame *frames;
 	size_t n_frames, cap_frames;
 	DedupSalvageStats stats;
@@ -497,6 +624,7 @@ DedupSalvage *dedup_salvage_free(DedupSalvage *s) {
 	for (size_t i = 0; i < s->n_names; i++)
 		free(s->names[i]);
 	free(s->names);
+	free(s->container_ids);
 	free(s->frames);
 	store_decoded_done(&s->dec);
 	free(s->unit);
@@ -609,6 +737,10 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 	if (r < 0)
 		return r;
 
+	DedupContainerHeader ch;
+	if (dedup_container_header_parse(buf, (size_t) size, &ch) >= 0)
+		s->container_ids[object] = ch.id;
+
 	SalvageWalk sw = { .s = s, .object = object };
 	r = dedup_container_walk(buf, (size_t) size, DEDUP_CONTAINER_ANY, NULL, NULL, NULL, walk_entry, &sw, NULL);
 	if (r == -ENOMEM)
@@ -644,18 +776,22 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 	return 0;
 }
 
-int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, DedupSalvage **ret) {
+int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret) {
 	_cleanup_(dedup_salvage_freep) DedupSalvage *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->backend = b;
 	s->dec.id_key = id_key;
+	s->dec.content_key = content_key;
 	s->unit = malloc(DEDUP_REGION_SIZE_MAX);
 	if (!s->unit)
 		return -ENOMEM;
 	int r = dedup_backend_list(b, "c", collect_name, s);
 	if (r < 0)
 		return r;
+	s->container_ids = calloc(MAX(s->n_names, (size_t) 1), sizeof(*s->container_ids));
+	if (!s->container_ids)
+		return -ENOMEM;
 	for (size_t i = 0; i < s->n_names; i++) {
 		r = salvage_container(s, (uint32_t) i);
 		/* A container removed since the listing (a live collector) simply holds nothing. */
@@ -681,7 +817,8 @@ static int salvage_unit(DedupSalvage *s, const SalvageFrame *f) {
 		return -EIO;
 	int r = dedup_backend_pread_full(s->backend, s->names[f->object], s->unit, f->unit_size, f->offset);
 	if (r >= 0)
-		r = store_unit_decode(f->region, s->unit, f->unit_size, true, &s->dec);
+		r = store_unit_decode(f->region, s->unit, f->unit_size, s->container_ids[f->object], f->offset, true,
+				      &s->dec);
 	if (r < 0)
 		return r == -ENOMEM ? r : -EIO;
 	s->dec_valid = true;

@@ -38,6 +38,8 @@
 #define DEDUP_DESCRIPTION_TMP_NAME "d/description.tmp"
 /* Version 2: literal entries and Oracle chunking (version 1 descriptions are still read). */
 #define DEDUP_DESCRIPTION_VERSION 2
+/* Sealed: a version 2 image AES-256-GCM under the description subkey (docs/FORMAT.md). */
+#define DEDUP_DESCRIPTION_VERSION_SEALED 3
 #define DEDUP_DESCRIPTION_HEADER_SIZE 64u
 #define DEDUP_DESCRIPTION_TRAILER_SIZE 32u
 #define DEDUP_DESCRIPTION_RECORD_HEADER_SIZE 32u
@@ -119,11 +121,25 @@ DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w);
 int dedup_describe_remove(DedupStore *s);
 
 /*
- * Reads the description object of backend b into a new buffer (free() it).
- * Returns: 0, -ENOENT (none), -EBADMSG (larger than DEDUP_DESCRIPTION_SIZE_MAX),
- * -ENOMEM, or a backend error.
+ * Reads the description object of backend b into a new buffer (free() it),
+ * opened with key (the description subkey, or NULL) if it is sealed
+ * (dedup_description_unseal()): what it returns is a plain image for
+ * dedup_description_parse().
+ * Returns: 0, -ENOENT (none), -EBADMSG (larger than DEDUP_DESCRIPTION_SIZE_MAX;
+ * sealed and failing authentication: another key, or changed), -ENOKEY
+ * (sealed, and no key), -ENOMEM, -EIO, or a backend error.
  */
-int dedup_description_load(DedupBackend *b, void **ret_buf, size_t *ret_len);
+int dedup_description_load(DedupBackend *b, const uint8_t *key, void **ret_buf, size_t *ret_len);
+
+/*
+ * Opens a sealed description image buf[0, len) in place: checks its
+ * envelope header, decrypts the rest under key (DEDUP_KEY_SIZE bytes) and
+ * checks the tag, then moves the plain image to the start of buf; *ret_len
+ * gets its length.  An image that is not sealed is left as it is (*ret_len
+ * = len).  Returns: 0, -EBADMSG (a bad envelope, or authentication failed:
+ * buf is then wiped), -ENOKEY (sealed, key NULL), -ENOMEM, -EIO.
+ */
+int dedup_description_unseal(void *buf, size_t len, const uint8_t *key, size_t *ret_len);
 
 /*
  * Validates the description image buf[0, len): header, trailer and the
@@ -157,9 +173,12 @@ typedef struct DedupSalvageStats {
  * thread-safe: one thread uses a salvage reader.  id_key (borrowed, or
  * NULL) is the id key the tier was written under (DedupStoreOptions.id_key):
  * chunks are verified against keyed ids with it, plain ones without.
+ * content_key (borrowed, or NULL; DedupStoreOptions.content_key) opens
+ * sealed regions, bound to the container id their container's header
+ * names: without it their chunks read -EIO.
  * Returns: 0, -ENOMEM, or a backend error (listing or reading).
  */
-int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, DedupSalvage **ret);
+int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret);
 
 /* Can't fail. */
 void dedup_salvage_stats(const DedupSalvage *s, DedupSalvageStats *ret);

@@ -14,7 +14,11 @@
  *     out of the payload (and, when asked, every chunk hashes to its id).
  *  3. stored_size < plain_size for zstd and == for raw, so a region never
  *     exceeds dedup_region_size_bound() of its contents.
- *  4. zstd's size_t error codes are translated here and never returned.
+ *  4. zstd's size_t error codes are translated here and never returned;
+ *     OpenSSL's 0/1 become -EIO (or -EBADMSG for a tag that does not match).
+ *  5. Nothing of a sealed region's payload is decompressed, and nothing of
+ *     it or its table is handed out, before its tag checked out under the
+ *     key and the place the caller read it from.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,6 +27,9 @@
 #include <xxhash.h>
 #include <zstd.h>
 #include <zstd_errors.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include "common/macros.h"
 #include "dedup/frame.h"
@@ -45,7 +52,15 @@ enum {
 	OFF_RESERVED2 = 24,
 	OFF_CHECKSUM = 48,
 	OFF_HEADER_CHECKSUM = 56,
+	/* Version 2 (sealed): the nonce and the tag take the reserved bytes and the checksum. */
+	OFF_NONCE = 24,
+	OFF_TAG = 36,
+	OFF_RESERVED3 = 52,
+	/* Header bytes of the associated data: every field but the nonce, tag and checksums. */
+	AAD_HEADER = 24,
 };
+_Static_assert(OFF_NONCE + DEDUP_REGION_NONCE_SIZE == OFF_TAG, "sealed header layout");
+_Static_assert(OFF_TAG + DEDUP_REGION_TAG_SIZE + 4 == OFF_HEADER_CHECKSUM, "sealed header layout");
 _Static_assert(OFF_HEADER_CHECKSUM + 8 == DEDUP_REGION_HEADER_SIZE, "header layout");
 _Static_assert(4 + DEDUP_CHUNK_ID_SIZE == DEDUP_REGION_ENTRY_SIZE, "table entry layout");
 _Static_assert(DEDUP_REGION_SIZE_MAX <= UINT32_MAX, "a region's size fits u32");
@@ -58,6 +73,9 @@ struct DedupRegionEncoder {
 
 struct DedupRegionDecoder {
 	ZSTD_DCtx *dctx;
+	EVP_CIPHER_CTX *cipher;
+	uint8_t *scratch; /* a sealed zstd payload, decrypted before it is decompressed */
+	size_t scratch_cap;
 };
 
 DEFINE_CLEANUP_FUNC(DedupRegionEncoder, dedup_region_encoder_free);
@@ -179,10 +197,11 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 	/* Magic and version stay at offsets 0..4 in every version; nothing else is known to. */
 	if (p[OFF_VERSION] == 0)
 		return -EBADMSG;
-	if (p[OFF_VERSION] > DEDUP_REGION_VERSION)
+	if (p[OFF_VERSION] > DEDUP_REGION_VERSION_SEALED)
 		return -EPROTONOSUPPORT;
 	if (XXH3_64bits(p, OFF_HEADER_CHECKSUM) != le64_get(p + OFF_HEADER_CHECKSUM))
 		return -EBADMSG;
+	bool sealed = p[OFF_VERSION] == DEDUP_REGION_VERSION_SEALED;
 
 	DedupRegionHeader h = {
 		.version = p[OFF_VERSION],
@@ -191,13 +210,18 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 		.count = le32_get(p + OFF_COUNT),
 		.plain_size = le32_get(p + OFF_PLAIN_SIZE),
 		.stored_size = le32_get(p + OFF_STORED_SIZE),
-		.checksum = le64_get(p + OFF_CHECKSUM),
+		.checksum = sealed ? 0 : le64_get(p + OFF_CHECKSUM),
 	};
 	/* A good checksum only proves these fields were written so: check them anyway. */
 	if (h.flags & ~DEDUP_REGION_FLAGS_KNOWN)
 		return -EBADMSG;
-	if (!le_is_zero(p + OFF_RESERVED1, OFF_COUNT - OFF_RESERVED1) ||
-	    !le_is_zero(p + OFF_RESERVED2, OFF_CHECKSUM - OFF_RESERVED2))
+	/* Only a mount with a key seals, and a key always keys the ids. */
+	if (sealed && !(h.flags & DEDUP_REGION_FLAG_KEYED_IDS))
+		return -EBADMSG;
+	if (!le_is_zero(p + OFF_RESERVED1, OFF_COUNT - OFF_RESERVED1))
+		return -EBADMSG;
+	if (sealed ? !le_is_zero(p + OFF_RESERVED3, OFF_HEADER_CHECKSUM - OFF_RESERVED3)
+		   : !le_is_zero(p + OFF_RESERVED2, OFF_CHECKSUM - OFF_RESERVED2))
 		return -EBADMSG;
 	if (!level_is_valid(h.level))
 		return -EBADMSG;
@@ -224,10 +248,113 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 	return 0;
 }
 
+/*
+ * Feeds the associated data of the sealed region at p to a GCM context set
+ * up for it: header bytes 0..23 (every field but the nonce, tag and
+ * checksums: version, codec, flags, level, count and sizes), the table, and
+ * the place, container id then offset, as u64 LE.  The tag thus fails for
+ * a region whose header or table was changed, or that is read from a place
+ * other than where it was sealed (swapped, moved, copied into another
+ * container).
+ */
+static int place_aad(EVP_CIPHER_CTX *ctx, bool encrypt, const uint8_t *p, size_t table_size,
+		     const DedupRegionPlace *place) {
+	uint8_t where[16];
+	int n;
+	le64_put(where, place->container);
+	le64_put(where + 8, place->offset);
+	int (*update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int) =
+		encrypt ? EVP_EncryptUpdate : EVP_DecryptUpdate;
+	if (update(ctx, NULL, &n, p, AAD_HEADER) != 1 ||
+	    update(ctx, NULL, &n, p + DEDUP_REGION_HEADER_SIZE, (int) table_size) != 1 ||
+	    update(ctx, NULL, &n, where, sizeof(where)) != 1)
+		return -EIO;
+	return 0;
+}
+
+static int gcm_init(EVP_CIPHER_CTX *ctx, bool encrypt, const uint8_t *key, const uint8_t *nonce) {
+	int (*init)(EVP_CIPHER_CTX *, const EVP_CIPHER *, ENGINE *, const unsigned char *, const unsigned char *) =
+		encrypt ? EVP_EncryptInit_ex : EVP_DecryptInit_ex;
+	/* The nonce length is GCM's default, 12 bytes: no EVP_CTRL_GCM_SET_IVLEN. */
+	_Static_assert(DEDUP_REGION_NONCE_SIZE == 12, "GCM's default IV length");
+	if (init(ctx, EVP_aes_256_gcm(), NULL, key, nonce) != 1)
+		return -EIO;
+	return 0;
+}
+
+int dedup_region_seal(void *region, size_t len, const DedupRegionPlace *place) {
+	uint8_t *p = region;
+	DedupRegionHeader h;
+	int n, r;
+
+	if (!place || !place->key || dedup_region_check(region, len, &h) < 0 || h.version != DEDUP_REGION_VERSION ||
+	    !(h.flags & DEDUP_REGION_FLAG_KEYED_IDS))
+		return -EINVAL;
+	size_t table_size = (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
+	uint8_t *payload = p + DEDUP_REGION_HEADER_SIZE + table_size;
+
+	/*
+	 * A fresh random 96-bit nonce per region (docs/FORMAT.md, "Sealed
+	 * region"): a place is not unique over time (a container's tail is cut
+	 * back after a crash and written again; hosts sharing a tier number
+	 * their containers alike), a random nonce needs no state to stay unique.
+	 */
+	uint8_t nonce[DEDUP_REGION_NONCE_SIZE];
+	if (RAND_bytes(nonce, sizeof(nonce)) != 1)
+		return -EIO;
+	p[OFF_VERSION] = DEDUP_REGION_VERSION_SEALED;
+	memset(p + OFF_NONCE, 0, OFF_HEADER_CHECKSUM + 8 - OFF_NONCE);
+	memcpy(p + OFF_NONCE, nonce, sizeof(nonce));
+
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	if (!ctx)
+		return -EIO;
+	r = gcm_init(ctx, true, place->key, nonce);
+	if (r >= 0)
+		r = place_aad(ctx, true, p, table_size, place);
+	if (r >= 0 && EVP_EncryptUpdate(ctx, payload, &n, payload, (int) h.stored_size) != 1)
+		r = -EIO;
+	if (r >= 0 && EVP_EncryptFinal_ex(ctx, payload + n, &n) != 1)
+		r = -EIO;
+	if (r >= 0 && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, DEDUP_REGION_TAG_SIZE, p + OFF_TAG) != 1)
+		r = -EIO;
+	EVP_CIPHER_CTX_free(ctx);
+	if (r < 0)
+		return r;
+	le64_put(p + OFF_HEADER_CHECKSUM, XXH3_64bits(p, OFF_HEADER_CHECKSUM));
+	return 0;
+}
+
+/* Decrypts the payload of the sealed region p (checked) into out and checks its tag; wipes out if it fails. */
+static int region_open(DedupRegionDecoder *d, const uint8_t *p, const DedupRegionHeader *h,
+		       const DedupRegionPlace *place, uint8_t *out) {
+	size_t table_size = (size_t) h->count * DEDUP_REGION_ENTRY_SIZE;
+	const uint8_t *payload = p + DEDUP_REGION_HEADER_SIZE + table_size;
+	uint8_t tag[DEDUP_REGION_TAG_SIZE];
+	int n, r;
+
+	memcpy(tag, p + OFF_TAG, sizeof(tag));
+	r = gcm_init(d->cipher, false, place->key, p + OFF_NONCE);
+	if (r >= 0)
+		r = place_aad(d->cipher, false, p, table_size, place);
+	if (r >= 0 && EVP_DecryptUpdate(d->cipher, out, &n, payload, (int) h->stored_size) != 1)
+		r = -EIO;
+	if (r >= 0 && EVP_CIPHER_CTX_ctrl(d->cipher, EVP_CTRL_GCM_SET_TAG, sizeof(tag), tag) != 1)
+		r = -EIO;
+	/* Final fails exactly when the tag does not match: the region was changed, moved or is not ours. */
+	if (r >= 0 && EVP_DecryptFinal_ex(d->cipher, out + n, &n) != 1)
+		r = -EBADMSG;
+	if (r < 0)
+		OPENSSL_cleanse(out, h->stored_size);
+	return r;
+}
+
 DedupRegionDecoder *dedup_region_decoder_free(DedupRegionDecoder *d) {
 	if (!d)
 		return NULL;
 	ZSTD_freeDCtx(d->dctx);
+	EVP_CIPHER_CTX_free(d->cipher);
+	free(d->scratch);
 	free(d);
 	return NULL;
 }
@@ -237,7 +364,8 @@ int dedup_region_decoder_new(DedupRegionDecoder **ret) {
 	if (!d)
 		return -ENOMEM;
 	d->dctx = ZSTD_createDCtx();
-	if (!d->dctx)
+	d->cipher = EVP_CIPHER_CTX_new();
+	if (!d->dctx || !d->cipher)
 		return -ENOMEM;
 
 	*ret = TAKE_PTR(d);
@@ -256,7 +384,7 @@ int dedup_region_check(const void *region, size_t len, DedupRegionHeader *ret) {
 	size_t table_size = (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
 	if (dedup_region_header_region_size(&h) > len)
 		return -EBADMSG;
-	if (region_checksum(p, table_size + h.stored_size) != h.checksum)
+	if (!dedup_region_header_is_sealed(&h) && region_checksum(p, table_size + h.stored_size) != h.checksum)
 		return -EBADMSG;
 
 	const uint8_t *table = p + DEDUP_REGION_HEADER_SIZE;
@@ -279,9 +407,9 @@ void dedup_region_table_get(const void *region, size_t i, uint32_t *ret_length, 
 	memcpy(ret_id->bytes, e + 4, DEDUP_CHUNK_ID_SIZE);
 }
 
-int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, DedupHasher *verify, void *plain,
-			size_t plain_cap, uint32_t *lengths, DedupChunkId *ids, size_t entries_cap,
-			DedupRegionHeader *ret_header) {
+int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, const DedupRegionPlace *place,
+			DedupHasher *verify, void *plain, size_t plain_cap, uint32_t *lengths, DedupChunkId *ids,
+			size_t entries_cap, DedupRegionHeader *ret_header) {
 	DedupRegionHeader h;
 	int r;
 
@@ -290,13 +418,33 @@ int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, D
 		return r;
 	if (verify && dedup_hasher_is_keyed(verify) != !!(h.flags & DEDUP_REGION_FLAG_KEYED_IDS))
 		return -ENOKEY;
+	bool sealed = dedup_region_header_is_sealed(&h);
+	if (sealed && (!place || !place->key))
+		return -ENOKEY;
 	if (!plain || plain_cap < h.plain_size || ((lengths || ids) && entries_cap < h.count))
 		return -ENOBUFS;
 
 	const uint8_t *payload = (const uint8_t *) region + DEDUP_REGION_HEADER_SIZE + (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
-	if (h.codec == DEDUP_REGION_CODEC_RAW)
-		memcpy(plain, payload, h.plain_size);
-	else {
+	if (sealed && h.codec == DEDUP_REGION_CODEC_RAW)
+		/* Invariant 5: the tag is checked before the caller gets a byte. */
+		r = region_open(d, region, &h, place, plain);
+	else if (sealed) {
+		if (d->scratch_cap < h.stored_size) {
+			uint8_t *s = realloc(d->scratch, h.stored_size);
+			if (!s)
+				return -ENOMEM;
+			d->scratch = s;
+			d->scratch_cap = h.stored_size;
+		}
+		r = region_open(d, region, &h, place, d->scratch);
+		payload = d->scratch;
+	}
+	if (r < 0)
+		return r;
+	if (h.codec == DEDUP_REGION_CODEC_RAW) {
+		if (!sealed)
+			memcpy(plain, payload, h.plain_size);
+	} else {
 		/* Capacity exactly plain_size: a payload that would expand further fails inside zstd. */
 		size_t n = ZSTD_decompressDCtx(d->dctx, plain, h.plain_size, payload, h.stored_size);
 		if (ZSTD_isError(n))

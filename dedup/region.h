@@ -37,7 +37,13 @@
 #include "dedup/fingerprint.h"
 #include "dedup/limits.h"
 
+/* What the encoder writes; dedup_region_seal() makes it DEDUP_REGION_VERSION_SEALED. */
 #define DEDUP_REGION_VERSION 1
+/* AES-256-GCM of the payload under the content subkey, bound to its place (docs/FORMAT.md). */
+#define DEDUP_REGION_VERSION_SEALED 2
+#define DEDUP_REGION_KEY_SIZE 32u
+#define DEDUP_REGION_NONCE_SIZE 12u
+#define DEDUP_REGION_TAG_SIZE 16u
 #define DEDUP_REGION_HEADER_SIZE 64u
 #define DEDUP_REGION_ENTRY_SIZE 36u
 /* Most chunks in one region: a 1 MiB region of 64-byte chunks (the smallest CDC allows). */
@@ -72,8 +78,25 @@ typedef struct DedupRegionHeader {
 	uint32_t count;       /* chunks */
 	uint32_t plain_size;  /* their bytes */
 	uint32_t stored_size; /* payload bytes */
-	uint64_t checksum;
+	uint64_t checksum;    /* version 1 only */
 } DedupRegionHeader;
+
+/* A sealed region's payload is AES-256-GCM ciphertext: reading it needs the key and its place. */
+static inline bool dedup_region_header_is_sealed(const DedupRegionHeader *h) {
+	return h->version == DEDUP_REGION_VERSION_SEALED;
+}
+
+/*
+ * Where a sealed region lies and the key it is sealed under.  The container
+ * id and the region's offset in it are authenticated with the region, so a
+ * region moved elsewhere (another offset, another container) fails to open
+ * even though it was once genuine.
+ */
+typedef struct DedupRegionPlace {
+	const uint8_t *key; /* DEDUP_REGION_KEY_SIZE bytes: the content subkey (dedup/key.h) */
+	uint64_t container;
+	uint64_t offset;
+} DedupRegionPlace;
 
 /* Bytes the whole region occupies: header, table and payload. */
 static inline size_t dedup_region_header_region_size(const DedupRegionHeader *h) {
@@ -100,6 +123,9 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
  * (which covers the table and the payload) and the table (lengths of 1 ..
  * DEDUP_CHUNK_SIZE_LIMIT_MAX adding up to plain_size).  Its table may then
  * be read with dedup_region_table_get().
+ * (!) A sealed region has no checksum a reader without the key could
+ * check: its table and payload are authenticated only by opening it
+ * (dedup_region_decode() with its place); here only its structure is.
  * Returns: 0 and *ret, -EBADMSG, -EPROTONOSUPPORT.
  */
 int dedup_region_check(const void *region, size_t len, DedupRegionHeader *ret);
@@ -135,6 +161,18 @@ int dedup_region_encoder_level(const DedupRegionEncoder *e);
 int dedup_region_encode(DedupRegionEncoder *e, const DedupChunkId *ids, const uint32_t *lengths, size_t count,
 			const void *plain, size_t plain_size, void *buf, size_t size, size_t *ret_size);
 
+/*
+ * Seals the version 1 region at the start of region[0, len) (just encoded,
+ * keyed ids) in place, as the region of container `place->container` at
+ * `place->offset`: a fresh random nonce, the payload encrypted with
+ * AES-256-GCM under place->key, the header's fields, the table and the
+ * place authenticated as associated data.  Its size does not change.
+ * Returns: 0, -EINVAL (not a good version 1 region of keyed ids), -EIO
+ * (OpenSSL, or no randomness).  After -EINVAL the region is unchanged;
+ * after -EIO it holds garbage.
+ */
+int dedup_region_seal(void *region, size_t len, const DedupRegionPlace *place);
+
 typedef struct DedupRegionDecoder DedupRegionDecoder;
 
 /* Owns a ZSTD_DCtx reused by every decode; not thread-safe. Returns: 0, -ENOMEM. */
@@ -144,14 +182,19 @@ DedupRegionDecoder *dedup_region_decoder_free(DedupRegionDecoder *d);
 /*
  * Decodes the region at the start of region[0, len) (bytes after it are
  * ignored) into plain[0, plain_cap) and, when not NULL, its table into
- * lengths[0, entries_cap) and ids[0, entries_cap).  With verify, every
- * chunk is re-hashed and must equal its id.  ret_header (optional) gets
- * the validated header: plain_size bytes were written to plain and count
- * entries to the table arrays.
- * Returns: 0, or one of the errors at the top; -ENOBUFS (plain_cap below
- * plain_size, or entries_cap below count with arrays given) is checked
- * before anything is written.  On error the outputs hold garbage.
+ * lengths[0, entries_cap) and ids[0, entries_cap).  A sealed region is
+ * opened with place (its key and where it was read from): any change to
+ * it, or a region read from anywhere but where it was sealed, fails
+ * authentication (-EBADMSG) before a byte of it is decompressed.  With
+ * verify, every chunk is re-hashed and must equal its id.  ret_header
+ * (optional) gets the validated header: plain_size bytes were written to
+ * plain and count entries to the table arrays.
+ * Returns: 0, or one of the errors at the top; -ENOKEY also for a sealed
+ * region without place; -ENOBUFS (plain_cap below plain_size, or
+ * entries_cap below count with arrays given) is checked before anything
+ * is written.  On error the outputs hold garbage (never bytes of a sealed
+ * region that failed authentication: those are wiped).
  */
-int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, DedupHasher *verify, void *plain,
-			size_t plain_cap, uint32_t *lengths, DedupChunkId *ids, size_t entries_cap,
-			DedupRegionHeader *ret_header);
+int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, const DedupRegionPlace *place,
+			DedupHasher *verify, void *plain, size_t plain_cap, uint32_t *lengths, DedupChunkId *ids,
+			size_t entries_cap, DedupRegionHeader *ret_header);

@@ -331,12 +331,17 @@ static int compaction_unit(Compaction *c, uint64_t container, size_t k0, size_t 
 	pthread_rwlock_unlock(&s->io_lock);
 	if (r < 0)
 		return r == -ENOMEM ? r : -EIO;
-	r = store_unit_decode(region, c->buf, size, s->verify_content, &c->dec);
+	r = store_unit_decode(region, c->buf, size, container, first->offset, s->verify_content, &c->dec);
 	if (r < 0)
 		return r;
 	c->st->bytes_copied += size;
 
-	bool all = region && c->dec.count == k1 - k0;
+	/*
+	 * A sealed region is bound to where it lies (docs/FORMAT.md, "Sealed
+	 * region"): it cannot move byte for byte, its chunks are gathered
+	 * again and sealed where they go.
+	 */
+	bool all = region && c->dec.count == k1 - k0 && !c->dec.sealed;
 	for (size_t k = k0; k < k1; k++) {
 		const CatalogChunk *ch = c->v.items + k;
 		DedupCachedRegion view = {
@@ -378,7 +383,13 @@ static void compaction_done(Compaction *c) {
  * left alone), or another error.
  */
 static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *st) {
-	Compaction c = { .s = s, .st = st, .level = INT_MIN, .dec.id_key = s->opts.id_key };
+	Compaction c = {
+		.s = s,
+		.st = st,
+		.level = INT_MIN,
+		.dec.id_key = s->opts.id_key,
+		.dec.content_key = s->opts.content_key,
+	};
 	int r;
 
 	r = catalog_chunks_foreach_in_container(s->catalog, ct->id, collect_chunk, &c.v);

@@ -98,7 +98,7 @@ typedef struct StoreFlight {
 
 /* A region handed to store_append(). */
 typedef struct StoreUnit {
-	const uint8_t *data; /* the encoded region */
+	uint8_t *data;       /* the encoded region; sealed in place by store_append() on an encrypting store */
 	uint32_t size;       /* its bytes */
 	uint32_t count;      /* its chunks */
 	uint32_t plain_size; /* their bytes */
@@ -368,17 +368,22 @@ typedef struct StoreDecoded {
 	DedupRegionDecoder *region_decoder;
 	DedupHasher *hasher;
 	const uint8_t *id_key; /* set by the owner: DedupStoreOptions.id_key */
+	const uint8_t *content_key; /* set by the owner: DedupStoreOptions.content_key (sealed regions) */
+	bool sealed;                /* out: the unit was a sealed region */
 } StoreDecoded;
 
 void store_decoded_done(StoreDecoded *d);
 
 /*
  * Decodes the unit buf[0, len), a region or (not region) a chunk frame,
- * into d: every checksum, the exact decompressed size and, with verify,
- * every chunk's hash against its id.
- * Returns: 0, -EIO (any failure of the stored bytes), -ENOMEM.
+ * read from container `container` at `offset`, into d: every checksum (a
+ * sealed region: its tag, under d->content_key and that place), the exact
+ * decompressed size and, with verify, every chunk's hash against its id.
+ * Returns: 0, -EIO (any failure of the stored bytes, a sealed region
+ * without d->content_key), -ENOMEM.
  */
-int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d);
+int store_unit_decode(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset, bool verify,
+		      StoreDecoded *d);
 /* A unit's chunk count and plain bytes, from its header.  Returns: 0, -EIO. */
 int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_count, uint32_t *ret_plain_size);
 /*
@@ -387,8 +392,9 @@ int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_
  * a reader decodes straight into a cache entry.  On error the buffers
  * hold garbage.
  */
-int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d, uint8_t *plain,
-			   size_t plain_cap, uint32_t *ends, DedupChunkId *ids, size_t entries_cap);
+int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset,
+			   bool verify, StoreDecoded *d, uint8_t *plain, size_t plain_cap, uint32_t *ends,
+			   DedupChunkId *ids, size_t entries_cap);
 
 /* Where a chunk's unit is: its offset and how many bytes to read. */
 static inline uint32_t store_chunk_unit_size(const CatalogChunk *ch) {

@@ -153,6 +153,7 @@ static int ctx_get(DedupStore *s, StoreReadCtx **ret) {
 	if (!ctx)
 		return -ENOMEM;
 	ctx->dec.id_key = s->opts.id_key;
+	ctx->dec.content_key = s->opts.content_key;
 	*ret = ctx;
 	return 0;
 }
@@ -410,8 +411,8 @@ static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const ui
 		e = dedup_cached_region_new(u->container, u->offset, count, plain_size);
 		if (!e)
 			return -ENOMEM;
-		r = store_unit_decode_into(u->region, buf, u->size, s->verify_content, &ctx->dec, e->data, plain_size,
-					   e->ends, e->ids, count);
+		r = store_unit_decode_into(u->region, buf, u->size, u->container, u->offset, s->verify_content,
+					   &ctx->dec, e->data, plain_size, e->ends, e->ids, count);
 	}
 	if (r < 0) {
 		dedup_region_cache_release(s->cache, e);

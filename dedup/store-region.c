@@ -293,8 +293,9 @@ int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_
 	return 0;
 }
 
-int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d, uint8_t *plain,
-			   size_t plain_cap, uint32_t *ends, DedupChunkId *ids, size_t entries_cap) {
+int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset,
+			   bool verify, StoreDecoded *d, uint8_t *plain, size_t plain_cap, uint32_t *ends,
+			   DedupChunkId *ids, size_t entries_cap) {
 	int r;
 
 	if (verify && !d->hasher) {
@@ -315,6 +316,7 @@ int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool ver
 		if (r < 0)
 			return r == -ENOMEM ? r : -EIO;
 		d->level = -1;
+		d->sealed = false;
 		d->count = 1;
 		d->plain_size = h.plain_size;
 		ends[0] = h.plain_size;
@@ -328,10 +330,12 @@ int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool ver
 		if (r < 0)
 			return r;
 	}
-	r = dedup_region_decode(d->region_decoder, buf, len, verify ? d->hasher : NULL, plain, plain_cap, ends, ids,
-				entries_cap, &h);
+	DedupRegionPlace place = { .key = d->content_key, .container = container, .offset = offset };
+	r = dedup_region_decode(d->region_decoder, buf, len, &place, verify ? d->hasher : NULL, plain, plain_cap, ends,
+				ids, entries_cap, &h);
 	if (r < 0)
 		return r == -ENOMEM ? r : -EIO;
+	d->sealed = dedup_region_header_is_sealed(&h);
 	/* Lengths into ends, in place. */
 	for (size_t i = 1; i < h.count; i++)
 		ends[i] += ends[i - 1];
@@ -341,7 +345,8 @@ int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, bool ver
 	return 0;
 }
 
-int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, StoreDecoded *d) {
+int store_unit_decode(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset, bool verify,
+		      StoreDecoded *d) {
 	uint32_t count, plain_size;
 	int r = store_unit_sizes(region, buf, len, &count, &plain_size);
 	if (r < 0)
@@ -349,6 +354,6 @@ int store_unit_decode(bool region, const uint8_t *buf, size_t len, bool verify, 
 	r = decoded_reserve(d, plain_size, count);
 	if (r < 0)
 		return r;
-	return store_unit_decode_into(region, buf, len, verify, d, d->plain, d->plain_cap, d->ends, d->ids,
-				      d->entries_cap);
+	return store_unit_decode_into(region, buf, len, container, offset, verify, d, d->plain, d->plain_cap, d->ends,
+				      d->ids, d->entries_cap);
 }

@@ -127,7 +127,7 @@ static int scrub_container(DedupStore *s, uint64_t id, StoreDecoded *dec, uint8_
 			pthread_rwlock_unlock(&s->io_lock);
 		}
 		if (good) {
-			int q = store_unit_decode(region, buf, size, true, dec);
+			int q = store_unit_decode(region, buf, size, id, v.items[i].offset, true, dec);
 			if (q == -ENOMEM) {
 				r = q;
 				break;
@@ -153,7 +153,7 @@ out:
 int dedup_store_scrub(DedupStore *s, int (*progress)(const DedupScrubResult *res, uint64_t total, void *userdata),
 		      void *userdata, DedupScrubResult *ret) {
 	_cleanup_free_ uint8_t *buf = NULL;
-	StoreDecoded dec = { .id_key = s->opts.id_key };
+	StoreDecoded dec = { .id_key = s->opts.id_key, .content_key = s->opts.content_key };
 	StoreContainerList l = {};
 	DedupScrubResult res = {};
 	uint64_t total = 0;

@@ -52,6 +52,30 @@ const uint8_t *dedup_store_id_key(const DedupStore *s) {
 	return s->opts.id_key;
 }
 
+const uint8_t *dedup_store_content_key(const DedupStore *s) {
+	return s->opts.content_key;
+}
+
+const uint8_t *dedup_store_description_key(const DedupStore *s) {
+	return s->opts.description_key;
+}
+
+/*
+ * Seals units[i, j), about to be written back to back at `at` in c: a
+ * sealed region is bound to its place, which is known only here, under
+ * append_lock (docs/FORMAT.md, "Sealed region").
+ */
+static int units_seal(DedupStore *s, StoreContainer *c, StoreUnit *units, size_t i, size_t j, uint64_t at) {
+	for (size_t k = i; k < j; k++) {
+		DedupRegionPlace place = { .key = s->opts.content_key, .container = c->id, .offset = at };
+		int r = dedup_region_seal(units[k].data, units[k].size, &place);
+		if (r < 0)
+			return r;
+		at += units[k].size;
+	}
+	return 0;
+}
+
 uint32_t dedup_store_tier(const DedupStore *s) {
 	return s->tier;
 }
@@ -293,6 +317,8 @@ int store_append(DedupStore *s, StoreUnit *units, size_t n, StorePins *pins) {
 		r = index_reserve(c, j - i);
 		if (r >= 0)
 			r = pins_reserve(pins);
+		if (r >= 0 && s->opts.encrypt)
+			r = units_seal(s, c, units, i, j, c->size);
 		if (r < 0)
 			goto out;
 		r = dedup_backend_file_pwrite(s->backend, c->file, units[i].data, (size_t) run, c->size);
@@ -692,7 +718,8 @@ static int options_resolve(const DedupStoreOptions *in, DedupStoreOptions *ret) 
 	    o.readahead_bytes > DEDUP_STORE_READAHEAD_MAX || o.zstd_level < DEDUP_FRAME_LEVEL_MIN ||
 	    o.zstd_level > DEDUP_FRAME_LEVEL_MAX || o.region_size < DEDUP_REGION_TARGET_MIN ||
 	    o.region_size > DEDUP_REGION_TARGET_MAX || o.verify >= _DEDUP_VERIFY_MAX ||
-	    o.encode_workers > DEDUP_STORE_ENCODE_WORKERS_MAX || o.encode_nice < -20 || o.encode_nice > 19)
+	    o.encode_workers > DEDUP_STORE_ENCODE_WORKERS_MAX || o.encode_nice < -20 || o.encode_nice > 19 ||
+	    (o.encrypt && (!o.id_key || !o.content_key || !o.description_key)))
 		return -EINVAL;
 	*ret = o;
 	return 0;

@@ -123,6 +123,20 @@ typedef struct DedupStoreOptions {
 	 * units of plain ids fail verification; NULL: plain SHA-256 ids.
 	 */
 	const uint8_t *id_key;
+	/*
+	 * DEDUP_KEY_SIZE bytes (the content subkey), borrowed likewise: opens
+	 * the sealed regions the store holds (docs/FORMAT.md, "Sealed region"),
+	 * whether or not it seals new ones; without it they read -EIO.
+	 */
+	const uint8_t *content_key;
+	/* DEDUP_KEY_SIZE bytes (the description subkey), borrowed likewise: seals the store's description. */
+	const uint8_t *description_key;
+	/*
+	 * Seal every region this store writes (AES-256-GCM under content_key,
+	 * bound to its container and offset) and its description (under
+	 * description_key).  Needs all three keys.
+	 */
+	bool encrypt;
 } DedupStoreOptions;
 
 /*
@@ -149,6 +163,9 @@ DedupStore *dedup_store_free(DedupStore *s);
 uint32_t dedup_store_tier(const DedupStore *s);
 /* DedupStoreOptions.id_key of s: what the mount's other readers of its tiers verify with. */
 const uint8_t *dedup_store_id_key(const DedupStore *s);
+/* DedupStoreOptions.content_key and description_key of s, for the same readers. */
+const uint8_t *dedup_store_content_key(const DedupStore *s);
+const uint8_t *dedup_store_description_key(const DedupStore *s);
 
 /*
  * A writer for one file's bytes, chunked with params (NULL: the default

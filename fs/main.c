@@ -338,6 +338,9 @@ static int catalog_start(Fs *fs, bool create) {
 		.encode_workers = fs->encode_workers,
 		.encode_nice = FS_BACKGROUND_NICE,
 		.id_key = fs->key ? fs->key->id : NULL,
+		.content_key = fs->key ? fs->key->content : NULL,
+		.description_key = fs->key ? fs->key->description : NULL,
+		.encrypt = config_tier_encrypts(config_tier_by_number(fs->config, 0), fs->key != NULL),
 	};
 	if (fs->restore_workers > 0 || fs->read_ahead_kb > 0) {
 		store_opts.readahead_bytes = 1;
@@ -566,6 +569,14 @@ static int run(int argc, char **argv) {
 			goto out_config;
 		}
 	}
+	/* Also before anything is opened: a tier that must seal needs the key to seal with. */
+	for (size_t i = 0; i < config.n_tiers; i++)
+		if (!fs.key && config_tier_encrypts(&config.tiers[i], false)) {
+			log_error("tier '%s' has encrypt = yes, but no key is given: set key_file = in [fratier] or "
+				  "-o key_file=FILE (fratierfs --make-key FILE makes one), or encrypt = no",
+				  config.tiers[i].name);
+			goto out_config;
+		}
 	/* Before anything can fail into fs_done(), which destroys it. */
 	fs_throttle_init(&fs.throttle, config.background_share);
 	/* Tiers named in a config must exist: creating one could fill the wrong disk. */

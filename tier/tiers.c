@@ -169,6 +169,13 @@ int tier_open_source(const char *spec, DedupBackend **ret, char **ret_error) {
 	return open_backend(nfs ? TIER_BACKEND_NFS : TIER_BACKEND_DIR, spec, NULL, false, true, ret, ret_error);
 }
 
+/* The stores' options for tier t: whether it seals what it stores is the tier's own choice. */
+static DedupStoreOptions tier_store_options(const TierSet *s, const ConfigTier *t) {
+	DedupStoreOptions o = s->store_opts;
+	o.encrypt = config_tier_encrypts(t, o.content_key != NULL);
+	return o;
+}
+
 int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_backend, DedupStore *hot_store,
 		  const DedupStoreOptions *store_opts, bool create, TierSet **ret) {
 	TierSet *s = calloc(1, sizeof(*s));
@@ -201,7 +208,8 @@ int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_back
 		DedupStore *store = NULL;
 		int r = slot_open_backend(s, t, create, &t->backend, &t->error);
 		if (r >= 0) {
-			r = dedup_store_open(catalog, n, t->backend, &s->store_opts, &store);
+			DedupStoreOptions o = tier_store_options(s, t->config);
+			r = dedup_store_open(catalog, n, t->backend, &o, &store);
 			atomic_store(&t->store, store);
 			if (r < 0) {
 				t->backend = dedup_backend_free(t->backend);
@@ -233,7 +241,8 @@ bool tier_set_retry(TierSet *s, uint32_t *ret_opened) {
 		int r = t->config->shared ? shared_open(s, t->config, false, &backend, &root, &refused, &error)
 					  : tier_open_backend(t->config, false, &backend, &error);
 		if (r >= 0) {
-			r = dedup_store_open(s->catalog, n, backend, &s->store_opts, &store);
+			DedupStoreOptions o = tier_store_options(s, t->config);
+			r = dedup_store_open(s->catalog, n, backend, &o, &store);
 			if (r < 0)
 				backend = dedup_backend_free(backend);
 		}

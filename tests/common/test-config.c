@@ -203,6 +203,22 @@ static void test_shared(void) {
 	assert(config_host_name_is_valid("a") && !config_host_name_is_valid("") && !config_host_name_is_valid("a/b"));
 }
 
+/* encrypt per tier: as given, else lower tiers with a key; the hot tier only if asked. */
+static void test_encrypt(void) {
+	_cleanup_(config_done) Config c = {};
+	parse_ok(MAIN "[tier hot]\n[tier capacity]\n[tier filer]\nrole = capacity\npath = /mnt/filer\nencrypt = no\n", &c);
+	assert(!c.tiers[0].has_encrypt && !c.tiers[1].has_encrypt && c.tiers[2].has_encrypt && !c.tiers[2].encrypt);
+	assert(!config_tier_encrypts(&c.tiers[0], true) && config_tier_encrypts(&c.tiers[1], true));
+	assert(!config_tier_encrypts(&c.tiers[1], false) && !config_tier_encrypts(&c.tiers[2], true));
+	config_done(&c);
+	parse_ok(MAIN "[tier hot]\nencrypt = yes\n[tier capacity]\n", &c);
+	assert(config_tier_encrypts(&c.tiers[0], true) && config_tier_encrypts(&c.tiers[0], false));
+
+	parse_fails(MAIN "[tier hot]\n[tier capacity]\nencrypt = sometimes\n",
+		    FILE_NAME ":5: invalid boolean 'sometimes' for 'encrypt' (expected yes/no, true/false, on/off or 1/0)");
+	parse_fails(MAIN "encrypt = yes\n[tier hot]\n", FILE_NAME ":3: unknown key 'encrypt' in section [fratier]");
+}
+
 static void test_syntax_variants(void) {
 	_cleanup_(config_done) Config c = {}, d = {}, e = {};
 
@@ -841,6 +857,7 @@ int main(void) {
 	test_control_socket();
 	test_key_file();
 	test_shared();
+	test_encrypt();
 	test_syntax_variants();
 	test_errors();
 	test_classes();

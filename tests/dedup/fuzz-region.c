@@ -88,11 +88,11 @@ static void check(int r, const DedupRegionHeader *h, size_t size) {
 
 static void decode_all(const uint8_t *data, size_t size) {
 	DedupRegionHeader h, hv;
-	int r = dedup_region_decode(dec, data, size, NULL, plain, DEDUP_REGION_PLAIN_MAX, lengths, ids,
+	int r = dedup_region_decode(dec, data, size, NULL, NULL, plain, DEDUP_REGION_PLAIN_MAX, lengths, ids,
 				    DEDUP_REGION_CHUNKS_MAX, &h);
 	check(r, &h, size);
 	for (unsigned k = 0; k < 2; k++) {
-		int rv = dedup_region_decode(dec, data, size, hasher[k], plain, DEDUP_REGION_PLAIN_MAX, lengths, ids,
+		int rv = dedup_region_decode(dec, data, size, NULL, hasher[k], plain, DEDUP_REGION_PLAIN_MAX, lengths, ids,
 					     DEDUP_REGION_CHUNKS_MAX, &hv);
 		check(rv, &hv, size);
 		/* Verification can only reject more, never accept what the checksums refused. */
@@ -140,7 +140,7 @@ static void roundtrip(const uint8_t *data, size_t size) {
 	/* Exactly the region's bytes and exactly the plain size: no slack hides an overrun. */
 	DedupRegionHeader h;
 	memset(plain, 0xa5, in_size);
-	if (dedup_region_decode(dec, region, size_out, hasher[keyed], plain, in_size, lengths, ids, count, &h) < 0)
+	if (dedup_region_decode(dec, region, size_out, NULL, hasher[keyed], plain, in_size, lengths, ids, count, &h) < 0)
 		abort();
 	if (h.count != count || h.plain_size != in_size || dedup_region_header_region_size(&h) != size_out ||
 	    h.level != level || memcmp(plain, in, in_size) != 0 || memcmp(ids, want, count * sizeof(*ids)) != 0)

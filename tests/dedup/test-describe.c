@@ -53,7 +53,7 @@ static void described_free(Described *d) {
 static void load(Env *e, Described *d, DedupDescriptionInfo *info) {
 	void *buf;
 	size_t len;
-	ASSERT_OK(dedup_description_load(e->backend, &buf, &len));
+	ASSERT_OK(dedup_description_load(e->backend, NULL, &buf, &len));
 	*d = (Described) {};
 	ASSERT_OK(dedup_description_parse(buf, len, collect, d, info));
 	free(buf);
@@ -110,7 +110,7 @@ static void test_literals(void) {
 	dedup_describe_free(w);
 	load(&e, &d, NULL);
 	ASSERT(d.n == 1 && d.literals == f.formatted && d.n_entries[0] == 1 + 2 * f.formatted);
-	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, NULL, &s));
 	check_rebuilt(s, &d, 0, f.piece, f.piece_len);
 	s = dedup_salvage_free(s);
 	described_free(&d);
@@ -118,9 +118,79 @@ static void test_literals(void) {
 	env_close(&e);
 }
 
+/* The raw object: what someone reading the tier sees. */
+static void *raw_object(Env *e, size_t *ret_len) {
+	uint64_t size;
+	ASSERT_OK(dedup_backend_size(e->backend, DEDUP_DESCRIPTION_NAME, &size));
+	void *buf = test_malloc((size_t) size + 1);
+	ASSERT_OK(dedup_backend_pread_full(e->backend, DEDUP_DESCRIPTION_NAME, buf, (size_t) size, 0));
+	*ret_len = (size_t) size;
+	return buf;
+}
+
+/*
+ * A store that encrypts seals its description (version 3): the names are
+ * not in the object; it loads with the key only (-ENOKEY without, -EBADMSG
+ * under another), and any changed bit fails.
+ */
+static void test_sealed(void) {
+	static const uint8_t k[32] = "0123456789abcdef0123456789abcdef";
+	static const uint8_t other[32] = "0123456789abcdef0123456789abcdeF";
+	DedupStoreOptions o = { .id_key = k, .content_key = k, .description_key = k, .encrypt = true };
+	TestRng rng = { 43 };
+	Env e;
+	env_open(&e, &o);
+	uint8_t *a = test_malloc(200 * KiB);
+	test_rng_fill(&rng, a, 200 * KiB);
+	uint64_t ino = env_seal(&e, a, 200 * KiB, &rng, NULL);
+	DedupDescribeWriter *w;
+	ASSERT_OK(dedup_describe_begin(e.store, 5, &w));
+	ASSERT_OK(dedup_describe_add(w, "secret dir", 10, false, 0, 0));
+	ASSERT_OK(dedup_describe_add(w, "secret file", 11, true, ino, 200 * KiB));
+	ASSERT_OK(dedup_describe_commit(w));
+	dedup_describe_free(w);
+
+	size_t len;
+	uint8_t *raw = raw_object(&e, &len);
+	ASSERT(raw[4] == DEDUP_DESCRIPTION_VERSION_SEALED && !memmem(raw, len, "secret", 6));
+	void *buf;
+	size_t n;
+	ASSERT_RET(dedup_description_load(e.backend, NULL, &buf, &n), -ENOKEY);
+	ASSERT_RET(dedup_description_load(e.backend, other, &buf, &n), -EBADMSG);
+	ASSERT_OK(dedup_description_load(e.backend, k, &buf, &n));
+	Described d = {};
+	DedupDescriptionInfo info;
+	ASSERT_OK(dedup_description_parse(buf, n, collect, &d, &info));
+	ASSERT(info.generation == 5 && d.n == 2 && memcmp(d.attrs[1], "secret file", 11) == 0 && d.size[1] == 200 * KiB);
+	described_free(&d);
+	free(buf);
+
+	uint8_t *bad = test_malloc(len);
+	for (size_t i = 0; i < len * 8; i += 5) {
+		memcpy(bad, raw, len);
+		bad[i / 8] ^= (uint8_t) (1u << (i % 8));
+		int r = dedup_description_unseal(bad, len, k, &n);
+		if (r == 0) /* the version byte no longer says sealed: ciphertext is no description */
+			r = dedup_description_parse(bad, n, NULL, NULL, NULL);
+		ASSERT(r == -EBADMSG || r == -EPROTONOSUPPORT);
+	}
+	for (size_t cut = 0; cut < len; cut += 3) {
+		memcpy(bad, raw, len);
+		int r = dedup_description_unseal(bad, cut, k, &n);
+		if (r == 0)
+			r = dedup_description_parse(bad, n, NULL, NULL, NULL);
+		ASSERT(r == -EBADMSG);
+	}
+	free(bad);
+	free(raw);
+	free(a);
+	env_close(&e);
+}
+
 int main(void) {
 	TestRng rng = { 42 };
 	test_literals();
+	test_sealed();
 	Env e;
 	env_open(&e, NULL);
 
@@ -156,7 +226,7 @@ int main(void) {
 
 	DedupSalvage *s;
 	DedupSalvageStats st;
-	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, NULL, &s));
 	dedup_salvage_stats(s, &st);
 	ASSERT(st.containers >= 1 && st.damaged_containers == 0 && st.torn_containers == 0 && st.chunks > 0);
 	check_rebuilt(s, &d, 1, a, len_a);
@@ -170,7 +240,7 @@ int main(void) {
 	/* Every bit flip and every truncation of the description is refused. */
 	void *img;
 	size_t img_len;
-	ASSERT_OK(dedup_description_load(e.backend, &img, &img_len));
+	ASSERT_OK(dedup_description_load(e.backend, NULL, &img, &img_len));
 	uint8_t *bad = test_malloc(img_len);
 	for (size_t i = 0; i < img_len * 8; i += 7) {
 		memcpy(bad, img, img_len);
@@ -222,7 +292,7 @@ int main(void) {
 	ASSERT(pread(fd, &byte, 1, at) == 1);
 	byte ^= 0x40;
 	ASSERT(pwrite(fd, &byte, 1, at) == 1);
-	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, NULL, &s));
 	ASSERT_RET(dedup_salvage_read(s, &first->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX), -EIO);
 	check_rebuilt(s, &d, 2, b, len_b);
 	s = dedup_salvage_free(s);
@@ -231,7 +301,7 @@ int main(void) {
 	ASSERT(fstat(fd, &sb) == 0);
 	ASSERT(ftruncate(fd, sb.st_size - 100) == 0);
 	close(fd);
-	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, NULL, &s));
 	dedup_salvage_stats(s, &st);
 	ASSERT(st.torn_containers == 1);
 	/* The last chunk of a, past the damaged region and well before the cut, is still there; b's last chunk, cut, is lost. */

@@ -7,6 +7,7 @@
  * truncation; content verification against the table's ids.
  */
 #include <errno.h>
+#include <string.h>
 #include <stdlib.h>
 #include <xxhash.h>
 #include <zstd.h>
@@ -89,7 +90,7 @@ static uint32_t *out_lengths;
 static DedupChunkId *out_ids;
 
 static int decode(const uint8_t *b, size_t len, DedupHasher *verify) {
-	return dedup_region_decode(dec, b, len, verify, out_plain, DEDUP_REGION_PLAIN_MAX, out_lengths, out_ids,
+	return dedup_region_decode(dec, b, len, NULL, verify, out_plain, DEDUP_REGION_PLAIN_MAX, out_lengths, out_ids,
 				   DEDUP_REGION_CHUNKS_MAX, NULL);
 }
 
@@ -99,7 +100,7 @@ static void roundtrip(Region *r) {
 	uint32_t lengths[64];
 	DedupChunkId ids[64];
 
-	ASSERT_OK(dedup_region_decode(dec, r->buf, r->len, sha, plain, r->plain_size, lengths, ids, r->count, &h));
+	ASSERT_OK(dedup_region_decode(dec, r->buf, r->len, NULL, sha, plain, r->plain_size, lengths, ids, r->count, &h));
 	ASSERT(h.count == r->count && h.plain_size == r->plain_size && dedup_region_header_region_size(&h) == r->len);
 	ASSERT(memcmp(plain, r->plain, r->plain_size) == 0);
 	for (size_t i = 0; i < r->count; i++)
@@ -107,7 +108,7 @@ static void roundtrip(Region *r) {
 	/* Without the table, without verification; bytes after the region are ignored. */
 	uint8_t *longer = test_malloc(r->len + 10);
 	memcpy(longer, r->buf, r->len);
-	ASSERT_OK(dedup_region_decode(dec, longer, r->len + 10, NULL, plain, r->plain_size, NULL, NULL, 0, &h));
+	ASSERT_OK(dedup_region_decode(dec, longer, r->len + 10, NULL, NULL, plain, r->plain_size, NULL, NULL, 0, &h));
 	ASSERT_OK(dedup_region_check(longer, r->len + 10, &h));
 	for (size_t i = 0; i < r->count; i++) {
 		uint32_t n;
@@ -201,8 +202,8 @@ static void test_encode_errors(void) {
 	/* Decoding into buffers too small: nothing written, -ENOBUFS. */
 	uint8_t *plain = test_malloc(r.plain_size);
 	uint32_t lengths[2];
-	ASSERT_RET(dedup_region_decode(dec, r.buf, r.len, NULL, plain, r.plain_size - 1, NULL, NULL, 0, NULL), -ENOBUFS);
-	ASSERT_RET(dedup_region_decode(dec, r.buf, r.len, NULL, plain, r.plain_size, lengths, NULL, 1, NULL), -ENOBUFS);
+	ASSERT_RET(dedup_region_decode(dec, r.buf, r.len, NULL, NULL, plain, r.plain_size - 1, NULL, NULL, 0, NULL), -ENOBUFS);
+	ASSERT_RET(dedup_region_decode(dec, r.buf, r.len, NULL, NULL, plain, r.plain_size, lengths, NULL, 1, NULL), -ENOBUFS);
 	free(plain);
 	free(buf);
 	region_free(&r);
@@ -228,7 +229,8 @@ static void test_fields(void) {
 	uint32_t stored = (uint32_t) le_at(z.buf + 20, 4);
 
 	field(&z, 4, 1, 0, -EBADMSG);               /* version 0 */
-	field(&z, 4, 1, 2, -EPROTONOSUPPORT);       /* a newer version */
+	field(&z, 4, 1, 2, -EBADMSG);               /* sealed, but plain ids: never written */
+	field(&z, 4, 1, 3, -EPROTONOSUPPORT);       /* a newer version */
 	field(&z, 5, 1, 2, -EBADMSG);               /* codec */
 	field(&z, 6, 2, 2, -EBADMSG);               /* an unknown flag */
 	field(&z, 8, 1, 20, -EBADMSG);              /* level above 19 */
@@ -305,6 +307,115 @@ static void test_flips_and_truncation(void) {
 	}
 }
 
+/* Recomputes only the header checksum (bytes 0..55), as whoever edits a sealed region can. */
+static void reseal_header(uint8_t *b) {
+	set_le(b + 56, XXH3_64bits(b, 56), 8);
+}
+
+static const uint8_t content_key[DEDUP_REGION_KEY_SIZE] = "0123456789abcdef0123456789abcdef";
+
+static int open_at(const uint8_t *b, size_t len, const uint8_t *key, uint64_t container, uint64_t offset,
+		   DedupHasher *verify) {
+	DedupRegionPlace place = { .key = key, .container = container, .offset = offset };
+	return dedup_region_decode(dec, b, len, &place, verify, out_plain, DEDUP_REGION_PLAIN_MAX, out_lengths,
+				   out_ids, DEDUP_REGION_CHUNKS_MAX, NULL);
+}
+
+/*
+ * Sealed regions (version 2): the layout, a round trip only at the place
+ * and under the key it was sealed with, and every bit flip, with the
+ * header checksum recomputed (an attacker can), an authentication failure.
+ */
+static void test_sealed(void) {
+	TestRng rng = { 6 };
+	DedupRegionEncoder *kenc;
+	DedupHasher *keyed;
+	ASSERT_OK(dedup_region_encoder_new(3, true, &kenc));
+	ASSERT_OK(dedup_hasher_new_keyed(content_key, 7, &keyed));
+	DedupRegionEncoder *plain_enc = enc;
+	DedupHasher *plain_sha = sha;
+	enc = kenc;
+	sha = keyed;
+
+	for (int random = 0; random <= 1; random++) {
+		Region r = make(4, NULL, random, &rng);
+		uint8_t *copy = test_malloc(r.len);
+		memcpy(copy, r.buf, r.len);
+		DedupRegionPlace place = { .key = content_key, .container = 7, .offset = 4096 };
+		ASSERT_OK(dedup_region_seal(r.buf, r.len, &place));
+		/* Header: version 2, the fields before the nonce as they were, reserved 52..55 zero. */
+		ASSERT(r.buf[4] == 2);
+		ASSERT(memcmp(r.buf, copy, 4) == 0 && memcmp(r.buf + 5, copy + 5, 24 - 5) == 0);
+		ASSERT(le_at(r.buf + 52, 4) == 0);
+		ASSERT(le_at(r.buf + 56, 8) == XXH3_64bits(r.buf, 56));
+		/* The table in clear (keyed ids), the payload not. */
+		size_t table = 64 + 36 * r.count;
+		ASSERT(memcmp(r.buf + 64, copy + 64, table - 64) == 0);
+		ASSERT(memcmp(r.buf + table, copy + table, r.len - table) != 0);
+		if (random)
+			ASSERT(memmem(r.buf, r.len, r.plain, 64) == NULL);
+
+		DedupRegionHeader h;
+		ASSERT_OK(dedup_region_check(r.buf, r.len, &h));
+		ASSERT(dedup_region_header_is_sealed(&h) && dedup_region_header_region_size(&h) == r.len);
+		ASSERT_OK(open_at(r.buf, r.len, content_key, 7, 4096, keyed));
+		ASSERT(memcmp(out_plain, r.plain, r.plain_size) == 0);
+		for (size_t i = 0; i < r.count; i++)
+			ASSERT(out_lengths[i] == r.lengths[i] && dedup_chunk_id_equal(&out_ids[i], &r.ids[i]));
+
+		/* Without a key; under another key; at another place (swapped, moved, copied). */
+		ASSERT_RET(decode(r.buf, r.len, NULL), -ENOKEY);
+		uint8_t other[DEDUP_REGION_KEY_SIZE];
+		memcpy(other, content_key, sizeof(other));
+		other[31] ^= 1;
+		ASSERT_RET(open_at(r.buf, r.len, other, 7, 4096, NULL), -EBADMSG);
+		ASSERT_RET(open_at(r.buf, r.len, content_key, 8, 4096, NULL), -EBADMSG);
+		ASSERT_RET(open_at(r.buf, r.len, content_key, 7, 4096 + r.len, NULL), -EBADMSG);
+		/* A failed open leaves no plaintext behind (raw payloads decrypt straight into the output). */
+		if (!h.codec)
+			for (size_t i = 0; i < r.plain_size; i++)
+				ASSERT(out_plain[i] == 0);
+
+		/* Every bit, header checksum recomputed: the tag, not the XXH3, catches it. */
+		for (size_t i = 0; i < r.len * 8; i++) {
+			if (i / 8 >= 56 && i / 8 < 64)
+				continue;
+			r.buf[i / 8] ^= (uint8_t) (1u << (i % 8));
+			uint64_t hc = le_at(r.buf + 56, 8);
+			reseal_header(r.buf);
+			int got = open_at(r.buf, r.len, content_key, 7, 4096, NULL);
+			if (got != -EBADMSG && got != -EPROTONOSUPPORT) {
+				fprintf(stderr, "sealed: bit %zu flipped: %d\n", i, got);
+				abort();
+			}
+			r.buf[i / 8] ^= (uint8_t) (1u << (i % 8));
+			set_le(r.buf + 56, hc, 8);
+		}
+		for (size_t len = 0; len < r.len; len++)
+			ASSERT_RET(open_at(r.buf, len, content_key, 7, 4096, NULL), -EBADMSG);
+		ASSERT_OK(open_at(r.buf, r.len, content_key, 7, 4096, keyed));
+
+		/* Sealing is for fresh version 1 regions of keyed ids only; a nonce is never reused. */
+		ASSERT_RET(dedup_region_seal(r.buf, r.len, &place), -EINVAL);
+		uint8_t *again = test_malloc(r.len);
+		memcpy(again, copy, r.len);
+		ASSERT_OK(dedup_region_seal(again, r.len, &place));
+		ASSERT(memcmp(again + 24, r.buf + 24, 12) != 0);
+		free(again);
+		free(copy);
+		region_free(&r);
+	}
+
+	enc = plain_enc;
+	sha = plain_sha;
+	Region u = make(2, NULL, false, &rng);
+	DedupRegionPlace place = { .key = content_key, .container = 1, .offset = 64 };
+	ASSERT_RET(dedup_region_seal(u.buf, u.len, &place), -EINVAL); /* plain ids */
+	region_free(&u);
+	dedup_region_encoder_free(kenc);
+	dedup_hasher_free(keyed);
+}
+
 int main(void) {
 	ASSERT_OK(dedup_region_encoder_new(3, false, &enc));
 	ASSERT_OK(dedup_region_decoder_new(&dec));
@@ -318,6 +429,7 @@ int main(void) {
 	test_encode_errors();
 	test_fields();
 	test_flips_and_truncation();
+	test_sealed();
 	dedup_region_encoder_free(enc);
 	dedup_region_decoder_free(dec);
 	dedup_hasher_free(sha);

@@ -318,11 +318,162 @@ static void test_recompressed(void) {
 	tiers_close(&t);
 }
 
+/* Counts the files under dir (recursively) whose bytes hold needle[0, n). */
+static size_t files_holding(const char *dir, const uint8_t *needle, size_t n) {
+	char cmd[512];
+	size_t hits = 0;
+	snprintf(cmd, sizeof(cmd), "find '%s' -type f", dir);
+	FILE *f = popen(cmd, "r");
+	ASSERT(f);
+	char path[4096];
+	while (fgets(path, sizeof(path), f)) {
+		path[strcspn(path, "\n")] = '\0';
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ASSERT(fd >= 0);
+		struct stat st;
+		ASSERT(fstat(fd, &st) == 0);
+		uint8_t *b = test_malloc((size_t) st.st_size + 1);
+		ASSERT(pread(fd, b, (size_t) st.st_size, 0) == st.st_size);
+		close(fd);
+		if (memmem(b, (size_t) st.st_size, needle, n))
+			hits++;
+		free(b);
+	}
+	pclose(f);
+	return hits;
+}
+
+static int region_version(const CatalogChunk *ch, void *userdata) {
+	int *v = userdata; /* [0]: the tier directory; [1 + version]: chunks in regions of that version */
+	char name[DEDUP_CONTAINER_NAME_MAX];
+	uint8_t h[DEDUP_REGION_HEADER_SIZE];
+	int fd = openat(v[0], dedup_container_name(ch->container, name), O_RDONLY | O_CLOEXEC);
+	ASSERT(fd >= 0 && pread(fd, h, sizeof(h), (off_t) ch->offset) == sizeof(h));
+	close(fd);
+	ASSERT(h[4] >= 1 && h[4] <= 2);
+	v[1 + h[4]]++;
+	return 0;
+}
+
+/* Flips one byte of the first chunk's unit on tier 1, a payload byte past the header and table. */
+static int flip_first(const CatalogChunk *ch, void *userdata) {
+	int *v = userdata; /* [0]: the tier directory, [1]: done */
+	if (v[1])
+		return 0;
+	char name[DEDUP_CONTAINER_NAME_MAX];
+	int fd = openat(v[0], dedup_container_name(ch->container, name), O_RDWR | O_CLOEXEC);
+	uint8_t b;
+	off_t at = (off_t) (ch->offset + ch->region_size - 1);
+	ASSERT(fd >= 0 && pread(fd, &b, 1, at) == 1);
+	b ^= 0x40;
+	ASSERT(pwrite(fd, &b, 1, at) == 1);
+	close(fd);
+	v[1] = 1;
+	return 0;
+}
+
+/*
+ * A tier that encrypts (DedupStoreOptions.encrypt) beside one that does
+ * not, under one key: migration seals regions on the way down and opens
+ * them on the way back; nothing of the file's bytes is on the sealed tier;
+ * compaction of sealed regions re-seals them where they go; a changed byte
+ * is found by scrub and reads -EIO.
+ */
+static void test_sealed_tier(void) {
+	static const uint8_t id_key[32] = "id key id key id key id key id k";
+	static const uint8_t content_key[32] = "content key content key content";
+	DedupStoreOptions plain = { .id_key = id_key, .content_key = content_key, .description_key = content_key };
+	DedupStoreOptions sealed = plain;
+	sealed.encrypt = true;
+	Tiers t;
+	TestRng rng = { 7 };
+	size_t len = 2 * MiB;
+	uint8_t *a = test_malloc(len), *b = test_malloc(len);
+
+	env_open(&t.e, &plain);
+	snprintf(t.dir1, sizeof(t.dir1), "%s/tier1", t.e.dir);
+	ASSERT(mkdir(t.dir1, 0755) == 0);
+	ASSERT_OK(tier_backend_dir_open(t.dir1, &t.backend1));
+	DedupStoreOptions nokey = { .encrypt = true, .id_key = id_key };
+	ASSERT_RET(dedup_store_open(t.e.catalog, 1, t.backend1, &nokey, &t.store1), -EINVAL);
+	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &sealed, &t.store1));
+
+	/* a: random (stored raw), b: text (zstd). */
+	test_rng_fill(&rng, a, len);
+	fill_text(&rng, b, len);
+	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL), ib = env_seal(&t.e, b, len, &rng, NULL);
+	/* The check can fail: on the plain tier a's bytes are there to find. */
+	ASSERT(files_holding(t.e.tier_dir, a + len / 2, 64) > 0);
+
+	migrate(t.e.store, t.store1, t.e.catalog, ia, len, 3, NULL);
+	migrate(t.e.store, t.store1, t.e.catalog, ib, len, 3, NULL);
+	ASSERT(files_holding(t.dir1, a + len / 2, 64) == 0);
+	ASSERT(files_holding(t.dir1, a + 12345, 64) == 0);
+	Env e1 = on1(&t);
+	env_check_file(&e1, ia, a, len, &rng);
+	env_check_file(&e1, ib, b, len, &rng);
+	int versions[4] = { open(t.dir1, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
+	ASSERT(versions[0] >= 0);
+	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, region_version, versions));
+	ASSERT(versions[1 + 2] > 0 && versions[1 + 1] == 0);
+	DedupScrubResult res;
+	ASSERT_OK(dedup_store_scrub(t.store1, NULL, NULL, &res));
+	ASSERT(res.damaged_chunks == 0 && res.chunks > 0);
+	free(res.damaged);
+
+	/* A store that does not encrypt still opens what is sealed (encrypt = yes, then no). */
+	t.store1 = dedup_store_free(t.store1);
+	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &plain, &t.store1));
+	e1 = on1(&t);
+	env_check_file(&e1, ia, a, len, &rng);
+	t.store1 = dedup_store_free(t.store1);
+	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &sealed, &t.store1));
+
+	/* Compaction: a's chunks die, b's sealed regions move and are sealed again where they land. */
+	ASSERT_OK(catalog_begin(t.e.catalog));
+	ASSERT_OK(dedup_file_drop(t.store1, ia));
+	ASSERT_OK(catalog_commit(t.e.catalog));
+	gc(t.store1);
+	e1 = on1(&t);
+	env_check_file(&e1, ib, b, len, &rng);
+	memset(versions + 1, 0, 3 * sizeof(int));
+	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, region_version, versions));
+	ASSERT(versions[1 + 2] > 0 && versions[1 + 1] == 0);
+
+	/* And back up: plain again on tier 0, byte for byte. */
+	migrate(t.store1, t.e.store, t.e.catalog, ib, len, 3, NULL);
+	env_check_file(&t.e, ib, b, len, &rng);
+
+	/* A flipped byte of a sealed region: EIO, and scrub lists it. */
+	uint64_t ia2 = env_seal(&t.e, a, len, &rng, NULL);
+	migrate(t.e.store, t.store1, t.e.catalog, ia2, len, 3, NULL);
+	int flip[2] = { versions[0], 0 };
+	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, flip_first, flip));
+	ASSERT(flip[1] == 1);
+	ASSERT_OK(dedup_store_scrub(t.store1, NULL, NULL, &res));
+	ASSERT(res.damaged_chunks > 0);
+	free(res.damaged);
+	uint8_t *back = test_malloc(len);
+	ssize_t n = 0;
+	for (uint64_t off = 0; off < len && n >= 0; off += (uint64_t) n) {
+		n = dedup_file_read(t.store1, ia2, len, off, back + off, len - off);
+		if (n == 0)
+			break;
+	}
+	ASSERT(n == -EIO);
+	free(back);
+	close(versions[0]);
+	free(a);
+	free(b);
+	tiers_close(&t);
+}
+
 int main(void) {
 	test_dedup_against_target();
 	test_recompressed();
 	test_shared_source();
 	test_abandoned();
 	test_errors();
+	test_sealed_tier();
 	return 0;
 }

@@ -72,6 +72,9 @@ def recover_with_key(res, base, data, key, other, blob):
         newdir = tempfile.mkdtemp(prefix="rec-", dir=base)
         p = recover(source, newdir, k)
         res.check(p.returncode != 0, "recovery with %s succeeded: %s" % (what, p.stdout[-600:]))
+        # The capacity tier encrypts by default under a key: its description is sealed.
+        expect = "needs the key it was written under" if k is None else "written under another key"
+        res.check(expect in p.stdout, "recovery with %s does not say %r: %s" % (what, expect, p.stdout[-600:]))
         fs = harness.Fratier(base=base, data=newdir, options=["key_file=" + k] if k else []).start()
         res.check(not os.path.exists(fs.path("f")) or open(fs.path("f"), "rb").read() != blob,
                   "recovery with %s restored the file" % what)
