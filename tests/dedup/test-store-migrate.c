@@ -355,21 +355,24 @@ static int region_version(const CatalogChunk *ch, void *userdata) {
 	return 0;
 }
 
-/* Flips one byte of the first chunk's unit on tier 1, a payload byte past the header and table. */
-static int flip_first(const CatalogChunk *ch, void *userdata) {
-	int *v = userdata; /* [0]: the tier directory, [1]: done */
-	if (v[1])
-		return 0;
+/* The newest chunk of a tier: stored by the last file migrated there. */
+static int newest_chunk(const CatalogChunk *ch, void *userdata) {
+	CatalogChunk *newest = userdata;
+	if (ch->id > newest->id)
+		*newest = *ch;
+	return 0;
+}
+
+/* Flips one byte of ch's unit in the tier directory dir, a payload byte past the header and table. */
+static void flip_unit(int dir, const CatalogChunk *ch) {
 	char name[DEDUP_CONTAINER_NAME_MAX];
-	int fd = openat(v[0], dedup_container_name(ch->container, name), O_RDWR | O_CLOEXEC);
+	int fd = openat(dir, dedup_container_name(ch->container, name), O_RDWR | O_CLOEXEC);
 	uint8_t b;
 	off_t at = (off_t) (ch->offset + ch->region_size - 1);
 	ASSERT(fd >= 0 && pread(fd, &b, 1, at) == 1);
 	b ^= 0x40;
 	ASSERT(pwrite(fd, &b, 1, at) == 1);
 	close(fd);
-	v[1] = 1;
-	return 0;
 }
 
 /*
@@ -447,9 +450,10 @@ static void test_sealed_tier(void) {
 	/* A flipped byte of a sealed region: EIO, and scrub lists it. */
 	uint64_t ia2 = env_seal(&t.e, a, len, &rng, NULL);
 	migrate(t.e.store, t.store1, t.e.catalog, ia2, len, 3, NULL);
-	int flip[2] = { versions[0], 0 };
-	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, flip_first, flip));
-	ASSERT(flip[1] == 1);
+	CatalogChunk newest = {};
+	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, newest_chunk, &newest));
+	ASSERT(newest.id > 0);
+	flip_unit(versions[0], &newest);
 	ASSERT_OK(dedup_store_scrub(t.store1, NULL, NULL, &res));
 	ASSERT(res.damaged_chunks > 0);
 	free(res.damaged);
