@@ -1631,28 +1631,40 @@ int catalog_chunks_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogChu
 	return chunks_foreach(c, STMT_CHUNKS_TIER, tier, cb, userdata);
 }
 
-int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier, uint64_t *ret_count,
+int catalog_chunks_count(Catalog *c, uint32_t tier, uint64_t *ret) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CHUNKS_COUNT_TIER);
+	int r;
+	if (!s)
+		r = catalog_result(sqlite3_errcode(c->db));
+	else {
+		sqlite3_bind_int64(s, 1, tier);
+		int rc = sqlite3_step(s);
+		r = rc == SQLITE_ROW ? 0 : catalog_result(rc);
+		if (r >= 0)
+			*ret = (uint64_t) sqlite3_column_int64(s, 0);
+		finish(s);
+	}
+	unlock(c);
+	return r;
+}
+
+int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
 				  int (*cb)(const uint8_t digest[CATALOG_DIGEST_SIZE], void *userdata), void *userdata) {
 	int r = 0, rc;
 
 	lock(c);
-	sqlite3_stmt *s = stmt(c, cb ? STMT_CHUNK_DIGESTS_TIER : STMT_CHUNKS_COUNT_TIER);
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_DIGESTS_TIER);
 	if (!s) {
 		r = catalog_result(sqlite3_errcode(c->db));
 		goto out;
 	}
 	sqlite3_bind_int64(s, 1, tier);
-	*ret_count = 0;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (!cb) {
-			*ret_count = (uint64_t) sqlite3_column_int64(s, 0);
-			continue;
-		}
 		if (sqlite3_column_bytes(s, 0) != CATALOG_DIGEST_SIZE) {
 			r = -EUCLEAN;
 			break;
 		}
-		(*ret_count)++;
 		r = cb(sqlite3_column_blob(s, 0), userdata);
 		if (r < 0)
 			break;

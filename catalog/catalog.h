@@ -268,14 +268,15 @@ int catalog_chunks_foreach_dead(Catalog *c, uint32_t tier, int (*cb)(const Catal
 int catalog_chunks_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
 			   void *userdata);
 
+/* The number of chunks of a tier (from the digest index alone). */
+int catalog_chunks_count(Catalog *c, uint32_t tier, uint64_t *ret);
 /*
  * Visits the digest of every chunk of a tier (same rule for cb), in digest
  * order, reading the digest index alone: smaller than the table that
  * catalog_chunks_foreach() reads, and a store builds its filter from it at
- * every start.  *ret_count gets the digests visited; with cb NULL it gets
- * the count alone.
+ * every start.
  */
-int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier, uint64_t *ret_count,
+int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
 				  int (*cb)(const uint8_t digest[CATALOG_DIGEST_SIZE], void *userdata), void *userdata);
 
 /*

@@ -466,14 +466,14 @@ int store_filter_rebuild(DedupStore *s) {
 	uint64_t n = 0;
 	int r;
 
-	r = catalog_chunk_digests_foreach(s->catalog, s->tier, &n, NULL, NULL);
+	r = catalog_chunks_count(s->catalog, s->tier, &n);
 	if (r < 0)
 		return r;
 	/* Twice the chunks there are: room to grow before the next rebuild. */
 	r = dedup_bloom_new(MIN(n * 2, DEDUP_BLOOM_CAPACITY_MAX), &b);
 	if (r < 0)
 		return r;
-	r = catalog_chunk_digests_foreach(s->catalog, s->tier, &n, add_chunk, b);
+	r = catalog_chunk_digests_foreach(s->catalog, s->tier, add_chunk, b);
 	if (r < 0) {
 		dedup_bloom_free(b);
 		return r;
