@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * maintenance.c — tierctl gc and scrub: a collection of every tier, or a
- * scrub of one, with progress frames while they run; Ctrl-C (the client
- * leaving) stops them between two containers.
+ * maintenance.c — tierctl gc and scrub: a collection of every tier, and a
+ * scrub of one tier or of every tier, with progress frames while they run;
+ * Ctrl-C (the client leaving) stops them between two containers.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -55,16 +55,22 @@ int control_gc(Conn *c) {
 	return q;
 }
 
+typedef struct ScrubProgress {
+	Conn *c;
+	char phase[32]; /* "verify", or "verify tier N" when a scrub covers several tiers */
+} ScrubProgress;
+
 static int scrub_progress(const DedupScrubResult *res, uint64_t total, void *userdata) {
-	Conn *c = userdata;
+	ScrubProgress *p = userdata;
+	Conn *c = p->c;
 	if (atomic_load(&c->ctl->stopping) || control_peer_gone(c))
 		return -ECANCELED;
 	int64_t now = control_now_ns(CLOCK_MONOTONIC);
-	/* The last one is sent by control_scrub(), with the final figures. */
+	/* The last one of a tier is sent by scrub_tier(), with its final figures. */
 	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS || res->bytes >= total)
 		return 0;
 	c->last_progress_ns = now;
-	int r = control_progress(c, "verify", res->bytes, total, res->damaged_chunks);
+	int r = control_progress(c, p->phase, res->bytes, total, res->damaged_chunks);
 	return r < 0 ? -ECANCELED : 0;
 }
 
@@ -73,79 +79,137 @@ static int id_compare(const void *a, const void *b) {
 	return x < y ? -1 : x > y;
 }
 
-int control_scrub(Conn *c, const CtlRequest *req) {
-	DedupScrubResult res = {};
-	FileVec files = {};
-	uint64_t damaged_files = 0;
-	int r;
+/* Damage found so far, by file: the census is taken once, at the first damaged chunk of any tier. */
+typedef struct ScrubDamage {
+	DedupScrubResult sum;  /* the tiers' figures added up; no ids */
+	FileVec files;
+	bool census_taken;
+	uint8_t *mark;         /* per file of the census: SCRUB_FILE_* */
+	uint64_t damaged_files;
+} ScrubDamage;
 
-	uint32_t tier = req->has_tier ? req->tier : 0;
-	DedupStore *store = tier_set_store(fs_tiers(c->fs), tier);
-	if (!store)
-		return control_fail(c, tier < tier_set_count(fs_tiers(c->fs)) ? -ENXIO : -ENOENT,
-				 tier < tier_set_count(fs_tiers(c->fs)) ? "tier %u is not reachable (see tierctl status)" : "there is no tier %u",
-				 (unsigned) tier);
-	if (atomic_exchange(&c->ctl->scrub_running, true))
-		return control_fail(c, -EBUSY, "a scrub is already running; wait for it to finish");
+enum { SCRUB_FILE_CLEAN, SCRUB_FILE_DAMAGED, SCRUB_FILE_UNREADABLE };
+
+/* Marks the sealed files whose recipe references one of the chunks this tier's scrub found damaged. */
+static int scrub_mark_files(Conn *c, DedupScrubResult *res, ScrubDamage *d) {
+	int r;
+	if (res->n_damaged == 0)
+		return 0;
+	if (!d->census_taken) {
+		r = control_census(c, &d->files);
+		if (r < 0)
+			return r;
+		d->census_taken = true;
+		d->mark = calloc(d->files.n + 1, 1);
+		if (!d->mark)
+			return -ENOMEM;
+	}
+	qsort(res->damaged, res->n_damaged, sizeof(uint64_t), id_compare);
+	for (size_t i = 0; i < d->files.n; i++) {
+		if (d->files.items[i].state != CATALOG_FILE_SEALED || d->mark[i] == SCRUB_FILE_UNREADABLE)
+			continue;
+		r = dedup_file_references_any(c->reader, d->files.items[i].ino, res->damaged, res->n_damaged);
+		if (r == 0)
+			continue;
+		if (d->mark[i] == SCRUB_FILE_CLEAN)
+			d->damaged_files++;
+		d->mark[i] = r < 0 ? SCRUB_FILE_UNREADABLE : SCRUB_FILE_DAMAGED;
+	}
+	return 0;
+}
+
+static int scrub_tier(Conn *c, DedupStore *store, uint32_t tier, bool one_of_several, ScrubDamage *d) {
+	ScrubProgress p = { .c = c };
+	DedupScrubResult res = {};
+	if (one_of_several)
+		snprintf(p.phase, sizeof(p.phase), "verify tier %u", (unsigned) tier);
+	else
+		strcpy(p.phase, "verify");
 	c->last_progress_ns = 0;
-	r = dedup_store_scrub(store, scrub_progress, c, &res);
-	atomic_store(&c->ctl->scrub_running, false);
+	int r = dedup_store_scrub(store, scrub_progress, &p, &res);
 	if (res.damaged_chunks)
 		log_error("scrub found %llu damaged chunks in tier %u", (unsigned long long) res.damaged_chunks,
 			  (unsigned) tier);
-	if (r == -ECANCELED) {
-		dedup_scrub_result_done(&res);
-		return control_fail(c, r, "scrub stopped (nothing was left half done)");
-	}
-	if (r < 0) {
-		dedup_scrub_result_done(&res);
-		return control_fail(c, r, "scrub failed: %s", strerror(-r));
-	}
-	r = control_progress(c, "verify", res.bytes, res.bytes, res.damaged_chunks);
+	d->sum.containers += res.containers;
+	d->sum.chunks += res.chunks;
+	d->sum.bytes += res.bytes;
+	d->sum.damaged_chunks += res.damaged_chunks;
+	d->sum.damaged_containers += res.damaged_containers;
+	if (r >= 0)
+		r = control_progress(c, p.phase, res.bytes, res.bytes, res.damaged_chunks);
+	if (r >= 0)
+		r = scrub_mark_files(c, &res, d);
+	dedup_scrub_result_done(&res);
+	return r;
+}
 
-	/* Which files the damage reaches: counted first, since a reply's own fields precede its rows. */
-	_cleanup_free_ uint64_t *hit = NULL;
-	_cleanup_free_ bool *unreadable = NULL;
-	if (r >= 0 && res.n_damaged > 0) {
-		qsort(res.damaged, res.n_damaged, sizeof(uint64_t), id_compare);
-		r = control_census(c, &files);
-		hit = r >= 0 ? calloc(files.n + 1, sizeof(uint64_t)) : NULL;
-		unreadable = r >= 0 ? calloc(files.n + 1, sizeof(bool)) : NULL;
-		if (r >= 0 && (!hit || !unreadable))
-			r = -ENOMEM;
-		for (size_t i = 0; r >= 0 && i < files.n; i++) {
-			if (files.items[i].state != CATALOG_FILE_SEALED)
-				continue;
-			int q = dedup_file_references_any(c->reader, files.items[i].ino, res.damaged, res.n_damaged);
-			if (q == 0)
-				continue;
-			unreadable[damaged_files] = q < 0;
-			hit[damaged_files++] = files.items[i].ino;
-		}
+int control_scrub(Conn *c, const CtlRequest *req) {
+	const TierSet *tiers = fs_tiers(c->fs);
+	uint32_t n_tiers = tier_set_count(tiers);
+	uint32_t first = 0, end = n_tiers;
+	ScrubDamage d = {};
+	uint32_t unreachable[CTL_TIER_MAX + 1];
+	size_t n_unreachable = 0;
+	int r = 0;
+
+	if (req->has_tier) {
+		if (req->tier >= n_tiers)
+			return control_fail(c, -ENOENT, "there is no tier %u", (unsigned) req->tier);
+		if (!tier_set_store(tiers, req->tier))
+			return control_fail(c, -ENXIO, "tier %u is not reachable (see tierctl status)", (unsigned) req->tier);
+		first = req->tier;
+		end = req->tier + 1;
 	}
+	if (atomic_exchange(&c->ctl->scrub_running, true))
+		return control_fail(c, -EBUSY, "a scrub is already running; wait for it to finish");
+	for (uint32_t t = first; r >= 0 && t < end; t++) {
+		DedupStore *store = tier_set_store(tiers, t);
+		/* Without --tier every tier is verified that can be; the others are named, not passed over in silence. */
+		if (!store) {
+			log_warning("scrub: tier %u is not reachable, not verified", (unsigned) t);
+			unreachable[n_unreachable++] = t;
+			continue;
+		}
+		r = scrub_tier(c, store, t, end - first > 1, &d);
+	}
+	atomic_store(&c->ctl->scrub_running, false);
+	if (r == -ECANCELED)
+		r = control_fail(c, r, "scrub stopped (nothing was left half done)");
+	else if (r < 0)
+		r = control_fail(c, r, "scrub failed: %s", strerror(-r));
+	else
+		r = control_add_u64(c, "containers", d.sum.containers);
 	if (r >= 0)
-		r = control_add_u64(c, "containers", res.containers);
+		r = control_add_u64(c, "chunks", d.sum.chunks);
 	if (r >= 0)
-		r = control_add_u64(c, "chunks", res.chunks);
+		r = control_add_u64(c, "bytes", d.sum.bytes);
 	if (r >= 0)
-		r = control_add_u64(c, "bytes", res.bytes);
+		r = control_add_u64(c, "damaged_chunks", d.sum.damaged_chunks);
 	if (r >= 0)
-		r = control_add_u64(c, "damaged_chunks", res.damaged_chunks);
+		r = control_add_u64(c, "damaged_containers", d.sum.damaged_containers);
 	if (r >= 0)
-		r = control_add_u64(c, "damaged_containers", res.damaged_containers);
+		r = control_add_u64(c, "damaged_files", d.damaged_files);
 	if (r >= 0)
-		r = control_add_u64(c, "damaged_files", damaged_files);
-	for (size_t i = 0; r >= 0 && i < damaged_files; i++) {
+		r = control_add_u64(c, "tiers", end - first - n_unreachable);
+	for (size_t i = 0; r >= 0 && i < n_unreachable; i++) {
+		r = control_row(c, "unreachable");
+		if (r >= 0)
+			r = control_add_u64(c, "tier", unreachable[i]);
+	}
+	for (size_t i = 0; r >= 0 && d.mark && i < d.files.n; i++) {
+		if (d.mark[i] == SCRUB_FILE_CLEAN)
+			continue;
 		_cleanup_free_ char *path = NULL;
+		uint64_t ino = d.files.items[i].ino;
 		r = control_row(c, "damaged");
-		if (r >= 0 && control_path_of(c->reader, hit[i], &path) >= 0)
+		if (r >= 0 && control_path_of(c->reader, ino, &path) >= 0)
 			r = control_add(c, "path", path);
 		if (r >= 0)
-			r = control_add_u64(c, "ino", hit[i]);
-		if (r >= 0 && unreadable[i])
+			r = control_add_u64(c, "ino", ino);
+		if (r >= 0 && d.mark[i] == SCRUB_FILE_UNREADABLE)
 			r = control_add(c, "error", "recipe unreadable");
 	}
-	free(files.items);
-	dedup_scrub_result_done(&res);
+	free(d.files.items);
+	free(d.mark);
 	return r;
 }

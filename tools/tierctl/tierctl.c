@@ -985,9 +985,14 @@ static int run_scrub(TierctlMount *mount, char **args, int n_args) {
 		if (damaged)
 			printf("the damaged chunks were retired: new data no longer deduplicates against them; restore the "
 			       "files listed from a backup\n");
+		_cleanup_free_ size_t *away = tierctl_rows(m, "unreachable", &n);
+		for (size_t i = 0; away && i < n; i++)
+			printf("tier %s is not reachable: not verified (see tierctl status)\n", tierctl_get(m, away[i], "tier"));
 	}
+	size_t n_away;
+	free(tierctl_rows(m, "unreachable", &n_away));
 	tierctl_reply_done(&reply);
-	return damaged ? TIERCTL_EXIT_PARTIAL : 0;
+	return damaged || n_away ? TIERCTL_EXIT_PARTIAL : 0;
 }
 
 /* ---- migrate, recall ---- */
@@ -1758,7 +1763,7 @@ static const Command commands[] = {
 	  "bh", run_report, 0, 0 },
 	{ "policy", "policy show", "the per-class settings, migration ages and targets, watermarks and reserve", "", run_policy, 1, 1 },
 	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },
-	{ "scrub", "scrub [--tier N]", "verify every stored chunk, list damaged files (root or the owner)", "t",
+	{ "scrub", "scrub [--tier N]", "verify every stored chunk of every tier (or of tier N), list damaged files (root or the owner)", "t",
 	  run_scrub, 0, 0 },
 	{ "migrate", "migrate [--to TIER] [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...",
 	  "move sealed files (raw ones are sealed first) to a lower tier, default tier 1 (root or the owner)", "TDSF",

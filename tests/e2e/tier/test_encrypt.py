@@ -181,15 +181,25 @@ def container_path(data, c):
     return os.path.join(data, "capacity", "containers", "c", "%02x" % (c & 0xff), "%016x.ftc" % c)
 
 
-def scrubbed(res, fs, what):
-    """(exit status, {files listed}) of tierctl scrub of the encrypted tier (1)."""
-    rc, out, err = tc.tierctl(fs, "scrub", "--tier", "1", "--json")
+def scrub(fs, *args):
+    rc, out, err = tc.tierctl(fs, "scrub", "--json", *args)
     try:
         sc = json.loads(out)
     except ValueError:
         sc = {}
+    return rc, sc, set(d["path"].lstrip("/") for d in sc.get("damaged", [])), err
+
+
+def scrubbed(res, fs, what):
+    """(exit status, {files listed}) of tierctl scrub of the encrypted tier (1), which a scrub of every tier repeats."""
+    rc, sc, listed, err = scrub(fs, "--tier", "1")
     res.check(rc in (0, EXIT_PARTIAL), "%s: scrub %d %r" % (what, rc, err))
-    return rc, set(d["path"].lstrip("/") for d in sc.get("damaged", []))
+    rc_all, sc_all, listed_all, err = scrub(fs)
+    res.check(rc_all == rc and listed_all == listed and sc_all.get("tiers") == 3
+              and sc_all.get("chunks", 0) > sc.get("chunks", 0),
+              "%s: scrub without --tier verifies all 3 tiers and finds what the scrub of tier 1 found: %d %r, %d %r"
+              % (what, rc_all, sc_all, rc, sc))
+    return rc, listed
 
 
 def tamper(res, base, conf, data, files, damaged, what, victims, change):

@@ -186,6 +186,16 @@ def run(res, fs, srv, src):
               "status of a filer down at start: %r" % filer)
     rc, _, err = tc.tierctl(fs, "migrate", "--to", "filer", fs.path("ORCL", "archivelog"))
     res.check(rc == 1 and "not reachable" in err, "migrate to a filer down: %d %s" % (rc, err))
+    # A scrub of every tier verifies the ones it can reach and names the filer, never passing over it in silence.
+    rc, out, err = tc.tierctl(fs, "scrub", "--json")
+    try:
+        sc = json.loads(out)
+    except ValueError:
+        sc = {}
+    away = [u.get("tier") for u in sc.get("unreachable", [])]
+    res.check(rc == 5 and filer and away == [filer[0].get("tier")] and sc.get("damaged_chunks") == 0
+              and sc.get("tiers") == len(st.get("tiers", [])) - 1,
+              "scrub with the filer down: exit %d (5 expected), %r, %s" % (rc, sc, err))
     # Deleting or emptying a cold file never needs its tier.
     gone, emptied = pieces[0], pieces[1]
     try:

@@ -555,7 +555,7 @@ def main():
             damaged = set(d["path"].lstrip("/") for d in sc.get("damaged", []))
             res.check(rc == EXIT_PARTIAL and sc.get("damaged_chunks") == victim[3] and damaged,
                       "scrub finds the %d chunks of the damaged region: %d %r %r" % (victim[3], rc, sc, err))
-            res.check(re.search(r"scrub: verify [0-9.]+ [KM]iB of [0-9.]+ [KM]iB \(100%\), .*/s, eta 0s, [1-9]\d* damaged", err),
+            res.check(re.search(r"scrub: verify (tier 0 )?[0-9.]+ [KM]iB of [0-9.]+ [KM]iB \(100%\), .*/s, eta 0s, [1-9]\d* damaged", err),
                       "scrub prints plain progress lines when not on a terminal: %r" % err)
         # Remount (no cached chunk can hide the damage): listed files fail, the others read back.
         with Fratier(base=base, options=["seal_delay=0", "gc_interval=3600"]) as fs:
