@@ -175,7 +175,7 @@ int dedup_segment_parse(const void *buf, size_t len, DedupSegmentHeader *ret) {
 	h.epoch = le64_get(p + H_EPOCH);
 	h.count = le64_get(p + H_COUNT);
 	if ((h.flags & ~DEDUP_SEGMENT_FLAG_KEYED_IDS) || h.count > DEDUP_SEGMENT_ENTRIES_MAX ||
-	    dedup_segment_size(h.count) != len || le64_get(p + H_RESERVED2) != 0)
+	    dedup_segment_size(h.count) != len || le64_get(p + H_RESERVED) != 0 || le64_get(p + H_RESERVED2) != 0)
 		return -EBADMSG;
 	if (XXH3_64bits(p, len - DEDUP_SEGMENT_TRAILER_SIZE) != le64_get(p + len - DEDUP_SEGMENT_TRAILER_SIZE))
 		return -EBADMSG;

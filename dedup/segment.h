@@ -13,7 +13,7 @@
  *   header (96 bytes)
  *     magic "FRTSEGM1" | version u32 (1) | flags u32 (bit 0: keyed ids)
  *     epoch u64 | count u64 | keys[16]: dedup_segment_keys() of the writer
- *     host[32]: the writer's host name, NUL-padded | reserved u64 (0)
+ *     host[32]: the writer's host name, NUL-padded | reserved u64 (0) | reserved u64 (0)
  *   count entries (64 bytes each), strictly ascending by id
  *     id[32] | container u64 | offset u64 | region_size u32 |
  *     region_offset u32 | plain_size u32 | frame_size u32
