@@ -636,9 +636,15 @@ DEFINE_CLEANUP_FUNC(DedupSalvage, dedup_salvage_free);
 
 static int collect_name(const char *name, void *userdata) {
 	DedupSalvage *s = userdata;
+	size_t len = strlen(name), tail = sizeof("c/xx/0123456789abcdef.ftc") - 1;
 	uint64_t id;
-	/* Only containers: anything else in c/ (a temporary file of a backend) holds nothing of ours. */
-	if (dedup_container_name_parse(name, &id) < 0)
+	/*
+	 * Only containers, named as a store names them, maybe below a
+	 * directory: anything else (a temporary file of a backend) holds
+	 * nothing of ours.
+	 */
+	if (len < tail || (len > tail && name[len - tail - 1] != '/') ||
+	    dedup_container_name_parse(name + len - tail, &id) < 0)
 		return 0;
 	if (s->n_names == s->cap_names) {
 		size_t n = MAX(s->cap_names * 2, (size_t) 64);
@@ -777,6 +783,12 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 }
 
 int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret) {
+	const char *dirs[] = { NULL };
+	return dedup_salvage_open_many(b, dirs, 1, id_key, content_key, ret);
+}
+
+int dedup_salvage_open_many(DedupBackend *b, const char *const *dirs, size_t n_dirs, const uint8_t *id_key,
+			    const uint8_t *content_key, DedupSalvage **ret) {
 	_cleanup_(dedup_salvage_freep) DedupSalvage *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -786,7 +798,13 @@ int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *co
 	s->unit = malloc(DEDUP_REGION_SIZE_MAX);
 	if (!s->unit)
 		return -ENOMEM;
-	int r = dedup_backend_list(b, "c", collect_name, s);
+	int r = 0;
+	for (size_t i = 0; i < n_dirs && r >= 0; i++) {
+		char c[DEDUP_BACKEND_NAME_MAX + 1];
+		if (dirs[i] && snprintf(c, sizeof(c), "%s/c", dirs[i]) >= (int) sizeof(c))
+			return -EINVAL;
+		r = dedup_backend_list(b, dirs[i] ? c : "c", collect_name, s);
+	}
 	if (r < 0)
 		return r;
 	s->container_ids = calloc(MAX(s->n_names, (size_t) 1), sizeof(*s->container_ids));
