@@ -124,16 +124,24 @@ DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w) {
 
 DEFINE_CLEANUP_FUNC(DedupDescribeWriter, dedup_describe_free);
 
+/* Every byte of a description crosses to the tier's storage too: counted as the store's regions are. */
+static int describe_pwrite(DedupDescribeWriter *w, const void *p, size_t len, uint64_t at) {
+	int r = dedup_backend_file_pwrite(w->store->backend, w->file, p, len, at);
+	if (r >= 0)
+		__atomic_add_fetch(&w->store->bytes_sent, len, __ATOMIC_RELAXED);
+	return r;
+}
+
 /* Writes p[0, len) at offset `at` of the object, encrypted if sealing (GCM is a stream: any cut works). */
 static int writer_put(DedupDescribeWriter *w, const uint8_t *p, size_t len, uint64_t at) {
 	if (!w->cipher)
-		return dedup_backend_file_pwrite(w->store->backend, w->file, p, len, at);
+		return describe_pwrite(w, p, len, at);
 	for (size_t done = 0; done < len;) {
 		size_t n = MIN(len - done, SEAL_STEP);
 		int out;
 		if (EVP_EncryptUpdate(w->cipher, w->sealed, &out, p + done, (int) n) != 1 || (size_t) out != n)
 			return -EIO;
-		int r = dedup_backend_file_pwrite(w->store->backend, w->file, w->sealed, n, at + done);
+		int r = describe_pwrite(w, w->sealed, n, at + done);
 		if (r < 0)
 			return r;
 		done += n;
@@ -185,7 +193,7 @@ static int writer_seal_end(DedupDescribeWriter *w) {
 	    EVP_CIPHER_CTX_ctrl(w->cipher, EVP_CTRL_GCM_GET_TAG, 16, h + H_TAG) != 1)
 		return -EIO;
 	le64_put(h + H_CHECKSUM, XXH3_64bits(h, H_CHECKSUM));
-	return dedup_backend_file_pwrite(w->store->backend, w->file, h, DEDUP_DESCRIPTION_HEADER_SIZE, 0);
+	return describe_pwrite(w, h, DEDUP_DESCRIPTION_HEADER_SIZE, 0);
 }
 
 static int reserve(uint8_t **buf, size_t *cap, size_t need) {
