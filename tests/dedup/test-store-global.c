@@ -10,6 +10,7 @@
  * containers; segments are immutable, named by epoch, and survive a reopen.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "dedup/segment.h"
@@ -111,6 +112,49 @@ static int flip_one(const char *name, void *userdata) {
 	return 0;
 }
 
+typedef struct Sealer {
+	Host *h;
+	const uint8_t *data;
+	size_t len;
+	uint64_t ino;
+	DedupWriterStats st;
+} Sealer;
+
+static void *seal_thread(void *userdata) {
+	Sealer *x = userdata;
+	TestRng rng = { (uint64_t) (uintptr_t) x };
+	x->ino = env_seal(&x->h->e, x->data, x->len, &rng, &x->st);
+	return NULL;
+}
+
+/* Two hosts store at once what a third published, and new data of their own, while a fourth reads. */
+static void test_concurrent(Host *a, Host *b, Host *c, uint64_t ino_c, const uint8_t *data, size_t len) {
+	TestRng rng = { 0x77 };
+	uint8_t *fresh = test_malloc(len);
+	test_rng_fill(&rng, fresh, len);
+	uint64_t ino_a = env_seal(&a->e, data, len, &rng, NULL);
+	Sealer x[4] = {
+		{ .h = b, .data = data, .len = len },
+		{ .h = c, .data = data, .len = len },
+		{ .h = b, .data = fresh, .len = len },
+		{ .h = c, .data = fresh, .len = len },
+	};
+	pthread_t t[4];
+	for (size_t i = 0; i < 4; i++)
+		ASSERT(pthread_create(&t[i], NULL, seal_thread, &x[i]) == 0);
+	env_check_file(&c->e, ino_c, data, len, &rng);
+	for (size_t i = 0; i < 4; i++)
+		ASSERT(pthread_join(t[i], NULL) == 0);
+	for (size_t i = 0; i < 4; i++)
+		env_check_file(&x[i].h->e, x[i].ino, x[i].data, len, &rng);
+	/* What a published is not sent again; new data is each one's own until one of them publishes it. */
+	ASSERT(x[0].st.new_bytes == 0 && x[1].st.new_bytes == 0);
+	ASSERT(x[2].st.new_bytes + x[2].st.foreign_bytes + x[2].st.dup_bytes == len);
+	env_check_file(&a->e, ino_a, data, len, &rng);
+	env_drop(&a->e, ino_a);
+	free(fresh);
+}
+
 int main(void) {
 	const size_t len = 6 * MiB;
 	TestRng rng = { 0x61 };
@@ -155,6 +199,8 @@ int main(void) {
 	ASSERT(three < one + 4096);
 	fprintf(stderr, "shared tier: %llu bytes after one host, %llu after three (%.3fx)\n", (unsigned long long) one,
 		(unsigned long long) three, (double) three / (double) one);
+
+	test_concurrent(&a, &b, &c, ino_c, data, len);
 
 	/* A reopened store still knows its foreign containers (from the catalog) and reads them. */
 	b.e.store = dedup_store_free(b.e.store);
