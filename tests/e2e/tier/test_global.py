@@ -119,6 +119,14 @@ def run(res, tmp, filer, root):
         res.check(sent["b"] <= 0.10 * sent["a"] and sent["c"] <= 0.10 * sent["a"],
                   "b and c sent %d and %d bytes, a %d: more than a tenth" % (sent["b"], sent["c"], sent["a"]))
         res.check(int(filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a")
+        rc, out, err = tc.tierctl(b, "status")
+        res.check(rc == 0 and "sent to filer:" in out and "global dedup on filer:" in out,
+                  "tierctl status of b says nothing of global dedup: %s" % (out + err)[-800:])
+        print("\n".join(line for line in out.splitlines() if "filer:" in line), flush=True)
+        rc, out, err = tc.tierctl(b, "metrics")
+        res.check(rc == 0 and 'fratier_tier_sent_bytes_total{tier="1",name="filer"}' in out and
+                  'fratier_tier_global_foreign_chunks_total{tier="1",name="filer"}' in out,
+                  "tierctl metrics of b: %s" % (out + err)[-800:])
         for h, fs in hosts.items():
             res.check(sorted(set(tc.tiers_of(res, fs, models[h]).values())) == [1], "%s: files not on the shared tier" % h)
             tc.compare_all(res, fs, models[h], "%s, after the three migrations" % h)
