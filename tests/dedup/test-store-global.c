@@ -61,6 +61,8 @@ static void host_open(Host *h, const char *name, bool keyed) {
 		memset(h->key, 0x42, sizeof(h->key));
 		h->e.opts.id_key = h->key;
 		h->e.opts.content_key = h->key;
+		h->e.opts.description_key = h->key;
+		h->e.opts.encrypt = true;
 	}
 	host_open_store(h);
 }
@@ -221,6 +223,16 @@ int main(void) {
 	dedup_store_global_stats(d.e.store, &gs);
 	ASSERT(gs.segments_other_key >= 1 && gs.segments_loaded == 0);
 	env_check_file(&d.e, ino_d, data, len, &rng);
+	/*
+	 * Another host under the same key references d's sealed regions: they
+	 * open at the place d sealed them at (d's container ids), not g's.
+	 */
+	Host g;
+	host_open(&g, "g", true);
+	uint64_t ino_g = env_seal(&g.e, data, len, &rng, &st);
+	ASSERT(st.new_bytes == 0 && st.foreign_bytes == len);
+	env_check_file(&g.e, ino_g, data, len, &rng);
+	host_close(&g);
 
 	/* A damaged foreign container: EIO on the hosts that reference it, never wrong bytes. */
 	DedupBackend *aview = a.e.backend;
