@@ -8,6 +8,9 @@
  *
  * Lock order (take only in this order; release in any):
  *
+ *   publish_lock, refresh_lock  (store-global.c) one publication of this
+ *                           host's segment, one loading of other hosts',
+ *                           at a time: taken with no other lock held
  *   gc_lock                 one collection at a time
  *   writer exclusion        not a lock held across calls: a state in
  *                           writers_lock (n_writers / exclusive), see
@@ -18,7 +21,8 @@
  *                           exclusive around unlinking one; nothing else is
  *                           taken while it is held
  *   read_lock, writers_lock, encode_lock, flight_lock, the region cache, the
- *   locality cache, the backend's own locks  leaves
+ *   locality cache, global dedup's lookup_lock, pending_lock and map_lock,
+ *   the backend's own locks  leaves
  *
  * (!) A thread holding a claim on a unit of the region cache holds no lock
  * while it loads it, and waits for another thread's claim only while it
