@@ -137,16 +137,13 @@ static int host_index(StoreGlobal *g, const char *name, uint32_t *ret) {
 			*ret = (uint32_t) i;
 			return 0;
 		}
-	if (g->n_hosts >= GLOBAL_HOSTS_MAX || strlen(name) > DEDUP_SEGMENT_HOST_MAX)
+	/*
+	 * (!) Names are read without the lock through pointers handed out
+	 * (StoreGlobalHit.host, store_global_container()): the array never
+	 * moves, it is allocated at its largest once (store_global_open()).
+	 */
+	if (g->n_hosts >= g->cap_hosts || strlen(name) > DEDUP_SEGMENT_HOST_MAX)
 		return -E2BIG;
-	if (g->n_hosts == g->cap_hosts) {
-		/*
-		 * (!) Names are read without the lock through pointers handed out
-		 * (StoreGlobalHit.host): the array never moves; it is allocated at
-		 * its largest once.
-		 */
-		return -E2BIG;
-	}
 	GlobalHost *h = g->hosts + g->n_hosts;
 	*h = (GlobalHost) {};
 	memcpy(h->name, name, strlen(name) + 1);
