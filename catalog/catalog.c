@@ -68,6 +68,10 @@ typedef enum StatementId {
 	STMT_CONTAINER_LIVE,
 	STMT_CONTAINERS_ALL,
 	STMT_CONTAINERS_TIER,
+	STMT_CONTAINER_FOREIGN_FIND,
+	STMT_CONTAINER_FOREIGN_ADD,
+	STMT_CONTAINERS_FOREIGN,
+	STMT_CONTAINERS_FOREIGN_PRUNE,
 	STMT_CHUNK_FIND,
 	STMT_CHUNK_GET,
 	STMT_CHUNK_ADD,
@@ -150,8 +154,15 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_CONTAINER_UPDATE] = "UPDATE containers SET size = ?, full = ? WHERE id = ?",
 	[STMT_CONTAINER_DELETE] = "DELETE FROM containers WHERE id = ?",
 	[STMT_CONTAINER_LIVE] = "UPDATE containers SET live_bytes = live_bytes + ? WHERE id = ?",
-	[STMT_CONTAINERS_ALL] = "SELECT id, tier, size, live_bytes, full FROM containers ORDER BY id",
-	[STMT_CONTAINERS_TIER] = "SELECT id, tier, size, live_bytes, full FROM containers WHERE tier = ? ORDER BY id",
+	[STMT_CONTAINERS_ALL] = "SELECT id, tier, size, live_bytes, full FROM containers WHERE host IS NULL ORDER BY id",
+	[STMT_CONTAINERS_TIER] = "SELECT id, tier, size, live_bytes, full FROM containers "
+				 "WHERE tier = ? AND host IS NULL ORDER BY id",
+	[STMT_CONTAINER_FOREIGN_FIND] = "SELECT id FROM containers WHERE tier = ? AND host = ? AND remote = ?",
+	[STMT_CONTAINER_FOREIGN_ADD] = "INSERT INTO containers (tier, host, remote, full) VALUES (?, ?, ?, 1)",
+	[STMT_CONTAINERS_FOREIGN] = "SELECT id, host, remote FROM containers WHERE tier = ? AND host IS NOT NULL "
+				    "ORDER BY id",
+	[STMT_CONTAINERS_FOREIGN_PRUNE] = "DELETE FROM containers WHERE tier = ? AND host IS NOT NULL AND NOT EXISTS "
+					  "(SELECT 1 FROM chunks WHERE chunks.container = containers.id)",
 	[STMT_CHUNK_FIND] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			    "region_offset FROM chunks WHERE tier = ? AND digest = ?",
 	[STMT_CHUNK_GET] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
@@ -341,6 +352,18 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"CREATE TABLE keys ("
 	"  key_id BLOB PRIMARY KEY,"
 	"  added INTEGER NOT NULL);",
+
+	/*
+	 * 8 -> 9: global dedup on a shared tier (docs/SHARED.md).  A foreign
+	 * container is another host's container this host's chunks point
+	 * into: host names it, remote is its id in that host's catalog (and
+	 * in its object name).  Its row only anchors the chunks' references:
+	 * it has no object of this host, and the container lists the store
+	 * works on (catalog_containers_foreach()) never show it.
+	 */
+	"ALTER TABLE containers ADD COLUMN host BLOB;"
+	"ALTER TABLE containers ADD COLUMN remote INTEGER NOT NULL DEFAULT 0;"
+	"CREATE UNIQUE INDEX containers_foreign ON containers (tier, host, remote) WHERE host IS NOT NULL;",
 };
 
 struct Catalog {
@@ -1330,6 +1353,97 @@ out:
 int catalog_container_delete(Catalog *c, uint64_t id) {
 	lock(c);
 	int r = run_ino(c, STMT_CONTAINER_DELETE, id);
+	unlock(c);
+	return r;
+}
+
+int catalog_container_foreign(Catalog *c, uint32_t tier, const char *host, uint64_t remote, uint64_t *ret_id) {
+	size_t len = strlen(host);
+	int r, rc;
+
+	if (len == 0 || len > CATALOG_HOST_MAX || remote == 0 || remote > INT64_MAX)
+		return -EINVAL;
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CONTAINER_FOREIGN_FIND);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, tier);
+	bind_name(s, 2, host);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) remote);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*ret_id = (uint64_t) sqlite3_column_int64(s, 0);
+		finish(s);
+		r = 0;
+		goto out;
+	}
+	finish(s);
+	if (rc != SQLITE_DONE) {
+		r = catalog_result(rc);
+		goto out;
+	}
+	s = stmt(c, STMT_CONTAINER_FOREIGN_ADD);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, tier);
+	bind_name(s, 2, host);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) remote);
+	r = step_done(c, s);
+	if (r >= 0)
+		*ret_id = (uint64_t) sqlite3_last_insert_rowid(c->db);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_containers_foreach_foreign(Catalog *c, uint32_t tier,
+				       int (*cb)(uint64_t id, const char *host, uint64_t remote, void *userdata),
+				       void *userdata) {
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CONTAINERS_FOREIGN);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, tier);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		char host[CATALOG_HOST_MAX + 1];
+		int n = sqlite3_column_bytes(s, 1);
+		const void *p = sqlite3_column_blob(s, 1);
+		if (n <= 0 || n > CATALOG_HOST_MAX || !p) {
+			r = -EUCLEAN;
+			break;
+		}
+		memcpy(host, p, (size_t) n);
+		host[n] = 0;
+		r = cb((uint64_t) sqlite3_column_int64(s, 0), host, (uint64_t) sqlite3_column_int64(s, 2), userdata);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_containers_foreign_prune(Catalog *c, uint32_t tier, uint64_t *ret_deleted) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_CONTAINERS_FOREIGN_PRUNE);
+	int r = s ? 0 : catalog_result(sqlite3_errcode(c->db));
+	if (r >= 0) {
+		sqlite3_bind_int64(s, 1, tier);
+		r = step_done(c, s);
+		if (r >= 0 && ret_deleted)
+			*ret_deleted = (uint64_t) sqlite3_changes(c->db);
+	}
 	unlock(c);
 	return r;
 }

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 8
+#define CATALOG_SCHEMA_VERSION 9
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -225,6 +225,23 @@ int catalog_container_update(Catalog *c, const CatalogContainer *ct);
 int catalog_container_delete(Catalog *c, uint64_t id);
 int catalog_containers_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogContainer *ct, void *userdata),
 			       void *userdata);
+
+/*
+ * Foreign containers (global dedup on a shared tier, docs/SHARED.md):
+ * another host's container, host and remote (its id there), that chunks
+ * of this catalog point into.  Their rows have an id of this catalog
+ * (CatalogChunk.container), no object of this host, and are never
+ * visited by catalog_containers_foreach().
+ */
+#define CATALOG_HOST_MAX 32
+/* The row of (tier, host, remote), made if missing (full, size 0).  Returns 0, -EINVAL, or an error. */
+int catalog_container_foreign(Catalog *c, uint32_t tier, const char *host, uint64_t remote, uint64_t *ret_id);
+/* Visits the foreign containers of a tier in id order; cb must not call into the catalog. */
+int catalog_containers_foreach_foreign(Catalog *c, uint32_t tier,
+				       int (*cb)(uint64_t id, const char *host, uint64_t remote, void *userdata),
+				       void *userdata);
+/* Deletes the foreign containers of tier no chunk points into any more; *ret_deleted (may be NULL) their count. */
+int catalog_containers_foreign_prune(Catalog *c, uint32_t tier, uint64_t *ret_deleted);
 
 /*
  * Chunks: the index from (tier, digest) to a stored frame, with reference

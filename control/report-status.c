@@ -70,6 +70,36 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 			r = control_add_u64(c, "region_cache_misses", cs.misses);
 		if (r >= 0)
 			r = control_add_u64(c, "region_cache_loads", cs.loads);
+		/* What crossed to the tier's storage since start, and global dedup on a shared tier. */
+		DedupGlobalStats gs;
+		dedup_store_global_stats(store, &gs);
+		if (r >= 0)
+			r = control_add_u64(c, "bytes_sent", gs.bytes_sent);
+		if (r >= 0 && gs.shared) {
+			r = control_add_u64(c, "global_segments_published", gs.segments_published);
+			if (r >= 0)
+				r = control_add_u64(c, "global_chunks_unpublished", gs.chunks_unpublished);
+			if (r >= 0)
+				r = control_add_u64(c, "global_hosts", gs.hosts);
+			if (r >= 0)
+				r = control_add_u64(c, "global_segments_loaded", gs.segments_loaded);
+			if (r >= 0)
+				r = control_add_u64(c, "global_segments_other_key", gs.segments_other_key);
+			if (r >= 0)
+				r = control_add_u64(c, "global_segments_bad", gs.segments_bad);
+			if (r >= 0)
+				r = control_add_u64(c, "global_segments_over_bound", gs.segments_over_bound);
+			if (r >= 0)
+				r = control_add_u64(c, "global_entries", gs.entries);
+			if (r >= 0)
+				r = control_add_u64(c, "global_memory", gs.memory_bytes);
+			if (r >= 0)
+				r = control_add_u64(c, "global_foreign_hits", gs.foreign_hits);
+			if (r >= 0)
+				r = control_add_u64(c, "global_foreign_bytes", gs.foreign_bytes);
+			if (r >= 0)
+				r = control_add_u64(c, "global_foreign_containers", gs.foreign_containers);
+		}
 	}
 	if (r >= 0 && t->backend == TIER_BACKEND_NFS && backend) {
 		TierNfsStats ns;

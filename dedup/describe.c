@@ -124,16 +124,24 @@ DedupDescribeWriter *dedup_describe_free(DedupDescribeWriter *w) {
 
 DEFINE_CLEANUP_FUNC(DedupDescribeWriter, dedup_describe_free);
 
+/* Every byte of a description crosses to the tier's storage too: counted as the store's regions are. */
+static int describe_pwrite(DedupDescribeWriter *w, const void *p, size_t len, uint64_t at) {
+	int r = dedup_backend_file_pwrite(w->store->backend, w->file, p, len, at);
+	if (r >= 0)
+		__atomic_add_fetch(&w->store->bytes_sent, len, __ATOMIC_RELAXED);
+	return r;
+}
+
 /* Writes p[0, len) at offset `at` of the object, encrypted if sealing (GCM is a stream: any cut works). */
 static int writer_put(DedupDescribeWriter *w, const uint8_t *p, size_t len, uint64_t at) {
 	if (!w->cipher)
-		return dedup_backend_file_pwrite(w->store->backend, w->file, p, len, at);
+		return describe_pwrite(w, p, len, at);
 	for (size_t done = 0; done < len;) {
 		size_t n = MIN(len - done, SEAL_STEP);
 		int out;
 		if (EVP_EncryptUpdate(w->cipher, w->sealed, &out, p + done, (int) n) != 1 || (size_t) out != n)
 			return -EIO;
-		int r = dedup_backend_file_pwrite(w->store->backend, w->file, w->sealed, n, at + done);
+		int r = describe_pwrite(w, w->sealed, n, at + done);
 		if (r < 0)
 			return r;
 		done += n;
@@ -185,7 +193,7 @@ static int writer_seal_end(DedupDescribeWriter *w) {
 	    EVP_CIPHER_CTX_ctrl(w->cipher, EVP_CTRL_GCM_GET_TAG, 16, h + H_TAG) != 1)
 		return -EIO;
 	le64_put(h + H_CHECKSUM, XXH3_64bits(h, H_CHECKSUM));
-	return dedup_backend_file_pwrite(w->store->backend, w->file, h, DEDUP_DESCRIPTION_HEADER_SIZE, 0);
+	return describe_pwrite(w, h, DEDUP_DESCRIPTION_HEADER_SIZE, 0);
 }
 
 static int reserve(uint8_t **buf, size_t *cap, size_t need) {
@@ -636,9 +644,15 @@ DEFINE_CLEANUP_FUNC(DedupSalvage, dedup_salvage_free);
 
 static int collect_name(const char *name, void *userdata) {
 	DedupSalvage *s = userdata;
+	size_t len = strlen(name), tail = sizeof("c/xx/0123456789abcdef.ftc") - 1;
 	uint64_t id;
-	/* Only containers: anything else in c/ (a temporary file of a backend) holds nothing of ours. */
-	if (dedup_container_name_parse(name, &id) < 0)
+	/*
+	 * Only containers, named as a store names them, maybe below a
+	 * directory: anything else (a temporary file of a backend) holds
+	 * nothing of ours.
+	 */
+	if (len < tail || (len > tail && name[len - tail - 1] != '/') ||
+	    dedup_container_name_parse(name + len - tail, &id) < 0)
 		return 0;
 	if (s->n_names == s->cap_names) {
 		size_t n = MAX(s->cap_names * 2, (size_t) 64);
@@ -777,6 +791,12 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 }
 
 int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret) {
+	const char *dirs[] = { NULL };
+	return dedup_salvage_open_many(b, dirs, 1, id_key, content_key, ret);
+}
+
+int dedup_salvage_open_many(DedupBackend *b, const char *const *dirs, size_t n_dirs, const uint8_t *id_key,
+			    const uint8_t *content_key, DedupSalvage **ret) {
 	_cleanup_(dedup_salvage_freep) DedupSalvage *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -786,7 +806,13 @@ int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *co
 	s->unit = malloc(DEDUP_REGION_SIZE_MAX);
 	if (!s->unit)
 		return -ENOMEM;
-	int r = dedup_backend_list(b, "c", collect_name, s);
+	int r = 0;
+	for (size_t i = 0; i < n_dirs && r >= 0; i++) {
+		char c[DEDUP_BACKEND_NAME_MAX + 1];
+		if (dirs[i] && snprintf(c, sizeof(c), "%s/c", dirs[i]) >= (int) sizeof(c))
+			return -EINVAL;
+		r = dedup_backend_list(b, dirs[i] ? c : "c", collect_name, s);
+	}
 	if (r < 0)
 		return r;
 	s->container_ids = calloc(MAX(s->n_names, (size_t) 1), sizeof(*s->container_ids));

@@ -180,6 +180,15 @@ typedef struct DedupSalvageStats {
  */
 int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret);
 
+/*
+ * As dedup_salvage_open(), over the containers of several stores' objects
+ * below dirs[0, n_dirs) of b ("DIR/c/..."; NULL: b's own "c/"): on a
+ * shared tier with global dedup, a host's files may hold chunks stored in
+ * other hosts' containers (docs/SHARED.md).
+ */
+int dedup_salvage_open_many(DedupBackend *b, const char *const *dirs, size_t n_dirs, const uint8_t *id_key,
+			    const uint8_t *content_key, DedupSalvage **ret);
+
 /* Can't fail. */
 void dedup_salvage_stats(const DedupSalvage *s, DedupSalvageStats *ret);
 

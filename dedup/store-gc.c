@@ -141,6 +141,16 @@ static int collect(DedupStore *s, DedupGcStats *st) {
 			goto out;
 	}
 
+	if (s->global) {
+		/*
+		 * Global dedup: another host may reference any container this one
+		 * published, and until the collection protocol of docs/SHARED.md
+		 * proves none does, they all stay (a leak, never a loss).  Rows of
+		 * other hosts' containers no chunk points into any more go.
+		 */
+		r = catalog_containers_foreign_prune(s->catalog, s->tier, NULL);
+		goto filter;
+	}
 	r = store_containers_list(s, &l);
 	if (r < 0)
 		goto out;
@@ -165,7 +175,8 @@ static int collect(DedupStore *s, DedupGcStats *st) {
 		st->bytes_freed += ct->size;
 	}
 
-	if (dedup_bloom_count(s->filter) > dedup_bloom_capacity(s->filter))
+filter:
+	if (r >= 0 && dedup_bloom_count(s->filter) > dedup_bloom_capacity(s->filter))
 		r = store_filter_rebuild(s);
 out:
 	{
@@ -506,7 +517,8 @@ int dedup_store_gc(DedupStore *s, const DedupGcOptions *o, DedupGcStats *ret) {
 	store_exclusive_begin(s);
 	r = collect(s, &st);
 	store_exclusive_end(s);
-	if (r >= 0 && opts.live_threshold > 0.0)
+	/* Global dedup: no container of this host is rewritten either (see collect()). */
+	if (r >= 0 && opts.live_threshold > 0.0 && !s->global)
 		r = compact(s, &opts, &st);
 	pthread_mutex_unlock(&s->gc_lock);
 	/*

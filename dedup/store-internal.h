@@ -8,6 +8,9 @@
  *
  * Lock order (take only in this order; release in any):
  *
+ *   publish_lock, refresh_lock  (store-global.c) one publication of this
+ *                           host's segment, one loading of other hosts',
+ *                           at a time: taken with no other lock held
  *   gc_lock                 one collection at a time
  *   writer exclusion        not a lock held across calls: a state in
  *                           writers_lock (n_writers / exclusive), see
@@ -18,7 +21,8 @@
  *                           exclusive around unlinking one; nothing else is
  *                           taken while it is held
  *   read_lock, writers_lock, encode_lock, flight_lock, the region cache, the
- *   locality cache, the backend's own locks  leaves
+ *   locality cache, global dedup's lookup_lock, pending_lock and map_lock,
+ *   the backend's own locks  leaves
  *
  * (!) A thread holding a claim on a unit of the region cache holds no lock
  * while it loads it, and waits for another thread's claim only while it
@@ -39,6 +43,7 @@
 #include "dedup/locality.h"
 #include "dedup/recipe.h"
 #include "dedup/region.h"
+#include "dedup/segment.h"
 #include "dedup/store.h"
 
 /* Units (regions, frames) a reader fetches with one pread at most. */
@@ -253,6 +258,9 @@ struct DedupStore {
 	struct StoreFlight **flights; /* protected by flight_lock: hash chains of flights in the set */
 	uint64_t flight_landings;     /* protected by flight_lock: flights landed so far */
 
+	uint64_t bytes_sent; /* atomic: bytes written to the backend since open */
+	struct StoreGlobal *global; /* global dedup (store-global.c), or NULL; set at open */
+
 	pthread_mutex_t read_lock;
 	StoreSegment **segments; /* protected by read_lock: opts.segment_cache slots */
 	uint64_t segment_tick;   /* protected by read_lock */
@@ -400,6 +408,45 @@ int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, uint64_t
 static inline uint32_t store_chunk_unit_size(const CatalogChunk *ch) {
 	return ch->region_size > 0 ? ch->region_size : ch->frame_size;
 }
+
+/*
+ * store-global.c: global dedup on a shared tier (DedupStoreOptions.shared).
+ * Its locks: publish_lock (one publication at a time, taken with no other
+ * lock held, around backend calls), refresh_lock (one loading of other
+ * hosts' segments at a time, likewise), and the leaves lookup_lock (the
+ * merged lookup), pending_lock (chunks to publish) and map_lock (foreign
+ * containers).
+ */
+typedef struct StoreGlobal StoreGlobal;
+
+/* Where another host's chunk is, from its segment. */
+typedef struct StoreGlobalHit {
+	const char *host; /* valid while the store lives */
+	uint64_t container; /* its id on that host */
+	uint64_t offset;
+	uint32_t region_size, region_offset, plain_size, frame_size;
+} StoreGlobalHit;
+
+/* At open, with opts.shared: the next epoch, the foreign containers.  -ENOMEM or a catalog/backend error. */
+int store_global_open(DedupStore *s);
+void store_global_free(DedupStore *s);
+/* Loads the segments other hosts published since the last time, at most every DEDUP_STORE_GLOBAL_REFRESH_MS. */
+void store_global_refresh(DedupStore *s);
+/* Whether another host published id; 1 and *ret, or 0. */
+int store_global_lookup(DedupStore *s, const DedupChunkId *id, StoreGlobalHit *ret);
+/* After the catalog committed foreign container row `local` for (host, remote): reads go there. */
+int store_global_map_add(DedupStore *s, uint64_t local, const char *host, uint64_t remote);
+/*
+ * Whether this catalog's container `local` is foreign: 1 and the name of
+ * its object on the root, the root, and its id on its host (the place its
+ * sealed regions are bound to), or 0.
+ */
+int store_global_container(DedupStore *s, uint64_t local, DedupBackend **ret_root,
+			   char ret_name[static DEDUP_BACKEND_NAME_MAX + 1], uint64_t *ret_remote);
+/* After a registration committed: these chunks wait for the next publication.  0 or -ENOMEM (not published). */
+int store_global_note(DedupStore *s, const DedupSegmentEntry *entries, size_t n);
+/* A foreign chunk referenced instead of stored. */
+void store_global_count_hit(DedupStore *s, uint32_t plain_size);
 
 /* store-write.c: the frame bytes of the distinct chunks of a finished writer's file. */
 int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret);

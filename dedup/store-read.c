@@ -403,7 +403,8 @@ static void unit_damaged(DedupStore *s, uint64_t container, uint64_t offset, uin
  * Decodes one fetched unit straight into a new cache entry and publishes it
  * (invariant 1); an entry that failed a check is never published.
  */
-static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf) {
+static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf, uint64_t place,
+		     bool foreign) {
 	uint32_t count, plain_size;
 	DedupCachedRegion *e = NULL;
 	int r = store_unit_sizes(u->region, buf, u->size, &count, &plain_size);
@@ -411,8 +412,10 @@ static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const ui
 		e = dedup_cached_region_new(u->container, u->offset, count, plain_size);
 		if (!e)
 			return -ENOMEM;
-		r = store_unit_decode_into(u->region, buf, u->size, u->container, u->offset, s->verify_content,
-					   &ctx->dec, e->data, plain_size, e->ends, e->ids, count);
+		/* Another host's unit is always verified chunk by chunk (invariant 1): its segment may lie. */
+		r = store_unit_decode_into(u->region, buf, u->size, place, u->offset,
+					   s->verify_content || foreign, &ctx->dec, e->data, plain_size,
+					   e->ends, e->ids, count);
 	}
 	if (r < 0) {
 		dedup_region_cache_release(s->cache, e);
@@ -556,14 +559,26 @@ static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 		r = ctx_reserve(ctx, bytes);
 		if (r < 0)
 			return r;
-		char name[DEDUP_CONTAINER_NAME_MAX];
-		dedup_container_name(first->container, name);
+		/*
+		 * Another host's container (global dedup) is read from the tier's
+		 * root, and its regions open at the place they were sealed at:
+		 * their container's id on that host.
+		 */
+		char name[DEDUP_BACKEND_NAME_MAX + 1];
+		DedupBackend *from = s->backend;
+		uint64_t place = first->container;
+		r = store_global_container(s, first->container, &from, name, &place);
+		if (r < 0)
+			return r;
+		bool foreign = r > 0;
+		if (!foreign)
+			dedup_container_name(first->container, name);
 		pthread_rwlock_rdlock(&s->io_lock);
 		if (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) != epoch) {
 			pthread_rwlock_unlock(&s->io_lock);
 			return 1;
 		}
-		r = dedup_backend_pread_full(s->backend, name, ctx->buf, bytes, first->offset);
+		r = dedup_backend_pread_full(from, name, ctx->buf, bytes, first->offset);
 		pthread_rwlock_unlock(&s->io_lock);
 		if (r < 0) {
 			/*
@@ -587,7 +602,7 @@ static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 		size_t off = 0;
 		for (size_t k = a; k < b; k++) {
 			StoreUnitRef *u = ctx->units + ctx->order[k];
-			r = unit_load(s, ctx, u, ctx->buf + off);
+			r = unit_load(s, ctx, u, ctx->buf + off, place, foreign);
 			off += u->size;
 			if (r < 0) {
 				if (u->needed || r == -ENOMEM)

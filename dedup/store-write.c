@@ -20,8 +20,11 @@
  *     before first_open_entry holds a final id; after finish() every entry
  *     does.
  *  2. A chunk is looked up in this order: this writer's unregistered chunks,
- *     the filter ("certainly new" ends the search), the locality cache, the
- *     catalog, the store's chunks in flight (store-flight.c).  A chunk in
+ *     the filter ("certainly new" ends the search of this store), the
+ *     locality cache, the catalog, then, on a shared tier with global
+ *     dedup, the chunks other hosts published (a hit becomes a foreign
+ *     chunk, registered at once: foreign_lookup()), and the store's chunks
+ *     in flight (store-flight.c).  A chunk in
  *     flight in another writer is borrowed: its bytes are kept until the
  *     owner lands it (its id is taken) or loses it, or until finish(); a
  *     borrow not landed by then is stored by this writer (settle_borrowed()).
@@ -235,22 +238,88 @@ static int locality_load(DedupWriter *w, uint64_t container) {
 }
 
 /*
- * Looks id up in the store (invariant 2, after this writer's own chunks).
+ * Global dedup (store-global.c): id, len bytes long, published by another
+ * host on this shared tier becomes a chunk of this catalog in that host's
+ * container (a foreign chunk, refs 0 like a registered one), in a short
+ * transaction of its own.  Returns 1 and *ret_chunk, 0 if no host has it,
+ * <0 on error.
+ */
+static int foreign_lookup(DedupWriter *w, const DedupChunkId *id, size_t len, uint64_t *ret_chunk) {
+	DedupStore *s = w->s;
+	StoreGlobalHit hit;
+	uint64_t container = 0, chunk = 0;
+	bool foreign = true;
+	int r;
+
+	/* A plain size that does not fit is a lie or another chunk: not this one. */
+	if (!s->global || store_global_lookup(s, id, &hit) == 0 || hit.plain_size != len)
+		return 0;
+	r = catalog_begin(s->catalog);
+	if (r < 0)
+		return r;
+	r = catalog_container_foreign(s->catalog, s->tier, hit.host, hit.container, &container);
+	if (r >= 0) {
+		CatalogChunk ch = {
+			.tier = s->tier,
+			.container = container,
+			.offset = hit.offset,
+			.frame_size = hit.frame_size,
+			.plain_size = hit.plain_size,
+			.refs = 0,
+			.region_size = hit.region_size,
+			.region_offset = hit.region_offset,
+		};
+		memcpy(ch.digest, id->bytes, DEDUP_CHUNK_ID_SIZE);
+		r = catalog_chunk_add(s->catalog, &ch, &chunk);
+		if (r == -EEXIST) {
+			/* Registered meanwhile (by a writer of this host): that copy it is. */
+			CatalogChunk other;
+			r = catalog_chunk_find(s->catalog, s->tier, id->bytes, &other);
+			chunk = other.id;
+			container = other.container;
+			foreign = false;
+		}
+	}
+	if (r < 0) {
+		catalog_rollback(s->catalog);
+		return r;
+	}
+	r = catalog_commit(s->catalog);
+	if (r < 0)
+		return r;
+	/* Invariant 3 of store-global.c: only now that the row is committed. */
+	if (foreign) {
+		r = store_global_map_add(s, container, hit.host, hit.container);
+		if (r < 0)
+			return r;
+		store_global_count_hit(s, hit.plain_size);
+		w->stats.foreign_chunks++;
+		w->stats.foreign_bytes += len;
+	}
+	dedup_bloom_add(s->filter, id);
+	dedup_locality_add(s->locality, container, id, chunk);
+	*ret_chunk = chunk;
+	return 1;
+}
+
+/*
+ * Looks id (len bytes) up in the store (invariant 2, after this writer's
+ * own chunks), then in what other hosts published (global dedup).
  * Returns 1 and *ret_chunk if stored, 0 if not, <0 on error.
  */
-static int store_lookup(DedupWriter *w, const DedupChunkId *id, uint64_t *ret_chunk) {
+static int store_lookup(DedupWriter *w, const DedupChunkId *id, size_t len, uint64_t *ret_chunk) {
 	DedupStore *s = w->s;
 	CatalogChunk ch;
 	int r;
 
 	if (!dedup_bloom_maybe_contains(s->filter, id))
-		return 0;
+		return foreign_lookup(w, id, len, ret_chunk);
 	if (dedup_locality_find(s->locality, id, ret_chunk))
 		return 1;
 	w->stats.index_lookups++;
 	r = catalog_chunk_find(s->catalog, s->tier, id->bytes, &ch);
 	if (r == -ENOENT)
-		return 0;
+		return foreign_lookup(w, id, len, ret_chunk);
 	if (r < 0)
 		return r;
 	r = locality_load(w, ch.container);
@@ -410,10 +479,25 @@ static int register_own(DedupWriter *w) {
 	entries_resolve(w);
 
 	for (size_t i = 0; i < w->n_pending; i++) {
-		if (w->pending[i].container == 0)
+		StorePending *p = w->pending + i;
+		if (p->container == 0)
 			continue;
-		dedup_bloom_add(s->filter, &w->pending[i].id);
-		dedup_locality_add(s->locality, w->pending[i].container, &w->pending[i].id, w->pending_chunk[i]);
+		dedup_bloom_add(s->filter, &p->id);
+		dedup_locality_add(s->locality, p->container, &p->id, w->pending_chunk[i]);
+		if (s->global) {
+			/* For the next segment: registered, so durable below the committed size. */
+			DedupSegmentEntry e = {
+				.id = p->id,
+				.container = p->container,
+				.offset = p->offset,
+				.region_size = p->region_size,
+				.region_offset = p->region_offset,
+				.plain_size = p->plain_size,
+				.frame_size = p->share,
+			};
+			/* Without memory the chunk goes unpublished: other hosts store their own copy. */
+			(void) store_global_note(s, &e, 1);
+		}
 	}
 	/* Invariant 6: after the filter. */
 	__atomic_store_n(&w->lent, 0, __ATOMIC_RELAXED);
@@ -494,7 +578,7 @@ static int settle_borrowed(DedupWriter *w, bool final) {
 			if (w->pmap[slot] != PMAP_NONE)
 				chunk = PENDING_BIT | w->pmap[slot];
 			else {
-				r = store_lookup(w, &b->flight->id, &chunk);
+				r = store_lookup(w, &b->flight->id, b->len, &chunk);
 				if (r < 0)
 					return r;
 				if (r == 0) {
@@ -604,7 +688,7 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 		chunk = PENDING_BIT | w->pmap[slot];
 		r = 1;
 	} else {
-		r = store_lookup(w, &id, &chunk);
+		r = store_lookup(w, &id, len, &chunk);
 		if (r == 0)
 			r = chunk_claim(w, &id, data, len, &chunk, &flight);
 	}
@@ -717,6 +801,8 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 		dedup_oracle_splitter_init(&w->splitter);
 	}
 	memset(w->pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
+	/* Other hosts' new segments, at most every few seconds (store-global.c). */
+	store_global_refresh(s);
 
 	/*
 	 * A filter past its capacity answers "maybe" more and more often: grow it
@@ -875,6 +961,13 @@ int dedup_writer_finish(DedupWriter *w) {
 	if (r < 0)
 		return fail(w, r);
 	w->finished = true;
+	/*
+	 * Global dedup: other hosts see this file's new chunks as soon as it is
+	 * stored.  A publication that fails is retried by the next one (and by
+	 * the daemon); the chunks are durable either way.
+	 */
+	if (w->s->global)
+		(void) dedup_store_publish(w->s);
 	return 0;
 }
 

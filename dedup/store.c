@@ -183,6 +183,8 @@ static int container_create(DedupStore *s, StoreContainer **ret) {
 	if (r >= 0) {
 		dedup_container_header_format(id, s->tier, header);
 		r = dedup_backend_file_pwrite(s->backend, c->file, header, sizeof(header), 0);
+		if (r >= 0)
+			__atomic_add_fetch(&s->bytes_sent, sizeof(header), __ATOMIC_RELAXED);
 	}
 	if (r < 0) {
 		container_free(s, c);
@@ -216,6 +218,8 @@ static int container_seal(DedupStore *s, StoreContainer *c) {
 	if (r < 0)
 		return r;
 	r = dedup_backend_file_pwrite(s->backend, c->file, buf, (size_t) trailer, c->size);
+	if (r >= 0)
+		__atomic_add_fetch(&s->bytes_sent, trailer, __ATOMIC_RELAXED);
 	if (r < 0)
 		return r;
 	r = dedup_backend_file_sync(s->backend, c->file);
@@ -331,6 +335,7 @@ int store_append(DedupStore *s, StoreUnit *units, size_t n, StorePins *pins) {
 			}
 			goto out;
 		}
+		__atomic_add_fetch(&s->bytes_sent, run, __ATOMIC_RELAXED);
 		uint64_t at = c->size;
 		for (size_t k = i; k < j; k++) {
 			c->index[c->n_index++] = (DedupContainerRegion) {
@@ -712,13 +717,15 @@ static int options_resolve(const DedupStoreOptions *in, DedupStoreOptions *ret) 
 		o.readahead_bytes = DEDUP_STORE_READAHEAD_DEFAULT;
 	if (o.sync_bytes == 0)
 		o.sync_bytes = DEDUP_STORE_SYNC_BYTES_DEFAULT;
+	if (o.global_entries == 0)
+		o.global_entries = DEDUP_STORE_GLOBAL_ENTRIES_DEFAULT;
 
 	if (o.container_size < DEDUP_STORE_CONTAINER_SIZE_MIN || o.container_size > DEDUP_STORE_CONTAINER_SIZE_MAX ||
 	    o.locality_cache_chunks > DEDUP_LOCALITY_CHUNKS_MAX || o.segment_cache > DEDUP_STORE_SEGMENT_CACHE_MAX ||
 	    o.readahead_bytes > DEDUP_STORE_READAHEAD_MAX || o.zstd_level < DEDUP_FRAME_LEVEL_MIN ||
 	    o.zstd_level > DEDUP_FRAME_LEVEL_MAX || o.region_size < DEDUP_REGION_TARGET_MIN ||
 	    o.region_size > DEDUP_REGION_TARGET_MAX || o.verify >= _DEDUP_VERIFY_MAX ||
-	    o.encode_workers > DEDUP_STORE_ENCODE_WORKERS_MAX || o.encode_nice < -20 || o.encode_nice > 19 ||
+	    o.encode_workers > DEDUP_STORE_ENCODE_WORKERS_MAX || o.global_entries > DEDUP_STORE_GLOBAL_ENTRIES_MAX || o.encode_nice < -20 || o.encode_nice > 19 ||
 	    (o.encrypt && (!o.id_key || !o.content_key || !o.description_key)))
 		return -EINVAL;
 	*ret = o;
@@ -728,6 +735,10 @@ static int options_resolve(const DedupStoreOptions *in, DedupStoreOptions *ret) 
 DedupStore *dedup_store_free(DedupStore *s) {
 	if (!s)
 		return NULL;
+	/* Best effort: what is not published now is stored again by other hosts, never lost. */
+	if (s->global)
+		(void) dedup_store_publish(s);
+	store_global_free(s);
 	while (s->containers) {
 		StoreContainer *c = s->containers;
 		s->containers = c->next;
@@ -796,6 +807,9 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 		return r;
 
 	r = recover(s);
+	if (r < 0)
+		return r;
+	r = store_global_open(s);
 	if (r < 0)
 		return r;
 	r = store_filter_rebuild(s);

@@ -103,6 +103,31 @@ typedef enum DedupVerify {
 	_DEDUP_VERIFY_MAX,
 } DedupVerify;
 
+/*
+ * A store on a tier shared by many hosts, with global dedup
+ * (docs/SHARED.md): what tier/ gives it of the tier beyond the host's own
+ * view (the store's backend).  Everything borrowed: it must outlive the
+ * store.
+ */
+typedef struct DedupShared {
+	const char *host;   /* this host's name on the tier ([a-z0-9_-]{1,32}) */
+	DedupBackend *root; /* the tier's root: other hosts' segments and containers are read there, never written */
+	/* The name on root of object `name` of host's own view; -EINVAL if it does not fit. */
+	int (*object_name)(const char *host, const char *name, char ret[static DEDUP_BACKEND_NAME_MAX + 1]);
+	/*
+	 * Calls cb with the name of every host registered on root that is not
+	 * retired (this one included); cb's negative return stops it and is
+	 * returned.  cb may not call into root.
+	 */
+	int (*hosts)(DedupBackend *root, int (*cb)(const char *host, void *userdata), void *userdata);
+} DedupShared;
+
+/* Entries of other hosts' segments held in memory at most (DedupStoreOptions.global_entries). */
+#define DEDUP_STORE_GLOBAL_ENTRIES_DEFAULT ((size_t) 4 << 20)
+#define DEDUP_STORE_GLOBAL_ENTRIES_MAX ((size_t) 1 << 30)
+/* Other hosts' segments are listed at most this often (writers ask). */
+#define DEDUP_STORE_GLOBAL_REFRESH_MS 2000u
+
 /* Every field 0 means its default; opts == NULL means all defaults. */
 typedef struct DedupStoreOptions {
 	uint64_t container_size;      /* target size of a container (MIN..MAX) */
@@ -137,6 +162,18 @@ typedef struct DedupStoreOptions {
 	 * description_key).  Needs all three keys.
 	 */
 	bool encrypt;
+	/*
+	 * Global dedup on a shared tier, or NULL: the store publishes index
+	 * segments of the chunks it registers, looks chunks it would store up
+	 * in the other hosts' segments first and references them instead
+	 * (foreign chunks, read through shared->root and verified as every
+	 * chunk of a lower tier), and never deletes or compacts a container of
+	 * its own (another host may reference it: docs/SHARED.md, "Safe
+	 * collection").  Other hosts' segments made under other keys
+	 * (dedup_segment_keys()) are skipped and counted.
+	 */
+	const DedupShared *shared;
+	size_t global_entries; /* bound of the merged lookup of other hosts' segments, in entries */
 } DedupStoreOptions;
 
 /*
@@ -161,6 +198,39 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 DedupStore *dedup_store_free(DedupStore *s);
 
 uint32_t dedup_store_tier(const DedupStore *s);
+
+/*
+ * Global dedup (DedupStoreOptions.shared): publishes the chunks registered
+ * since the last publication as one index segment "i/EPOCH.fti" of the
+ * store's backend (written as "i/EPOCH.fti.tmp", synced, renamed), the
+ * next epoch.  Writers publish after each finish(); the daemon calls it to
+ * retry one that failed.  One publication at a time; on error the chunks
+ * wait for the next.  Not to be called holding a catalog transaction.
+ * Returns: 0 (also when nothing waits or the store is not shared), or the
+ * backend's error.
+ */
+int dedup_store_publish(DedupStore *s);
+
+typedef struct DedupGlobalStats {
+	bool shared;                 /* the store does global dedup */
+	uint64_t bytes_sent;         /* bytes written to the tier's storage since open (regions, containers' headers
+				      * and trailers, segments): what crossed to the filer */
+	uint64_t segments_published; /* by this host since open */
+	uint64_t chunks_unpublished; /* registered, waiting for the next publication */
+	uint64_t hosts;              /* other hosts whose segments were loaded */
+	uint64_t segments_loaded;    /* other hosts' segments in the merged lookup */
+	uint64_t segments_other_key; /* skipped: made under other keys (ids or regions this host cannot use) */
+	uint64_t segments_bad;       /* skipped: failed to parse, or not what their name says */
+	uint64_t segments_over_bound;/* not loaded: the merged lookup is full (global_entries) */
+	uint64_t entries;            /* in the merged lookup */
+	uint64_t memory_bytes;       /* its RAM: entries and filter */
+	uint64_t foreign_hits;       /* chunks found there and referenced instead of stored, since open */
+	uint64_t foreign_bytes;      /* their plain bytes */
+	uint64_t foreign_containers; /* other hosts' containers this host's chunks point into */
+} DedupGlobalStats;
+
+/* The store's global dedup figures; the counters are since open.  Cheap; can't fail. */
+void dedup_store_global_stats(DedupStore *s, DedupGlobalStats *ret);
 /* DedupStoreOptions.id_key of s: what the mount's other readers of its tiers verify with. */
 const uint8_t *dedup_store_id_key(const DedupStore *s);
 /* DedupStoreOptions.content_key and description_key of s, for the same readers. */
@@ -223,6 +293,8 @@ typedef struct DedupWriterStats {
 	uint64_t dup_chunks;     /* found already stored (or earlier in this file) */
 	uint64_t dup_bytes;
 	uint64_t index_lookups;  /* chunks the filter and the locality cache could not answer: catalog lookups */
+	uint64_t foreign_chunks; /* found in other hosts' segments (global dedup) and referenced, not stored */
+	uint64_t foreign_bytes;
 } DedupWriterStats;
 
 /* Can't fail. */

@@ -341,11 +341,60 @@ static int shared_host_view(const Config *config, DedupBackend **b, FILE *out) {
 	return r;
 }
 
+typedef struct HostDirs {
+	char (*dirs)[2 + CONFIG_HOST_NAME_MAX + 1];
+	size_t n, cap;
+} HostDirs;
+
+static int host_dir(const char *host, void *userdata) {
+	HostDirs *h = userdata;
+	if (h->n == h->cap) {
+		size_t cap = MAX(h->cap * 2, (size_t) 8);
+		char (*p)[2 + CONFIG_HOST_NAME_MAX + 1] = realloc(h->dirs, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		h->dirs = p;
+		h->cap = cap;
+	}
+	snprintf(h->dirs[h->n++], sizeof(h->dirs[0]), "h/%s", host);
+	return 0;
+}
+
+/*
+ * The chunks of a host's files on a shared tier with global dedup may be in
+ * any host's containers (docs/SHARED.md): the salvage reader indexes every
+ * host's, through a root of its own, *ret_root (the caller frees it after
+ * the reader).
+ */
+static int salvage_open_shared(const char *source, DedupStore *hot_store, DedupBackend **ret_root,
+			       DedupSalvage **ret) {
+	_cleanup_free_ char *error = NULL;
+	HostDirs h = {};
+	int r = tier_open_source(source, ret_root, &error);
+	DedupBackend *salvage_root = *ret_root;
+	if (r < 0)
+		return r;
+	r = tier_shared_hosts(salvage_root, host_dir, &h);
+	if (r >= 0) {
+		const char **dirs = calloc(MAX(h.n, (size_t) 1), sizeof(*dirs));
+		if (!dirs)
+			r = -ENOMEM;
+		for (size_t i = 0; dirs && i < h.n; i++)
+			dirs[i] = h.dirs[i];
+		if (r >= 0)
+			r = dedup_salvage_open_many(salvage_root, dirs, h.n, dedup_store_id_key(hot_store),
+						    dedup_store_content_key(hot_store), ret);
+		free(dirs);
+	}
+	free(h.dirs);
+	return r;
+}
+
 int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, DedupStore *hot_store,
 		 const char *source, FILE *out, char **ret_error) {
 	_cleanup_free_ char *error = NULL;
 	_cleanup_free_ void *buf = NULL;
-	DedupBackend *b = NULL;
+	DedupBackend *b = NULL, *root = NULL;
 	DedupDescriptionInfo info = {};
 	DedupSalvageStats st;
 	Recover rc = { .catalog = catalog, .hot = hot_store, .out = out };
@@ -368,7 +417,9 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 	r = tier_open_source(source, &b, &error);
 	if (r < 0)
 		return fail(ret_error, r, "cannot open the tier %s: %s", source, error ?: strerror(-r));
+	DedupBackend *before = b;
 	r = shared_host_view(config, &b, out);
+	bool shared = r >= 0 && b != before;
 	if (r < 0) {
 		fail(ret_error, r, "cannot open the host's part of the shared tier %s: %s", source, strerror(-r));
 		goto out;
@@ -400,7 +451,8 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 		fail(ret_error, r, "cannot read the description of %s: %s", source, strerror(-r));
 		goto out;
 	}
-	r = dedup_salvage_open(b, dedup_store_id_key(hot_store), dedup_store_content_key(hot_store), &rc.salvage);
+	r = shared ? salvage_open_shared(source, hot_store, &root, &rc.salvage)
+		   : dedup_salvage_open(b, dedup_store_id_key(hot_store), dedup_store_content_key(hot_store), &rc.salvage);
 	if (r < 0) {
 		fail(ret_error, r, "cannot read the containers of %s: %s", source, strerror(-r));
 		goto out;
@@ -436,6 +488,7 @@ out:
 	free(rc.chunk);
 	free(rc.zeros);
 	dedup_salvage_free(rc.salvage);
+	dedup_backend_free(root);
 	dedup_backend_free(b);
 	return r;
 }

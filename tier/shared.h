@@ -104,3 +104,18 @@ int tier_shared_read_host(DedupBackend *b, const char *host, TierHostRecord *ret
  * Returns 0, -EINVAL, -ENOMEM.
  */
 int tier_backend_prefix_new(DedupBackend *inner, const char *prefix, DedupBackend **ret);
+
+/*
+ * Global dedup (docs/SHARED.md; dedup/store.h, DedupShared): the name on
+ * the tier's root of object `name` of host's own view, "h/HOST/NAME".
+ * Returns 0, or -EINVAL (an invalid host or name, or too long).
+ */
+int tier_shared_object_name(const char *host, const char *name, char ret[static DEDUP_BACKEND_NAME_MAX + 1]);
+
+/*
+ * Calls cb with every host that has a record on the shared tier whose root
+ * is b and is not retired (records that do not read are skipped: a host
+ * being registered, or damage, which registration reports).  cb's negative
+ * return stops it and is returned.  Returns 0 or the error of listing.
+ */
+int tier_shared_hosts(DedupBackend *b, int (*cb)(const char *host, void *userdata), void *userdata);

@@ -20,6 +20,7 @@ typedef struct TierSlot {
 	/* Shared tiers: the tier's root, which backend shows "h/HOST" of (owned by backend; tier/shared.h). */
 	DedupBackend *root;
 	bool refused;             /* shared: the tier refused this host's name (set once, at open) */
+	DedupShared shared;       /* shared: what its store's global dedup uses of the tier (root, names, hosts) */
 	/*
 	 * Fingerprint of what the tier's description lists, 0 = unknown (not
 	 * written since the open, or a file was left out): protected by

@@ -169,10 +169,23 @@ int tier_open_source(const char *spec, DedupBackend **ret, char **ret_error) {
 	return open_backend(nfs ? TIER_BACKEND_NFS : TIER_BACKEND_DIR, spec, NULL, false, true, ret, ret_error);
 }
 
-/* The stores' options for tier t: whether it seals what it stores is the tier's own choice. */
-static DedupStoreOptions tier_store_options(const TierSet *s, const ConfigTier *t) {
+/*
+ * The stores' options for slot t: whether it seals what it stores is the
+ * tier's own choice; a shared tier's store does global dedup over root
+ * (docs/SHARED.md).
+ */
+static DedupStoreOptions tier_store_options(TierSet *s, TierSlot *t, DedupBackend *root) {
 	DedupStoreOptions o = s->store_opts;
-	o.encrypt = config_tier_encrypts(t, o.content_key != NULL);
+	o.encrypt = config_tier_encrypts(t->config, o.content_key != NULL);
+	if (t->config->shared && root) {
+		t->shared = (DedupShared) {
+			.host = s->host,
+			.root = root,
+			.object_name = tier_shared_object_name,
+			.hosts = tier_shared_hosts,
+		};
+		o.shared = &t->shared;
+	}
 	return o;
 }
 
@@ -208,7 +221,7 @@ int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_back
 		DedupStore *store = NULL;
 		int r = slot_open_backend(s, t, create, &t->backend, &t->error);
 		if (r >= 0) {
-			DedupStoreOptions o = tier_store_options(s, t->config);
+			DedupStoreOptions o = tier_store_options(s, t, t->root);
 			r = dedup_store_open(catalog, n, t->backend, &o, &store);
 			atomic_store(&t->store, store);
 			if (r < 0) {
@@ -241,7 +254,7 @@ bool tier_set_retry(TierSet *s, uint32_t *ret_opened) {
 		int r = t->config->shared ? shared_open(s, t->config, false, &backend, &root, &refused, &error)
 					  : tier_open_backend(t->config, false, &backend, &error);
 		if (r >= 0) {
-			DedupStoreOptions o = tier_store_options(s, t->config);
+			DedupStoreOptions o = tier_store_options(s, t, root);
 			r = dedup_store_open(s->catalog, n, backend, &o, &store);
 			if (r < 0)
 				backend = dedup_backend_free(backend);
@@ -277,6 +290,8 @@ int tier_set_renew(TierSet *s, uint32_t *ret_lost) {
 		if (!t->config || !t->config->shared || !tier_set_store(s, n))
 			continue;
 		int r = tier_shared_renew(t->root, s->host, s->instance, (uint64_t) time(NULL));
+		/* Global dedup: a publication that failed after a writer's finish is tried again here. */
+		(void) dedup_store_publish(tier_set_store(s, n));
 		if (r == -EBUSY || r == -EPERM)
 			lost |= UINT32_C(1) << n;
 		if (r < 0 && first == 0)

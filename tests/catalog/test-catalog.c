@@ -256,6 +256,18 @@ static int count_chunk(const CatalogChunk *ch, void *userdata) {
 	return 0;
 }
 
+static int count_container(const CatalogContainer *ct, void *userdata) {
+	(*(int *) userdata)++;
+	return 0;
+}
+
+static int count_foreign(uint64_t id, const char *host, uint64_t remote, void *userdata) {
+	if (id == 0 || remote != 17 || (strcmp(host, "db02") != 0 && strcmp(host, "db03") != 0))
+		return -EBADMSG;
+	(*(int *) userdata)++;
+	return 0;
+}
+
 static int copy_segment(uint64_t start, const void *blob, size_t size, void *userdata) {
 	uint64_t *out = userdata;
 	out[0] = start;
@@ -444,7 +456,7 @@ static int collect_logs(uint64_t ino, const CatalogArchivelog *a, void *userdata
 }
 
 static void test_archivelogs(void) {
-	char p3[300], cmd[700], seen[256];
+	char p3[300], cmd[1000], seen[256];
 	Catalog *c = NULL;
 	CatalogArchivelog a, got;
 	uint64_t logs[5];
@@ -496,7 +508,9 @@ static void test_archivelogs(void) {
 	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
 		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP INDEX containers_foreign; "
+		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
+		 "ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 2'", p3);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p3, 0, 0, &c) == 0);
@@ -512,7 +526,7 @@ static void test_archivelogs(void) {
 }
 
 static void test_pins(void) {
-	char p4[300], cmd[700];
+	char p4[300], cmd[1000];
 	Catalog *c;
 
 	snprintf(p4, sizeof(p4), "%s/pins.db", dir);
@@ -534,7 +548,9 @@ static void test_pins(void) {
 
 	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP INDEX containers_foreign; "
+		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
+		 "ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 3'", p4);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p4, 0, 0, &c) == 0);
@@ -568,7 +584,7 @@ static int history_class_seen(const CatalogHistoryClass *h, void *userdata) {
 }
 
 static void test_history(void) {
-	char p5[300], cmd[700];
+	char p5[300], cmd[1000];
 	Catalog *c;
 
 	snprintf(p5, sizeof(p5), "%s/history.db", dir);
@@ -605,7 +621,9 @@ static void test_history(void) {
 
 	/* A version 4 catalog (before history) is upgraded in place, with no samples. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP INDEX containers_foreign; "
+		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
+		 "ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 4'", p5);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p5, 0, 0, &c) == 0);
@@ -620,7 +638,7 @@ static void test_history(void) {
  * and 0 for every raw file of a version 5 catalog.
  */
 static void test_staging_tier(void) {
-	char p5[300], cmd[700];
+	char p5[300], cmd[1000];
 	CatalogInode ci;
 	Catalog *c;
 
@@ -642,7 +660,9 @@ static void test_staging_tier(void) {
 
 	/* Version 5 never read a raw file's tier: whatever it held, the upgrade puts the file on the hot tier. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; ALTER TABLE chunks DROP COLUMN region_size; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP INDEX containers_foreign; "
+		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
+		 "ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 5'",
 		 p5, (unsigned long long) spilled);
 	CHECK(system(cmd) == 0);
@@ -663,7 +683,7 @@ static int chunk_region_fields(const CatalogChunk *ch, void *userdata) {
 }
 
 static void test_regions_upgrade(void) {
-	char p6[300], cmd[700];
+	char p6[300], cmd[1000];
 	CatalogTierMoved m;
 	Catalog *c;
 	int bad = 0, n = 0;
@@ -691,6 +711,27 @@ static void test_regions_upgrade(void) {
 	CHECK(catalog_key_id_add(c, kid) == 0);
 	CHECK(catalog_key_id_add(c, kid) == -EEXIST);
 	CHECK(catalog_key_id_get(c, got) == 0 && memcmp(got, kid, sizeof(kid)) == 0);
+	/*
+	 * Schema 9: another host's containers (global dedup) have rows of their
+	 * own, one per (tier, host, remote id), never listed with the tier's
+	 * own, and go once no chunk points into them.
+	 */
+	int own = 0, own_after = 0, foreign = 0;
+	uint64_t fc, fc2, fc3, pruned = 0, fch;
+	CHECK(catalog_containers_foreach(c, 0, count_container, &own) == 0 && own > 0);
+	CHECK(catalog_container_foreign(c, 0, "db02", 17, &fc) == 0);
+	CHECK(catalog_container_foreign(c, 0, "db02", 17, &fc2) == 0 && fc2 == fc);
+	CHECK(catalog_container_foreign(c, 0, "db03", 17, &fc3) == 0 && fc3 != fc);
+	CHECK(catalog_container_foreign(c, 0, "", 17, &fc3) == -EINVAL);
+	CHECK(catalog_container_foreign(c, 0, "db02", 0, &fc3) == -EINVAL);
+	CHECK(catalog_containers_foreach(c, 0, count_container, &own_after) == 0 && own_after == own);
+	CHECK(catalog_containers_foreach_foreign(c, 0, count_foreign, &foreign) == 0 && foreign == 2);
+	CatalogChunk fch_row = { .tier = 0, .container = fc, .offset = 64, .frame_size = 100, .plain_size = 100 };
+	memset(fch_row.digest, 0xf0, sizeof(fch_row.digest));
+	CHECK(catalog_chunk_add(c, &fch_row, &fch) == 0);
+	CHECK(catalog_containers_foreign_prune(c, 0, &pruned) == 0 && pruned == 1);
+	foreign = 0;
+	CHECK(catalog_containers_foreach_foreign(c, 0, count_foreign, &foreign) == 0 && foreign == 1);
 	CHECK(catalog_check(c) == 0);
 	catalog_close(c);
 	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = %d", p6, CATALOG_SCHEMA_VERSION);

@@ -372,6 +372,33 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 			       size_of(m, trows[i], "region_cache_max", bound), tierctl_get(m, trows[i], "region_cache_hits"),
 			       tierctl_get(m, trows[i], "region_cache_misses"), tierctl_get(m, trows[i], "region_cache_loads"));
 		}
+	for (size_t i = 0; trows && i < nt; i++) {
+		char sent[32], mem[32];
+		if (ctl_message_get(m, trows[i], "bytes_sent") && tierctl_get_u64(m, trows[i], "tier") > 0)
+			printf("sent to %s: %s since start\n", tierctl_get(m, trows[i], "name"),
+			       size_of(m, trows[i], "bytes_sent", sent));
+		if (!ctl_message_get(m, trows[i], "global_segments_published"))
+			continue;
+		printf("global dedup on %s: %s chunks (%s) of other hosts referenced instead of sent, in %s of their "
+		       "containers; %s segments of %s hosts loaded (%s entries, %s of memory), %s published, %s chunks "
+		       "waiting\n",
+		       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "global_foreign_hits"),
+		       size_of(m, trows[i], "global_foreign_bytes", sent), tierctl_get(m, trows[i], "global_foreign_containers"),
+		       tierctl_get(m, trows[i], "global_segments_loaded"), tierctl_get(m, trows[i], "global_hosts"),
+		       tierctl_get(m, trows[i], "global_entries"), size_of(m, trows[i], "global_memory", mem),
+		       tierctl_get(m, trows[i], "global_segments_published"),
+		       tierctl_get(m, trows[i], "global_chunks_unpublished"));
+		if (tierctl_get_u64(m, trows[i], "global_segments_other_key") > 0)
+			printf("global dedup on %s: %s segments of other hosts skipped: made under another key (hosts "
+			       "deduplicating across a shared tier must share the key, or all have none)\n",
+			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "global_segments_other_key"));
+		if (tierctl_get_u64(m, trows[i], "global_segments_bad") > 0)
+			printf("global dedup on %s: %s segments of other hosts skipped: damaged\n",
+			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "global_segments_bad"));
+		if (tierctl_get_u64(m, trows[i], "global_segments_over_bound") > 0)
+			printf("global dedup on %s: %s segments of other hosts not loaded: the lookup is full\n",
+			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "global_segments_over_bound"));
+	}
 
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "error", &n);
@@ -1610,6 +1637,26 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const 
 		tier_metric(f, m, rows, n, "fratier_tier_compression_ratio", "Unique chunk bytes over their stored frames.",
 			    "live_plain", "live");
 		tier_metric(f, m, rows, n, "fratier_tier_reduction_ratio", "Logical bytes over used bytes.", "logical", "used");
+		tier_counter(f, m, rows, n, "fratier_tier_sent_bytes_total",
+			     "Bytes written to the tier's storage since start (what crossed to the filer).", "bytes_sent", 1);
+		tier_counter(f, m, rows, n, "fratier_tier_global_foreign_chunks_total",
+			     "Chunks found in other hosts' index segments and referenced instead of sent.",
+			     "global_foreign_hits", 1);
+		tier_counter(f, m, rows, n, "fratier_tier_global_foreign_bytes_total",
+			     "Plain bytes of the chunks referenced instead of sent.", "global_foreign_bytes", 1);
+		tier_counter(f, m, rows, n, "fratier_tier_global_segments_published_total",
+			     "Index segments this host published since start.", "global_segments_published", 1);
+		tier_counter(f, m, rows, n, "fratier_tier_global_segments_other_key_total",
+			     "Other hosts' index segments skipped: made under another key.", "global_segments_other_key", 1);
+		bool global = false;
+		for (size_t i = 0; i < n; i++)
+			global |= ctl_message_get(m, rows[i], "global_entries") != NULL;
+		if (global) {
+			tier_metric(f, m, rows, n, "fratier_tier_global_lookup_entries",
+				    "Entries of other hosts' index segments in memory.", "global_entries", NULL);
+			tier_metric(f, m, rows, n, "fratier_tier_global_lookup_bytes",
+				    "Memory of the merged lookup of other hosts' index segments.", "global_memory", NULL);
+		}
 		tier_counter(f, m, rows, n, "fratier_tier_nfs_rpcs_total", "NFS calls the tier waited for.", "nfs_rpcs", 1);
 		tier_counter(f, m, rows, n, "fratier_tier_nfs_rpc_seconds_total",
 			     "Seconds spent waiting for NFS calls (over rpcs_total: the mean latency).", "nfs_rpc_us", 1e-6);

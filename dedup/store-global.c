@@ -1,0 +1,781 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * store-global.c — global dedup on a tier shared by many hosts
+ * (docs/SHARED.md, "Global dedup"): the index segments this host
+ * publishes of the chunks it stores there, the merged lookup over every
+ * other host's segments, and the foreign containers this host's chunks
+ * point into.
+ *
+ * Invariants:
+ *  1. A segment lists only chunks whose registration committed (their
+ *     regions durable below the committed size of their container), and
+ *     is named only once durable (written as .tmp, synced, renamed).
+ *     Epochs only grow: the next one is past every segment of this host at
+ *     open, and one publication runs at a time.
+ *  2. The merged lookup holds only entries of segments that parsed
+ *     (dedup/segment.h), name the host whose directory holds them and the
+ *     epoch of their name, and were made under this host's keys.  An entry
+ *     is only a hint: the writer checks its plain size against the chunk,
+ *     and every read of a foreign chunk verifies its id after
+ *     decompression, so a lying segment gives EIO, never wrong bytes.
+ *  3. A foreign container enters the map only after the catalog committed
+ *     its row: a rolled-back row's id may be handed to a container of this
+ *     host later, which must never be read from another host's directory.
+ *  4. The merged lookup is bounded (opts.global_entries): segments past the
+ *     bound are not loaded, and counted, never half loaded.
+ *  5. Reads of other hosts' objects go through opts.shared->root and
+ *     nothing is ever written, renamed or unlinked there.
+ *
+ * The merged lookup keeps 56 bytes per entry: the first 16 bytes of the id
+ * (the filter's probes and the search key; 128 bits make a false match
+ * negligible, and would only cost an EIO, invariant 2), the location and
+ * the host.  One sorted array, merged with each batch of new segments, and
+ * a Bloom filter in front: a chunk no host published costs a few probes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/macros.h"
+#include "dedup/store-internal.h"
+
+#define GLOBAL_ID_PREFIX 16u
+/* Hosts on one tier at most (the merged lookup keeps a 32-bit index). */
+#define GLOBAL_HOSTS_MAX 4096u
+
+typedef struct GlobalEntry {
+	uint8_t id[GLOBAL_ID_PREFIX];
+	uint64_t container;
+	uint64_t offset;
+	uint32_t region_size, region_offset, plain_size, frame_size;
+	uint32_t host;
+} GlobalEntry;
+
+/* A host seen on the tier, and the epochs of its segments already handled (loaded or skipped for good). */
+typedef struct GlobalHost {
+	char name[DEDUP_SEGMENT_HOST_MAX + 1];
+	uint64_t *seen; /* sorted */
+	size_t n_seen, cap_seen;
+} GlobalHost;
+
+typedef struct GlobalForeign {
+	uint64_t local, remote;
+	uint32_t host;
+} GlobalForeign;
+
+struct StoreGlobal {
+	uint8_t keys[DEDUP_SEGMENT_KEYS_SIZE];
+	bool keyed;
+
+	pthread_mutex_t publish_lock;
+	uint64_t next_epoch; /* protected by publish_lock */
+
+	pthread_mutex_t pending_lock;
+	DedupSegmentEntry *pending; /* protected by pending_lock */
+	size_t n_pending, cap_pending;
+
+	pthread_mutex_t refresh_lock;
+	uint64_t refreshed_ms; /* protected by refresh_lock: the last listing */
+
+	pthread_rwlock_t lookup_lock;
+	GlobalHost *hosts; /* protected by lookup_lock; names never change once added */
+	size_t n_hosts, cap_hosts;
+	GlobalEntry *entries; /* protected by lookup_lock: sorted by id prefix */
+	size_t n_entries;
+	DedupBloom *filter; /* protected by lookup_lock (replaced); bits set atomically */
+
+	pthread_mutex_t map_lock;
+	GlobalForeign *map; /* protected by map_lock: sorted by local */
+	size_t n_map, cap_map;
+
+	/* Counters: atomic. */
+	uint64_t published, loaded, other_key, bad, over_bound, hits, hit_bytes, loaded_hosts;
+};
+
+static uint64_t now_ms(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static int prefix_compare(const uint8_t *a, const uint8_t *b) {
+	return memcmp(a, b, GLOBAL_ID_PREFIX);
+}
+
+/* ---- foreign containers ---- */
+
+static int map_insert(StoreGlobal *g, uint64_t local, uint32_t host, uint64_t remote) {
+	size_t lo = 0, hi = g->n_map;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (g->map[mid].local < local)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < g->n_map && g->map[lo].local == local)
+		return 0;
+	if (g->n_map == g->cap_map) {
+		size_t cap = MAX(g->cap_map * 2, (size_t) 64);
+		GlobalForeign *p = realloc(g->map, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		g->map = p;
+		g->cap_map = cap;
+	}
+	memmove(g->map + lo + 1, g->map + lo, (g->n_map - lo) * sizeof(*g->map));
+	g->map[lo] = (GlobalForeign) { .local = local, .remote = remote, .host = host };
+	g->n_map++;
+	return 0;
+}
+
+/* The index of host in g->hosts, added if new.  Under lookup_lock exclusive. */
+static int host_index(StoreGlobal *g, const char *name, uint32_t *ret) {
+	for (size_t i = 0; i < g->n_hosts; i++)
+		if (strcmp(g->hosts[i].name, name) == 0) {
+			*ret = (uint32_t) i;
+			return 0;
+		}
+	/*
+	 * (!) Names are read without the lock through pointers handed out
+	 * (StoreGlobalHit.host, store_global_container()): the array never
+	 * moves, it is allocated at its largest once (store_global_open()).
+	 */
+	if (g->n_hosts >= g->cap_hosts || strlen(name) > DEDUP_SEGMENT_HOST_MAX)
+		return -E2BIG;
+	GlobalHost *h = g->hosts + g->n_hosts;
+	*h = (GlobalHost) {};
+	memcpy(h->name, name, strlen(name) + 1);
+	*ret = (uint32_t) g->n_hosts++;
+	return 0;
+}
+
+int store_global_map_add(DedupStore *s, uint64_t local, const char *host, uint64_t remote) {
+	StoreGlobal *g = s->global;
+	uint32_t h;
+	pthread_rwlock_wrlock(&g->lookup_lock);
+	int r = host_index(g, host, &h);
+	pthread_rwlock_unlock(&g->lookup_lock);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&g->map_lock);
+	r = map_insert(g, local, h, remote);
+	pthread_mutex_unlock(&g->map_lock);
+	return r;
+}
+
+int store_global_container(DedupStore *s, uint64_t local, DedupBackend **ret_root,
+			   char ret_name[static DEDUP_BACKEND_NAME_MAX + 1], uint64_t *ret_remote) {
+	StoreGlobal *g = s->global;
+	GlobalForeign f = {};
+	bool found = false;
+
+	if (!g)
+		return 0;
+	pthread_mutex_lock(&g->map_lock);
+	size_t lo = 0, hi = g->n_map;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (g->map[mid].local < local)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < g->n_map && g->map[lo].local == local) {
+		f = g->map[lo];
+		found = true;
+	}
+	pthread_mutex_unlock(&g->map_lock);
+	if (!found)
+		return 0;
+
+	char name[DEDUP_CONTAINER_NAME_MAX];
+	/* hosts[] never moves and a name never changes once added (host_index()). */
+	int r = s->opts.shared->object_name(g->hosts[f.host].name, dedup_container_name(f.remote, name), ret_name);
+	if (r < 0)
+		return r;
+	*ret_root = s->opts.shared->root;
+	*ret_remote = f.remote;
+	return 1;
+}
+
+typedef struct MapLoad {
+	DedupStore *s;
+	uint64_t *locals, *remotes;
+	char (*hosts)[CATALOG_HOST_MAX + 1];
+	size_t n, cap;
+} MapLoad;
+
+static int map_load_one(uint64_t id, const char *host, uint64_t remote, void *userdata) {
+	MapLoad *m = userdata;
+	if (m->n == m->cap) {
+		size_t cap = MAX(m->cap * 2, (size_t) 64);
+		uint64_t *a = realloc(m->locals, cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		m->locals = a;
+		a = realloc(m->remotes, cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		m->remotes = a;
+		char (*h)[CATALOG_HOST_MAX + 1] = realloc(m->hosts, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		m->hosts = h;
+		m->cap = cap;
+	}
+	m->locals[m->n] = id;
+	m->remotes[m->n] = remote;
+	snprintf(m->hosts[m->n], sizeof(m->hosts[m->n]), "%s", host);
+	m->n++;
+	return 0;
+}
+
+/* ---- publication ---- */
+
+int store_global_note(DedupStore *s, const DedupSegmentEntry *entries, size_t n) {
+	StoreGlobal *g = s->global;
+	int r = 0;
+	if (!g || n == 0)
+		return 0;
+	pthread_mutex_lock(&g->pending_lock);
+	if (g->n_pending + n > g->cap_pending) {
+		size_t cap = MAX(MAX(g->cap_pending * 2, g->n_pending + n), (size_t) 1024);
+		DedupSegmentEntry *p = realloc(g->pending, cap * sizeof(*p));
+		if (!p) {
+			r = -ENOMEM;
+			goto out;
+		}
+		g->pending = p;
+		g->cap_pending = cap;
+	}
+	memcpy(g->pending + g->n_pending, entries, n * sizeof(*entries));
+	g->n_pending += n;
+out:
+	pthread_mutex_unlock(&g->pending_lock);
+	return r;
+}
+
+/* Puts entries back in front of what was noted meanwhile (a publication that failed). */
+static void pending_restore(StoreGlobal *g, DedupSegmentEntry *entries, size_t n) {
+	pthread_mutex_lock(&g->pending_lock);
+	size_t total = g->n_pending + n;
+	DedupSegmentEntry *p = malloc(MAX(total, (size_t) 1) * sizeof(*p));
+	if (p) {
+		memcpy(p, entries, n * sizeof(*p));
+		memcpy(p + n, g->pending, g->n_pending * sizeof(*p));
+		free(g->pending);
+		g->pending = p;
+		g->n_pending = g->cap_pending = total;
+	}
+	/* Without memory the chunks go unpublished: other hosts store their own copies, nothing is lost. */
+	pthread_mutex_unlock(&g->pending_lock);
+}
+
+static int segment_write(DedupStore *s, uint64_t epoch, const uint8_t *buf, size_t size) {
+	char name[DEDUP_SEGMENT_NAME_MAX], tmp[DEDUP_SEGMENT_NAME_MAX + 8];
+	DedupBackendFile *f = NULL;
+
+	dedup_segment_name(epoch, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	int r = dedup_backend_open_write(s->backend, tmp, true, 0, &f);
+	if (r < 0)
+		return r;
+	r = dedup_backend_file_pwrite(s->backend, f, buf, size, 0);
+	if (r >= 0)
+		r = dedup_backend_file_sync(s->backend, f);
+	dedup_backend_file_close(s->backend, f);
+	if (r >= 0)
+		r = dedup_backend_rename(s->backend, tmp, name);
+	if (r < 0) {
+		(void) dedup_backend_unlink(s->backend, tmp);
+		return r;
+	}
+	__atomic_add_fetch(&s->bytes_sent, size, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int dedup_store_publish(DedupStore *s) {
+	StoreGlobal *g = s->global;
+	int r = 0;
+
+	if (!g)
+		return 0;
+	pthread_mutex_lock(&g->publish_lock);
+	pthread_mutex_lock(&g->pending_lock);
+	DedupSegmentEntry *entries = TAKE_PTR(g->pending);
+	size_t n = g->n_pending;
+	g->n_pending = g->cap_pending = 0;
+	pthread_mutex_unlock(&g->pending_lock);
+
+	for (size_t i = 0; i < n && r >= 0; i += DEDUP_SEGMENT_ENTRIES_MAX) {
+		size_t k = dedup_segment_entries_sort(entries + i, MIN(n - i, (size_t) DEDUP_SEGMENT_ENTRIES_MAX));
+		DedupSegmentHeader h = {
+			.flags = g->keyed ? DEDUP_SEGMENT_FLAG_KEYED_IDS : 0,
+			.epoch = g->next_epoch,
+		};
+		memcpy(h.keys, g->keys, sizeof(h.keys));
+		snprintf(h.host, sizeof(h.host), "%s", s->opts.shared->host);
+		_cleanup_free_ uint8_t *buf = NULL;
+		r = dedup_segment_format(&h, entries + i, k, &buf);
+		if (r >= 0)
+			r = segment_write(s, h.epoch, buf, (size_t) dedup_segment_size(k));
+		if (r < 0) {
+			pending_restore(g, entries + i, n - i);
+			break;
+		}
+		g->next_epoch++;
+		__atomic_add_fetch(&g->published, 1, __ATOMIC_RELAXED);
+	}
+	free(entries);
+	pthread_mutex_unlock(&g->publish_lock);
+	return r;
+}
+
+/* ---- the merged lookup ---- */
+
+typedef struct NameVec {
+	char **names;
+	size_t n, cap;
+} NameVec;
+
+static void namevec_done(NameVec *v) {
+	for (size_t i = 0; i < v->n; i++)
+		free(v->names[i]);
+	free(v->names);
+	*v = (NameVec) {};
+}
+
+static int namevec_push(const char *name, void *userdata) {
+	NameVec *v = userdata;
+	if (v->n == v->cap) {
+		size_t cap = MAX(v->cap * 2, (size_t) 16);
+		char **p = realloc(v->names, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		v->names = p;
+		v->cap = cap;
+	}
+	v->names[v->n] = strdup(name);
+	if (!v->names[v->n])
+		return -ENOMEM;
+	v->n++;
+	return 0;
+}
+
+static bool epoch_seen(const GlobalHost *h, uint64_t epoch) {
+	size_t lo = 0, hi = h->n_seen;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (h->seen[mid] < epoch)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < h->n_seen && h->seen[lo] == epoch;
+}
+
+static int epoch_mark(GlobalHost *h, uint64_t epoch) {
+	size_t lo = 0, hi = h->n_seen;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (h->seen[mid] < epoch)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < h->n_seen && h->seen[lo] == epoch)
+		return 0;
+	if (h->n_seen == h->cap_seen) {
+		size_t cap = MAX(h->cap_seen * 2, (size_t) 64);
+		uint64_t *p = realloc(h->seen, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		h->seen = p;
+		h->cap_seen = cap;
+	}
+	memmove(h->seen + lo + 1, h->seen + lo, (h->n_seen - lo) * sizeof(*h->seen));
+	h->seen[lo] = epoch;
+	h->n_seen++;
+	return 0;
+}
+
+typedef struct Loaded {
+	GlobalEntry *items;
+	size_t n, cap;
+	/* (host, epoch) of every segment handled, to mark once merged */
+	uint32_t *hosts;
+	uint64_t *epochs;
+	size_t n_marks, cap_marks;
+} Loaded;
+
+static int loaded_mark(Loaded *l, uint32_t host, uint64_t epoch) {
+	if (l->n_marks == l->cap_marks) {
+		size_t cap = MAX(l->cap_marks * 2, (size_t) 64);
+		uint32_t *h = realloc(l->hosts, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		l->hosts = h;
+		uint64_t *e = realloc(l->epochs, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		l->epochs = e;
+		l->cap_marks = cap;
+	}
+	l->hosts[l->n_marks] = host;
+	l->epochs[l->n_marks++] = epoch;
+	return 0;
+}
+
+/*
+ * Reads and checks one segment of host (invariant 2) and appends its
+ * entries to l.  Returns 0 (loaded, or skipped for good and counted),
+ * -E2BIG (over the bound: not loaded), or an error to try again later.
+ */
+static int segment_load(DedupStore *s, const char *object, const char *host, uint32_t host_ix, uint64_t epoch,
+			size_t room, Loaded *l) {
+	StoreGlobal *g = s->global;
+	DedupBackend *root = s->opts.shared->root;
+	DedupSegmentHeader h;
+	uint64_t size;
+
+	int r = dedup_backend_size(root, object, &size);
+	if (r < 0)
+		return r;
+	if (size < dedup_segment_size(0) || size > dedup_segment_size(DEDUP_SEGMENT_ENTRIES_MAX) ||
+	    (size - dedup_segment_size(0)) % DEDUP_SEGMENT_ENTRY_SIZE != 0) {
+		__atomic_add_fetch(&g->bad, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if ((size - dedup_segment_size(0)) / DEDUP_SEGMENT_ENTRY_SIZE > room)
+		return -E2BIG;
+	_cleanup_free_ uint8_t *buf = malloc((size_t) size);
+	if (!buf)
+		return -ENOMEM;
+	r = dedup_backend_pread_full(root, object, buf, (size_t) size, 0);
+	if (r < 0)
+		return r;
+	if (dedup_segment_parse(buf, (size_t) size, &h) < 0 || strcmp(h.host, host) != 0 || h.epoch != epoch) {
+		__atomic_add_fetch(&g->bad, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (memcmp(h.keys, g->keys, sizeof(h.keys)) != 0 || !!(h.flags & DEDUP_SEGMENT_FLAG_KEYED_IDS) != g->keyed) {
+		__atomic_add_fetch(&g->other_key, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (l->n + h.count > l->cap) {
+		size_t cap = MAX(MAX(l->cap * 2, l->n + (size_t) h.count), (size_t) 1024);
+		GlobalEntry *p = realloc(l->items, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->items = p;
+		l->cap = cap;
+	}
+	for (uint64_t i = 0; i < h.count; i++) {
+		DedupSegmentEntry e;
+		dedup_segment_entry_get(buf, i, &e);
+		GlobalEntry *x = l->items + l->n++;
+		*x = (GlobalEntry) {
+			.container = e.container,
+			.offset = e.offset,
+			.region_size = e.region_size,
+			.region_offset = e.region_offset,
+			.plain_size = e.plain_size,
+			.frame_size = e.frame_size,
+			.host = host_ix,
+		};
+		memcpy(x->id, e.id.bytes, GLOBAL_ID_PREFIX);
+	}
+	__atomic_add_fetch(&g->loaded, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int entry_compare(const void *a, const void *b) {
+	return prefix_compare(((const GlobalEntry *) a)->id, ((const GlobalEntry *) b)->id);
+}
+
+static void filter_add(DedupBloom *f, const GlobalEntry *e) {
+	DedupChunkId id = {};
+	memcpy(id.bytes, e->id, GLOBAL_ID_PREFIX); /* the filter probes the first 16 bytes only */
+	dedup_bloom_add(f, &id);
+}
+
+/* Merges l's entries into the lookup, and marks every segment handled. */
+static int merge(StoreGlobal *g, Loaded *l) {
+	DedupBloom *filter = NULL;
+	GlobalEntry *merged = NULL;
+	int r;
+
+	qsort(l->items, l->n, sizeof(*l->items), entry_compare);
+
+	pthread_rwlock_rdlock(&g->lookup_lock);
+	size_t n_old = g->n_entries;
+	bool grow = !g->filter || dedup_bloom_capacity(g->filter) < n_old + l->n;
+	pthread_rwlock_unlock(&g->lookup_lock);
+
+	/* Only this thread (refresh_lock) replaces entries and filter: reading them unlocked here is safe. */
+	merged = malloc(MAX(n_old + l->n, (size_t) 1) * sizeof(*merged));
+	if (!merged)
+		return -ENOMEM;
+	size_t i = 0, j = 0, k = 0;
+	while (i < n_old || j < l->n) {
+		if (j == l->n || (i < n_old && prefix_compare(g->entries[i].id, l->items[j].id) <= 0))
+			merged[k++] = g->entries[i++];
+		else
+			merged[k++] = l->items[j++];
+	}
+	if (grow) {
+		r = dedup_bloom_new(MAX((uint64_t) k * 2, DEDUP_BLOOM_CAPACITY_MIN), &filter);
+		if (r < 0) {
+			free(merged);
+			return r;
+		}
+		for (size_t x = 0; x < k; x++)
+			filter_add(filter, merged + x);
+	}
+
+	pthread_rwlock_wrlock(&g->lookup_lock);
+	if (!grow)
+		for (size_t x = 0; x < l->n; x++)
+			filter_add(g->filter, l->items + x);
+	else {
+		dedup_bloom_free(g->filter);
+		g->filter = filter;
+	}
+	free(g->entries);
+	g->entries = merged;
+	g->n_entries = k;
+	r = 0;
+	for (size_t x = 0; x < l->n_marks && r >= 0; x++)
+		r = epoch_mark(g->hosts + l->hosts[x], l->epochs[x]);
+	pthread_rwlock_unlock(&g->lookup_lock);
+	return r;
+}
+
+typedef struct HostList {
+	NameVec names;
+	const char *self;
+} HostList;
+
+static int host_collect(const char *host, void *userdata) {
+	HostList *h = userdata;
+	if (strcmp(host, h->self) == 0)
+		return 0;
+	return namevec_push(host, &h->names);
+}
+
+void store_global_refresh(DedupStore *s) {
+	StoreGlobal *g = s->global;
+	Loaded l = {};
+
+	if (!g)
+		return;
+	const DedupShared *sh = s->opts.shared;
+	HostList hosts = { .self = sh->host };
+	if (pthread_mutex_trylock(&g->refresh_lock) != 0)
+		return; /* another thread is at it: the lookup as it is will do */
+	uint64_t now = now_ms();
+	if (g->refreshed_ms != 0 && now - g->refreshed_ms < DEDUP_STORE_GLOBAL_REFRESH_MS)
+		goto out;
+	g->refreshed_ms = now;
+
+	/* Best effort throughout: what cannot be read now is tried at the next refresh. */
+	if (sh->hosts(sh->root, host_collect, &hosts) < 0)
+		goto out;
+	pthread_rwlock_rdlock(&g->lookup_lock);
+	size_t room = s->opts.global_entries - MIN(g->n_entries, s->opts.global_entries);
+	pthread_rwlock_unlock(&g->lookup_lock);
+	for (size_t i = 0; i < hosts.names.n; i++) {
+		const char *host = hosts.names.names[i];
+		char dir[DEDUP_BACKEND_NAME_MAX + 1];
+		NameVec objects = {};
+		uint32_t ix;
+
+		pthread_rwlock_wrlock(&g->lookup_lock);
+		int r = host_index(g, host, &ix);
+		pthread_rwlock_unlock(&g->lookup_lock);
+		if (r < 0 || sh->object_name(host, "i", dir) < 0 || dedup_backend_list(sh->root, dir, namevec_push, &objects) < 0) {
+			namevec_done(&objects);
+			continue;
+		}
+		size_t dir_len = strlen(dir);
+		for (size_t k = 0; k < objects.n; k++) {
+			const char *object = objects.names[k];
+			uint64_t epoch;
+			if (strncmp(object, dir, dir_len) != 0 || object[dir_len] != '/' ||
+			    dedup_segment_name_parse(object + dir_len + 1, &epoch) < 0)
+				continue; /* a .tmp being written, or not ours to judge */
+			pthread_rwlock_rdlock(&g->lookup_lock);
+			bool seen = epoch_seen(g->hosts + ix, epoch);
+			pthread_rwlock_unlock(&g->lookup_lock);
+			if (seen)
+				continue;
+			size_t before = l.n;
+			r = segment_load(s, object, host, ix, epoch, room, &l);
+			if (r == -E2BIG) {
+				__atomic_add_fetch(&g->over_bound, 1, __ATOMIC_RELAXED);
+				continue;
+			}
+			if (r < 0 || loaded_mark(&l, ix, epoch) < 0) {
+				l.n = before;
+				continue;
+			}
+			room -= l.n - before;
+		}
+		namevec_done(&objects);
+	}
+	if (l.n_marks > 0)
+		(void) merge(g, &l);
+	pthread_rwlock_rdlock(&g->lookup_lock);
+	uint64_t with = 0;
+	for (size_t i = 0; i < g->n_hosts; i++)
+		with += g->hosts[i].n_seen > 0;
+	pthread_rwlock_unlock(&g->lookup_lock);
+	__atomic_store_n(&g->loaded_hosts, with, __ATOMIC_RELAXED);
+out:
+	free(l.items);
+	free(l.hosts);
+	free(l.epochs);
+	namevec_done(&hosts.names);
+	pthread_mutex_unlock(&g->refresh_lock);
+}
+
+int store_global_lookup(DedupStore *s, const DedupChunkId *id, StoreGlobalHit *ret) {
+	StoreGlobal *g = s->global;
+	int found = 0;
+
+	if (!g)
+		return 0;
+	pthread_rwlock_rdlock(&g->lookup_lock);
+	if (g->filter && dedup_bloom_maybe_contains(g->filter, id)) {
+		size_t lo = 0, hi = g->n_entries;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (prefix_compare(g->entries[mid].id, id->bytes) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < g->n_entries && prefix_compare(g->entries[lo].id, id->bytes) == 0) {
+			const GlobalEntry *e = g->entries + lo;
+			*ret = (StoreGlobalHit) {
+				.host = g->hosts[e->host].name,
+				.container = e->container,
+				.offset = e->offset,
+				.region_size = e->region_size,
+				.region_offset = e->region_offset,
+				.plain_size = e->plain_size,
+				.frame_size = e->frame_size,
+			};
+			found = 1;
+		}
+	}
+	pthread_rwlock_unlock(&g->lookup_lock);
+	return found;
+}
+
+void store_global_count_hit(DedupStore *s, uint32_t plain_size) {
+	__atomic_add_fetch(&s->global->hits, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->global->hit_bytes, plain_size, __ATOMIC_RELAXED);
+}
+
+/* ---- open, free, stats ---- */
+
+static int max_epoch(const char *name, void *userdata) {
+	uint64_t epoch;
+	if (dedup_segment_name_parse(name, &epoch) >= 0 && epoch >= *(uint64_t *) userdata)
+		*(uint64_t *) userdata = epoch + 1;
+	return 0;
+}
+
+int store_global_open(DedupStore *s) {
+	const DedupShared *sh = s->opts.shared;
+	MapLoad m = { .s = s };
+	int r;
+
+	if (!sh)
+		return 0;
+	if (!sh->host || !sh->root || !sh->object_name || !sh->hosts)
+		return -EINVAL;
+	StoreGlobal *g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	pthread_mutex_init(&g->publish_lock, NULL);
+	pthread_mutex_init(&g->pending_lock, NULL);
+	pthread_mutex_init(&g->refresh_lock, NULL);
+	pthread_rwlock_init(&g->lookup_lock, NULL);
+	pthread_mutex_init(&g->map_lock, NULL);
+	s->global = g;
+
+	g->keyed = s->opts.id_key != NULL;
+	r = dedup_segment_keys(s->opts.id_key, s->opts.content_key, g->keys);
+	if (r < 0)
+		return r;
+	g->cap_hosts = GLOBAL_HOSTS_MAX;
+	g->hosts = calloc(g->cap_hosts, sizeof(*g->hosts));
+	if (!g->hosts)
+		return -ENOMEM;
+
+	/* Invariant 1: past every segment of this host, whatever a crash left. */
+	g->next_epoch = 1;
+	r = dedup_backend_list(s->backend, "i", max_epoch, &g->next_epoch);
+	if (r < 0)
+		return r;
+
+	r = catalog_containers_foreach_foreign(s->catalog, s->tier, map_load_one, &m);
+	for (size_t i = 0; r >= 0 && i < m.n; i++)
+		r = store_global_map_add(s, m.locals[i], m.hosts[i], m.remotes[i]);
+	free(m.locals);
+	free(m.remotes);
+	free(m.hosts);
+	return r;
+}
+
+void store_global_free(DedupStore *s) {
+	StoreGlobal *g = s->global;
+	if (!g)
+		return;
+	if (g->hosts)
+		for (size_t i = 0; i < g->n_hosts; i++)
+			free(g->hosts[i].seen);
+	free(g->hosts);
+	free(g->entries);
+	dedup_bloom_free(g->filter);
+	free(g->pending);
+	free(g->map);
+	pthread_mutex_destroy(&g->map_lock);
+	pthread_rwlock_destroy(&g->lookup_lock);
+	pthread_mutex_destroy(&g->refresh_lock);
+	pthread_mutex_destroy(&g->pending_lock);
+	pthread_mutex_destroy(&g->publish_lock);
+	free(g);
+	s->global = NULL;
+}
+
+void dedup_store_global_stats(DedupStore *s, DedupGlobalStats *ret) {
+	StoreGlobal *g = s->global;
+	*ret = (DedupGlobalStats) { .bytes_sent = __atomic_load_n(&s->bytes_sent, __ATOMIC_RELAXED) };
+	if (!g)
+		return;
+	ret->shared = true;
+	ret->segments_published = __atomic_load_n(&g->published, __ATOMIC_RELAXED);
+	ret->segments_loaded = __atomic_load_n(&g->loaded, __ATOMIC_RELAXED);
+	ret->segments_other_key = __atomic_load_n(&g->other_key, __ATOMIC_RELAXED);
+	ret->segments_bad = __atomic_load_n(&g->bad, __ATOMIC_RELAXED);
+	ret->segments_over_bound = __atomic_load_n(&g->over_bound, __ATOMIC_RELAXED);
+	ret->foreign_hits = __atomic_load_n(&g->hits, __ATOMIC_RELAXED);
+	ret->foreign_bytes = __atomic_load_n(&g->hit_bytes, __ATOMIC_RELAXED);
+	ret->hosts = __atomic_load_n(&g->loaded_hosts, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&g->pending_lock);
+	ret->chunks_unpublished = g->n_pending;
+	pthread_mutex_unlock(&g->pending_lock);
+	pthread_rwlock_rdlock(&g->lookup_lock);
+	ret->entries = g->n_entries;
+	ret->memory_bytes = g->n_entries * sizeof(GlobalEntry) + (g->filter ? dedup_bloom_bytes(g->filter) : 0) +
+			    g->cap_hosts * sizeof(GlobalHost);
+	pthread_rwlock_unlock(&g->lookup_lock);
+	pthread_mutex_lock(&g->map_lock);
+	ret->foreign_containers = g->n_map;
+	pthread_mutex_unlock(&g->map_lock);
+}

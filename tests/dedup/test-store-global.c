@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Global dedup on a shared tier (dedup/store-global.c): hosts with their own
+ * catalogs over one directory, each store seeing h/HOST of it and the root
+ * through tier/'s names.  The second and third host store nothing of a
+ * file the first published and read it back exactly from the first's
+ * containers; a damaged foreign container is EIO, never wrong bytes; a
+ * host under another key skips the segments and stores its own copy; a
+ * segment that lies gives EIO; the first host's collector keeps published
+ * containers; segments are immutable, named by epoch, and survive a reopen.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "dedup/segment.h"
+#include "tests/dedup/store-test.h"
+#include "tier/shared.h"
+
+typedef struct Host {
+	Env e;
+	char name[16];
+	DedupBackend *root;
+	DedupShared shared;
+	uint8_t key[32];
+} Host;
+
+static char shared_dir[128];
+
+static void host_open_store(Host *h) {
+	ASSERT_OK(dedup_store_open(h->e.catalog, 1, h->e.backend, &h->e.opts, &h->e.store));
+}
+
+static void host_open(Host *h, const char *name, bool keyed) {
+	char path[160], prefix[40];
+	uint8_t instance[TIER_HOST_INSTANCE_SIZE];
+	DedupBackend *view;
+
+	*h = (Host) {};
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	snprintf(h->e.dir, sizeof(h->e.dir), "%s/fratier-global-XXXXXX", getenv("TMPDIR") ?: "/tmp");
+	ASSERT(mkdtemp(h->e.dir));
+	snprintf(path, sizeof(path), "%s/catalog.db", h->e.dir);
+	ASSERT_OK(catalog_open(path, 0, 0, &h->e.catalog));
+	ASSERT_OK(tier_shared_instance(h->e.dir, instance));
+	ASSERT_OK(tier_backend_dir_open(shared_dir, &h->root));
+	char *error = NULL;
+	ASSERT_OK(tier_shared_register(h->root, name, instance, (uint64_t) time(NULL), &error));
+	free(error);
+	ASSERT_OK(tier_backend_dir_open(shared_dir, &view));
+	snprintf(prefix, sizeof(prefix), "h/%s", name);
+	ASSERT_OK(tier_backend_prefix_new(view, prefix, &h->e.backend));
+	h->shared = (DedupShared) {
+		.host = h->name,
+		.root = h->root,
+		.object_name = tier_shared_object_name,
+		.hosts = tier_shared_hosts,
+	};
+	h->e.opts = (DedupStoreOptions) { .shared = &h->shared, .container_size = 1 << 20 };
+	if (keyed) {
+		memset(h->key, 0x42, sizeof(h->key));
+		h->e.opts.id_key = h->key;
+		h->e.opts.content_key = h->key;
+		h->e.opts.description_key = h->key;
+		h->e.opts.encrypt = true;
+	}
+	host_open_store(h);
+}
+
+static void host_close(Host *h) {
+	h->e.store = dedup_store_free(h->e.store);
+	h->root = dedup_backend_free(h->root);
+	env_close(&h->e);
+}
+
+/* Bytes of the regular files below dir: what the shared tier holds. */
+static uint64_t du(const char *dir) {
+	uint64_t total = 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char p[512];
+		struct stat st;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		ASSERT(lstat(p, &st) == 0);
+		total += S_ISDIR(st.st_mode) ? du(p) : (uint64_t) st.st_size;
+	}
+	closedir(d);
+	return total;
+}
+
+/* Flips one byte in the middle of every container object of host's directory. */
+static int flip_one(const char *name, void *userdata) {
+	DedupBackend *root = userdata;
+	(void) root;
+	char path[512];
+	snprintf(path, sizeof(path), "%s/h/a/%s", shared_dir, name);
+	if (!strstr(name, ".ftc"))
+		return 0;
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	ASSERT(fd >= 0);
+	struct stat st;
+	ASSERT(fstat(fd, &st) == 0 && st.st_size > 4096);
+	uint8_t b;
+	off_t at = st.st_size / 2;
+	ASSERT(pread(fd, &b, 1, at) == 1);
+	b ^= 0x5a;
+	ASSERT(pwrite(fd, &b, 1, at) == 1);
+	close(fd);
+	return 0;
+}
+
+typedef struct Sealer {
+	Host *h;
+	const uint8_t *data;
+	size_t len;
+	uint64_t ino;
+	DedupWriterStats st;
+} Sealer;
+
+static void *seal_thread(void *userdata) {
+	Sealer *x = userdata;
+	TestRng rng = { (uint64_t) (uintptr_t) x };
+	x->ino = env_seal(&x->h->e, x->data, x->len, &rng, &x->st);
+	return NULL;
+}
+
+/* Two hosts store at once what a third published, and new data of their own, while a fourth reads. */
+static void test_concurrent(Host *a, Host *b, Host *c, uint64_t ino_c, const uint8_t *data, size_t len) {
+	TestRng rng = { 0x77 };
+	uint8_t *fresh = test_malloc(len);
+	test_rng_fill(&rng, fresh, len);
+	uint64_t ino_a = env_seal(&a->e, data, len, &rng, NULL);
+	Sealer x[4] = {
+		{ .h = b, .data = data, .len = len },
+		{ .h = c, .data = data, .len = len },
+		{ .h = b, .data = fresh, .len = len },
+		{ .h = c, .data = fresh, .len = len },
+	};
+	pthread_t t[4];
+	for (size_t i = 0; i < 4; i++)
+		ASSERT(pthread_create(&t[i], NULL, seal_thread, &x[i]) == 0);
+	env_check_file(&c->e, ino_c, data, len, &rng);
+	for (size_t i = 0; i < 4; i++)
+		ASSERT(pthread_join(t[i], NULL) == 0);
+	for (size_t i = 0; i < 4; i++)
+		env_check_file(&x[i].h->e, x[i].ino, x[i].data, len, &rng);
+	/* What a published is not sent again; new data is each one's own until one of them publishes it. */
+	ASSERT(x[0].st.new_bytes == 0 && x[1].st.new_bytes == 0);
+	ASSERT(x[2].st.new_bytes + x[2].st.foreign_bytes + x[2].st.dup_bytes == len);
+	env_check_file(&a->e, ino_a, data, len, &rng);
+	env_drop(&a->e, ino_a);
+	free(fresh);
+}
+
+int main(void) {
+	const size_t len = 6 * MiB;
+	TestRng rng = { 0x61 };
+	uint8_t *data = test_malloc(len), *other = test_malloc(len);
+	DedupWriterStats st;
+	DedupGlobalStats gs;
+	Host a, b, c, d;
+
+	test_rng_fill(&rng, data, len);
+	test_rng_fill(&rng, other, len);
+	snprintf(shared_dir, sizeof(shared_dir), "%s/fratier-shared-XXXXXX", getenv("TMPDIR") ?: "/tmp");
+	ASSERT(mkdtemp(shared_dir));
+
+	/* The first host stores the file and publishes its chunks. */
+	host_open(&a, "a", false);
+	uint64_t ino_a = env_seal(&a.e, data, len, &rng, &st);
+	ASSERT(st.new_bytes == len && st.foreign_chunks == 0);
+	dedup_store_global_stats(a.e.store, &gs);
+	ASSERT(gs.shared && gs.segments_published == 1 && gs.chunks_unpublished == 0 && gs.bytes_sent >= st.stored_bytes);
+	uint64_t one = du(shared_dir);
+
+	/* The second and third store nothing of it and read it back from the first's containers. */
+	host_open(&b, "b", false);
+	host_open(&c, "c", false);
+	uint64_t ino_b = env_seal(&b.e, data, len, &rng, &st);
+	ASSERT(st.new_bytes == 0 && st.foreign_bytes == len);
+	uint64_t ino_c = env_seal(&c.e, data, len, &rng, &st);
+	ASSERT(st.new_bytes == 0 && st.foreign_bytes == len);
+	dedup_store_global_stats(c.e.store, &gs);
+	fprintf(stderr, "c: hosts %llu segments %llu hits %llu chunks %llu containers %llu memory %llu\n",
+		(unsigned long long) gs.hosts, (unsigned long long) gs.segments_loaded,
+		(unsigned long long) gs.foreign_hits, (unsigned long long) st.chunks,
+		(unsigned long long) gs.foreign_containers, (unsigned long long) gs.memory_bytes);
+	ASSERT(gs.hosts == 1 && gs.segments_loaded == 1 && gs.foreign_hits == st.foreign_chunks && gs.foreign_containers > 0 &&
+	       gs.memory_bytes > 0);
+	/* Segments of b and c are empty of course: nothing new was stored; nothing was published. */
+	ASSERT(gs.segments_published == 0 && gs.bytes_sent == 0);
+	env_check_file(&b.e, ino_b, data, len, &rng);
+	env_check_file(&c.e, ino_c, data, len, &rng);
+	uint64_t three = du(shared_dir);
+	/* Host records and the first's containers and segment: no second copy. */
+	ASSERT(three < one + 4096);
+	fprintf(stderr, "shared tier: %llu bytes after one host, %llu after three (%.3fx)\n", (unsigned long long) one,
+		(unsigned long long) three, (double) three / (double) one);
+
+	test_concurrent(&a, &b, &c, ino_c, data, len);
+
+	/* A reopened store still knows its foreign containers (from the catalog) and reads them. */
+	b.e.store = dedup_store_free(b.e.store);
+	host_open_store(&b);
+	env_check_file(&b.e, ino_b, data, len, &rng);
+
+	/* The first host's collector keeps what it published, though it references none of it any more. */
+	env_drop(&a.e, ino_a);
+	DedupGcStats gc;
+	ASSERT_OK(dedup_store_gc(a.e.store, NULL, &gc));
+	ASSERT(gc.chunks_deleted > 0 && gc.containers_deleted == 0 && gc.containers_compacted == 0);
+	env_check_file(&c.e, ino_c, data, len, &rng);
+
+	/* A host whose ids and regions are under a key skips the segments and stores its own copy. */
+	host_open(&d, "d", true);
+	uint64_t ino_d = env_seal(&d.e, data, len, &rng, &st);
+	ASSERT(st.new_bytes == len && st.foreign_chunks == 0);
+	dedup_store_global_stats(d.e.store, &gs);
+	ASSERT(gs.segments_other_key >= 1 && gs.segments_loaded == 0);
+	env_check_file(&d.e, ino_d, data, len, &rng);
+	/*
+	 * Another host under the same key references d's sealed regions: they
+	 * open at the place d sealed them at (d's container ids), not g's.
+	 */
+	Host g;
+	host_open(&g, "g", true);
+	uint64_t ino_g = env_seal(&g.e, data, len, &rng, &st);
+	ASSERT(st.new_bytes == 0 && st.foreign_bytes == len);
+	env_check_file(&g.e, ino_g, data, len, &rng);
+	host_close(&g);
+
+	/* A damaged foreign container: EIO on the hosts that reference it, never wrong bytes. */
+	DedupBackend *aview = a.e.backend;
+	ASSERT_OK(dedup_backend_list(aview, "c", flip_one, NULL));
+	/* Caches of decoded regions were filled above: a new store reads from the tier again. */
+	b.e.store = dedup_store_free(b.e.store);
+	host_open_store(&b);
+	uint8_t *buf = test_malloc(len);
+	ssize_t got = 0;
+	size_t off;
+	for (off = 0; off < len; off += (size_t) got) {
+		got = dedup_file_read(b.e.store, ino_b, len, off, buf + off, MIN(len - off, 128 * KiB));
+		if (got <= 0)
+			break;
+		ASSERT(memcmp(buf + off, data + off, (size_t) got) == 0);
+	}
+	ASSERT(got == -EIO);
+
+	/*
+	 * A segment that lies: host e publishes the chunks of other data at the
+	 * places of the first host's chunks.  Host f references them and reads
+	 * EIO (their ids are verified), not the first host's bytes.
+	 */
+	Host e, f;
+	host_open(&e, "e", false);
+	uint64_t ino_e = env_seal(&e.e, other, len, &rng, &st);
+	ASSERT(st.new_bytes == len);
+	{
+		char seg_path[512];
+		snprintf(seg_path, sizeof(seg_path), "%s/h/e/i/%016llx.fti", shared_dir, 1ULL);
+		int fd = open(seg_path, O_RDWR | O_CLOEXEC);
+		ASSERT(fd >= 0);
+		struct stat sst;
+		ASSERT(fstat(fd, &sst) == 0);
+		uint8_t *seg = test_malloc((size_t) sst.st_size);
+		ASSERT(pread(fd, seg, (size_t) sst.st_size, 0) == sst.st_size);
+		DedupSegmentHeader h;
+		ASSERT_OK(dedup_segment_parse(seg, (size_t) sst.st_size, &h));
+		DedupSegmentEntry *es = test_malloc(h.count * sizeof(*es));
+		for (uint64_t i = 0; i < h.count; i++) {
+			dedup_segment_entry_get(seg, i, es + i);
+			es[i].container += 1000; /* a container of e that does not exist */
+		}
+		uint8_t *forged;
+		ASSERT_OK(dedup_segment_format(&h, es, h.count, &forged));
+		/* e's own store renamed it in; overwriting it in place is what a lying filer would do. */
+		ASSERT(pwrite(fd, forged, (size_t) sst.st_size, 0) == sst.st_size);
+		close(fd);
+		free(forged);
+		free(es);
+		free(seg);
+	}
+	host_open(&f, "f", false);
+	uint64_t ino_f = env_seal(&f.e, other, len, &rng, &st);
+	ASSERT(st.foreign_bytes == len);
+	ASSERT(dedup_file_read(f.e.store, ino_f, len, 0, buf, 64 * KiB) == -EIO);
+	/* Damage of chunks it retired stays theirs: the next file of the same bytes is stored afresh. */
+	(void) ino_e;
+
+	/* Segments are named by epoch and a reopened store goes on after the last. */
+	a.e.store = dedup_store_free(a.e.store);
+	host_open_store(&a);
+	uint64_t ino_a2 = env_seal(&a.e, other, len / 2, &rng, &st);
+	(void) ino_a2;
+	dedup_store_global_stats(a.e.store, &gs);
+	ASSERT(gs.segments_published == 1);
+	{
+		char p2[512];
+		struct stat sst;
+		snprintf(p2, sizeof(p2), "%s/h/a/i/%016llx.fti", shared_dir, 2ULL);
+		ASSERT(stat(p2, &sst) == 0);
+	}
+
+	free(buf);
+	host_close(&f);
+	host_close(&e);
+	host_close(&d);
+	host_close(&c);
+	host_close(&b);
+	host_close(&a);
+	ASSERT(nftw(shared_dir, env_rm, 16, FTW_DEPTH | FTW_PHYS) == 0);
+	free(data);
+	free(other);
+	return 0;
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Global dedup on a shared tier (docs/SHARED.md): three daemons on this
+machine, each with its own data directory, hot tier, catalog and mount,
+share one capacity directory (or, with --nfs, one nfs-ganesha export) under
+the host names a, b and c.
+
+- the same Oracle-like backup (oragen, one seed) copied into all three and
+  migrated to the shared tier by a, then b, then c: the shared tier holds
+  about one copy (at most 1.15x of what it held after a alone), b and c
+  send at most a tenth of the bytes a sent (tierctl status --json,
+  bytes_sent of the tier), and every file reads back byte-exact on every
+  host, also after a's collection (a keeps containers others reference);
+- b is SIGKILLed while it migrates a second backup a already published,
+  remounted: every file is there byte-exact, before and after migrating
+  the rest;
+- one byte flipped in a container of a: b's reads of the files whose
+  chunks are there fail with EIO, never with wrong bytes, and the rest of
+  its files read exactly.
+
+env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
+FRATIER_KEEP (keep the data directories), FRATIER_SOAK=1 (two days of
+backups instead of one).
+"""
+
+import errno
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+import harness
+import tiercommon as tc
+from tiercommon import dc
+
+DAYS = 2 if os.environ.get("FRATIER_SOAK") == "1" else 1
+ON_TIER = "SELECT count(*) FROM inodes WHERE tier = ? AND (mode & 61440) = 32768 AND nlink > 0"
+
+
+def daemon(tmp, host, filer):
+    base = os.path.join(tmp, host)
+    data = os.path.join(base, "data")
+    os.makedirs(os.path.join(data, "hot"), exist_ok=True)
+    conf = os.path.join(base, "fratier.conf")
+    with open(conf, "w") as f:
+        f.write("[fratier]\ndata_dir = %s\nhost = %s\n[tier hot]\n[tier filer]\nrole = %s\npath = %s\nshared = yes\n"
+                % (data, host, "nfs" if filer.startswith("nfs://") else "capacity", filer))
+    return harness.Fratier(base=base, config=conf, data=data, options=dc.OPTIONS)
+
+
+def copy_sealed(res, fs, src):
+    model = tc.copy_in(fs, src)
+    if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
+        res.finish()
+    return model
+
+
+def migrate(res, fs, what):
+    j = tc.tierctl_json(res, fs, "migrate", "--to", "filer", fs.mnt)
+    res.check(j.get("failed") == 0 and j.get("moved", 0) > 0,
+              "%s: migrate to the shared tier: %r" % (what, {k: j.get(k) for k in ("moved", "failed", "skipped")}))
+
+
+def filer_row(res, fs):
+    for t in tc.tierctl_json(res, fs, "status").get("tiers", []):
+        if t.get("tier") == 1:
+            return t
+    res.check(False, "no shared tier in the status of %s" % fs.mnt)
+    return {}
+
+
+def stored(root):
+    """Bytes of every object on the shared tier: containers, segments, records, descriptions."""
+    total = 0
+    for d, _, names in os.walk(root):
+        total += sum(os.path.getsize(os.path.join(d, n)) for n in names)
+    return total
+
+
+def on_tier(fs, tier):
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(fs.data, "hot", "catalog.db"), uri=True, timeout=30)
+    try:
+        return db.execute(ON_TIER, (tier,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def run(res, tmp, filer, root):
+    src = os.path.join(tmp, "src")
+    tc.generate(res, src, seed=1, days=DAYS)
+    src2 = os.path.join(tmp, "src2")
+    tc.generate(res, src2, seed=2, days=1)
+    hosts = {h: daemon(tmp, h, filer) for h in ("a", "b", "c")}
+    a, b, c = hosts["a"], hosts["b"], hosts["c"]
+    with a, b, c:
+        models, sent = {}, {}
+        for h in ("a", "b", "c"):
+            fs = hosts[h]
+            models[h] = copy_sealed(res, fs, src)
+            before = int(filer_row(res, fs).get("bytes_sent", 0))
+            migrate(res, fs, h)
+            row = filer_row(res, fs)
+            sent[h] = int(row.get("bytes_sent", 0)) - before
+            if h == "a":
+                one = stored(root)
+            print("%s: sent %d bytes to the shared tier; %s chunks referenced instead (%s bytes), %s segments "
+                  "loaded, %s published, lookup %s entries in %s bytes"
+                  % (h, sent[h], row.get("global_foreign_hits"), row.get("global_foreign_bytes"),
+                     row.get("global_segments_loaded"), row.get("global_segments_published"),
+                     row.get("global_entries"), row.get("global_memory")), flush=True)
+        three = stored(root)
+        logical = sum(len(v) for v in models["a"].values())
+        print("shared tier: %d bytes after a (%d logical), %d after a, b and c: %.3fx; sent by b %.4f, by c %.4f of a"
+              % (one, logical, three, three / one, sent["b"] / sent["a"], sent["c"] / sent["a"]), flush=True)
+        res.check(three <= 1.15 * one, "the shared tier holds %.3fx of one host's copy (1.15x at most)" % (three / one))
+        res.check(sent["b"] <= 0.10 * sent["a"] and sent["c"] <= 0.10 * sent["a"],
+                  "b and c sent %d and %d bytes, a %d: more than a tenth" % (sent["b"], sent["c"], sent["a"]))
+        res.check(int(filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a")
+        rc, out, err = tc.tierctl(b, "status")
+        res.check(rc == 0 and "sent to filer:" in out and "global dedup on filer:" in out,
+                  "tierctl status of b says nothing of global dedup: %s" % (out + err)[-800:])
+        print("\n".join(line for line in out.splitlines() if "filer:" in line), flush=True)
+        rc, out, err = tc.tierctl(b, "metrics")
+        res.check(rc == 0 and 'fratier_tier_sent_bytes_total{tier="1",name="filer"}' in out and
+                  'fratier_tier_global_foreign_chunks_total{tier="1",name="filer"}' in out,
+                  "tierctl metrics of b: %s" % (out + err)[-800:])
+        for h, fs in hosts.items():
+            res.check(sorted(set(tc.tiers_of(res, fs, models[h]).values())) == [1], "%s: files not on the shared tier" % h)
+            tc.compare_all(res, fs, models[h], "%s, after the three migrations" % h)
+
+        # a's collector keeps what b and c reference, also once a deleted its own copies.
+        for r in list(models["a"])[:3]:
+            os.unlink(a.path(r))
+            del models["a"][r]
+        rc, _, err = tc.tierctl(a, "gc")
+        res.check(rc == 0, "gc on a: %s" % err)
+        tc.compare_all(res, b, models["b"], "b after a deleted files and collected")
+
+        # SIGKILL of b while it migrates a backup a already published.
+        m2a = copy_sealed(res, a, src2)
+        migrate(res, a, "a, second backup")
+        m2b = copy_sealed(res, b, src2)
+        moved_before = on_tier(b, 1)
+        p = subprocess.Popen([tc.tierctl_path(), "-m", b.mnt, "migrate", "--to", "filer", b.mnt],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + harness.scaled(60)
+        while time.monotonic() < deadline and p.poll() is None and on_tier(b, 1) < moved_before + 2:
+            time.sleep(0.002)
+        b.kill()
+        p.communicate(timeout=60)
+        left = on_tier(b, 0)
+        print("b killed while migrating: %d files still on its hot tier" % left, flush=True)
+        b.start()
+        models["b"].update(m2b)
+        tc.compare_all(res, b, models["b"], "b after SIGKILL during migration and remount")
+        if left > 0:
+            migrate(res, b, "b after the crash")
+        tc.compare_all(res, b, models["b"], "b after migrating the rest")
+        res.check(all(t == 1 for t in tc.tiers_of(res, b, models["b"]).values()), "b: files left off the shared tier")
+        models["a"].update(m2a)
+        tc.compare_all(res, a, models["a"], "a after b's crash")
+
+        # A flipped byte in a container of a: EIO on b, never wrong bytes.
+        containers = sorted(os.path.join(d, n) for d, _, ns in os.walk(os.path.join(root, "h", "a", "c"))
+                            for n in ns if n.endswith(".ftc"))
+        victim = max(containers, key=os.path.getsize)
+        with open(victim, "r+b") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(size // 2)
+            byte = f.read(1)
+            f.seek(size // 2)
+            f.write(bytes([byte[0] ^ 0x40]))
+        b.stop()
+        b.start()  # a fresh region cache: what b read before is gone
+        eio, exact = 0, 0
+        for r in sorted(models["b"]):
+            try:
+                got = dc.read_all(b.path(r))
+            except OSError as e:
+                res.check(e.errno == errno.EIO, "b: %s failed with %s, not EIO" % (r, e))
+                eio += 1
+                continue
+            res.check(got == models["b"][r], "b: %s read back wrong bytes after the flip" % r)
+            exact += got == models["b"][r]
+        print("after a byte of %s flipped: %d files EIO on b, %d exact" % (os.path.relpath(victim, root), eio, exact),
+              flush=True)
+        res.check(eio > 0, "b read every file despite a flipped byte in a container of a it references")
+
+
+def main():
+    nfs = "--nfs" in sys.argv[1:]
+    if nfs:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
+        import ganesha
+        ganesha.enter_private_namespace()
+    harness.require_fuse()
+    res = harness.Results("e2e-global-nfs" if nfs else "e2e-global")
+    tmp = tempfile.mkdtemp(prefix="fratier-global-", dir=os.environ.get("FRATIER_TMP"))
+    try:
+        if nfs:
+            with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
+                run(res, tmp, srv.url, srv.export)
+        else:
+            filer = os.path.join(tmp, "filer")
+            os.makedirs(filer)
+            run(res, tmp, filer, os.path.join(filer, "containers"))
+    finally:
+        if not os.environ.get("FRATIER_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+    res.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
