@@ -373,7 +373,7 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 		fail(ret_error, r, "cannot open the host's part of the shared tier %s: %s", source, strerror(-r));
 		goto out;
 	}
-	r = dedup_description_load(b, dedup_store_description_key(hot_store), &buf, &len);
+	r = dedup_description_load_keys(b, hot_store, &buf, &len);
 	if (r == -ENOKEY) {
 		fail(ret_error, r,
 		     "the description of %s is encrypted: recovering it needs the key it was written under "
@@ -400,7 +400,7 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 		fail(ret_error, r, "cannot read the description of %s: %s", source, strerror(-r));
 		goto out;
 	}
-	r = dedup_salvage_open(b, dedup_store_id_key(hot_store), dedup_store_content_key(hot_store), &rc.salvage);
+	r = dedup_salvage_open(b, hot_store, &rc.salvage);
 	if (r < 0) {
 		fail(ret_error, r, "cannot read the containers of %s: %s", source, strerror(-r));
 		goto out;
