@@ -163,7 +163,7 @@ struct Fs {
 
 	DedupBackend *hot_backend;
 	DedupStore *store;        /* the hot tier's chunk store (tier 0's in tiers) */
-	DedupKey *key;            /* the mount's key, or NULL: no encryption */
+	DedupKeyRing *keys;       /* the mount's keys (the newest seals), or NULL: no encryption */
 	const char *key_file;     /* where it came from (the config's or -o key_file=) */
 	TierSet *tiers;           /* every tier's store (tier/tiers.h); NULL until fs_tiers_open() */
 	TierMover *mover;         /* moves between them (tier/move.h), with fs/inode-move.c's hooks */
