@@ -197,6 +197,11 @@ struct Fs {
 	unsigned n_seal_threads;
 	bool gc_thread_started;
 	pthread_t gc_thread;
+	/* Rekeys (seal.c): run by the collector's thread, asked for by tierctl rekey, kept in the catalog. */
+	bool rekey_wake;          /* protected by seal_lock: a rekey was asked for, run one now */
+	atomic_uint rekey_tier;   /* the tier being rekeyed, plus one; 0: none */
+	atomic_uint_fast64_t rekey_done, rekey_total; /* bytes of the pass running: its containers done, all */
+	atomic_uint_fast64_t rekey_rewritten;         /* containers rewritten since the mount */
 
 	unsigned policy_interval_s;
 	pthread_mutex_t policy_lock; /* order: taken with no other lock held but the mover's */
