@@ -89,6 +89,10 @@ typedef enum StatementId {
 	STMT_KEY_ID_GET,
 	STMT_KEY_ID_ADD,
 	STMT_CHUNKS_ANY,
+	STMT_KEY_USAGE,
+	STMT_REKEY_SET,
+	STMT_REKEY_CLEAR,
+	STMT_REKEY_GET,
 	STMT_RECIPE_PUT,
 	STMT_RECIPE_FIND,
 	STMT_RECIPE_ALL,
@@ -149,13 +153,14 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_XATTR_LIST] = "SELECT name FROM xattrs WHERE ino = ? ORDER BY name",
 	[STMT_XATTR_REMOVE] = "DELETE FROM xattrs WHERE ino = ? AND name = ?",
 	[STMT_XATTR_ANY] = "SELECT 1 FROM xattrs WHERE ino = ? LIMIT 1",
-	[STMT_CONTAINER_NEW] = "INSERT INTO containers (tier) VALUES (?)",
-	[STMT_CONTAINER_GET] = "SELECT tier, size, live_bytes, full FROM containers WHERE id = ?",
+	[STMT_CONTAINER_NEW] = "INSERT INTO containers (tier, key_id) VALUES (?, ?)",
+	[STMT_CONTAINER_GET] = "SELECT tier, size, live_bytes, full, key_id FROM containers WHERE id = ?",
 	[STMT_CONTAINER_UPDATE] = "UPDATE containers SET size = ?, full = ? WHERE id = ?",
 	[STMT_CONTAINER_DELETE] = "DELETE FROM containers WHERE id = ?",
 	[STMT_CONTAINER_LIVE] = "UPDATE containers SET live_bytes = live_bytes + ? WHERE id = ?",
-	[STMT_CONTAINERS_ALL] = "SELECT id, tier, size, live_bytes, full FROM containers WHERE host IS NULL ORDER BY id",
-	[STMT_CONTAINERS_TIER] = "SELECT id, tier, size, live_bytes, full FROM containers "
+	[STMT_CONTAINERS_ALL] = "SELECT id, tier, size, live_bytes, full, key_id FROM containers WHERE host IS NULL "
+				"ORDER BY id",
+	[STMT_CONTAINERS_TIER] = "SELECT id, tier, size, live_bytes, full, key_id FROM containers "
 				 "WHERE tier = ? AND host IS NULL ORDER BY id",
 	[STMT_CONTAINER_FOREIGN_FIND] = "SELECT id FROM containers WHERE tier = ? AND host = ? AND remote = ?",
 	[STMT_CONTAINER_FOREIGN_ADD] = "INSERT INTO containers (tier, host, remote, full) VALUES (?, ?, ?, 1)",
@@ -196,6 +201,11 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_KEY_ID_GET] = "SELECT key_id FROM keys ORDER BY added DESC, key_id LIMIT 1",
 	[STMT_KEY_ID_ADD] = "INSERT INTO keys (key_id, added) VALUES (?, ?)",
 	[STMT_CHUNKS_ANY] = "SELECT 1 FROM chunks LIMIT 1",
+	[STMT_KEY_USAGE] = "SELECT tier, key_id, count(*), TOTAL(size) FROM containers WHERE host IS NULL GROUP BY tier, key_id "
+			   "ORDER BY tier, key_id",
+	[STMT_REKEY_SET] = "INSERT OR IGNORE INTO rekeys (tier, requested) VALUES (?, ?)",
+	[STMT_REKEY_CLEAR] = "DELETE FROM rekeys WHERE tier = ?",
+	[STMT_REKEY_GET] = "SELECT 1 FROM rekeys WHERE tier = ?",
 	[STMT_RECIPE_PUT] = "INSERT OR REPLACE INTO recipes (ino, offset, segment) VALUES (?, ?, ?)",
 	[STMT_RECIPE_FIND] = "SELECT offset, segment FROM recipes WHERE ino = ? AND offset <= ? "
 			     "ORDER BY offset DESC LIMIT 1",
@@ -364,6 +374,20 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"ALTER TABLE containers ADD COLUMN host BLOB;"
 	"ALTER TABLE containers ADD COLUMN remote INTEGER NOT NULL DEFAULT 0;"
 	"CREATE UNIQUE INDEX containers_foreign ON containers (tier, host, remote) WHERE host IS NOT NULL;",
+
+	/*
+	 * 9 -> 10: key rotation.  Each container records the key its sealed
+	 * regions are sealed under (NULL: none), so that a mount without a key
+	 * still needed is refused and tierctl rekey knows what to rewrite.
+	 * Containers written before are counted under the one key of the data
+	 * directory, if it has one, whatever they hold: a rekey clears them.
+	 * rekeys: the tiers a rekey was asked for and has not finished.
+	 */
+	"ALTER TABLE containers ADD COLUMN key_id BLOB;"
+	"UPDATE containers SET key_id = (SELECT key_id FROM keys ORDER BY added DESC, key_id LIMIT 1) WHERE host IS NULL;"
+	"CREATE TABLE rekeys ("
+	"  tier INTEGER PRIMARY KEY,"
+	"  requested INTEGER NOT NULL);",
 };
 
 struct Catalog {
@@ -1281,6 +1305,10 @@ out:
 }
 
 int catalog_container_new(Catalog *c, uint32_t tier, uint64_t *ret_id) {
+	return catalog_container_new_keyed(c, tier, NULL, ret_id);
+}
+
+int catalog_container_new_keyed(Catalog *c, uint32_t tier, const uint8_t *key_id, uint64_t *ret_id) {
 	int r;
 
 	lock(c);
@@ -1290,6 +1318,8 @@ int catalog_container_new(Catalog *c, uint32_t tier, uint64_t *ret_id) {
 		goto out;
 	}
 	sqlite3_bind_int64(s, 1, tier);
+	if (key_id)
+		sqlite3_bind_blob(s, 2, key_id, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
 	r = step_done(c, s);
 	if (r >= 0)
 		*ret_id = (uint64_t) sqlite3_last_insert_rowid(c->db);
@@ -1306,6 +1336,10 @@ static void container_from_row(sqlite3_stmt *s, int first, uint64_t id, CatalogC
 		.live_bytes = (uint64_t) sqlite3_column_int64(s, first + 2),
 		.full = sqlite3_column_int(s, first + 3) != 0,
 	};
+	if (sqlite3_column_bytes(s, first + 4) == CATALOG_DIGEST_SIZE) {
+		ret->keyed = true;
+		memcpy(ret->key_id, sqlite3_column_blob(s, first + 4), CATALOG_DIGEST_SIZE);
+	}
 }
 
 int catalog_container_get(Catalog *c, uint64_t id, CatalogContainer *ret) {
@@ -2235,6 +2269,66 @@ int catalog_key_id_add(Catalog *c, const uint8_t id[static CATALOG_DIGEST_SIZE])
 		sqlite3_bind_blob(s, 1, id, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 2, now_ns());
 		r = step_done(c, s);
+	}
+	unlock(c);
+	return r;
+}
+
+int catalog_key_usage_foreach(Catalog *c,
+			      int (*cb)(uint32_t tier, const uint8_t *key_id, uint64_t containers, uint64_t bytes,
+					void *userdata),
+			      void *userdata) {
+	int r = 0, rc;
+
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_KEY_USAGE);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto out;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		uint8_t id[CATALOG_DIGEST_SIZE];
+		bool keyed = sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE;
+		if (keyed)
+			memcpy(id, sqlite3_column_blob(s, 1), sizeof(id));
+		r = cb((uint32_t) sqlite3_column_int64(s, 0), keyed ? id : NULL, (uint64_t) sqlite3_column_int64(s, 2),
+		       (uint64_t) sqlite3_column_double(s, 3), userdata);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_rekey_set(Catalog *c, uint32_t tier, bool requested) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, requested ? STMT_REKEY_SET : STMT_REKEY_CLEAR);
+	int r = s ? 0 : catalog_result(sqlite3_errcode(c->db));
+	if (s) {
+		sqlite3_bind_int64(s, 1, tier);
+		if (requested)
+			sqlite3_bind_int64(s, 2, now_ns());
+		r = step_done(c, s);
+	}
+	unlock(c);
+	return r;
+}
+
+int catalog_rekey_is_requested(Catalog *c, uint32_t tier) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_REKEY_GET);
+	int r;
+	if (!s)
+		r = catalog_result(sqlite3_errcode(c->db));
+	else {
+		sqlite3_bind_int64(s, 1, tier);
+		int rc = sqlite3_step(s);
+		r = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : catalog_result(rc);
+		finish(s);
 	}
 	unlock(c);
 	return r;

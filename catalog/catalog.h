@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 9
+#define CATALOG_SCHEMA_VERSION 10
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -71,6 +71,8 @@ typedef struct CatalogContainer {
 	uint64_t size;         /* bytes durable and committed; anything past it is garbage */
 	uint64_t live_bytes;   /* frame bytes of chunks still referenced */
 	bool full;             /* no more appends */
+	bool keyed;            /* its sealed regions are sealed under key_id (else it holds none) */
+	uint8_t key_id[32];    /* CATALOG_DIGEST_SIZE: the fingerprint of that key (dedup/key.h) */
 } CatalogContainer;
 
 /*
@@ -220,6 +222,8 @@ int catalog_xattr_any(Catalog *c, uint64_t ino);
  * into the catalog.
  */
 int catalog_container_new(Catalog *c, uint32_t tier, uint64_t *ret_id);
+/* As catalog_container_new(), for a container whose regions are sealed under key key_id (NULL: none). */
+int catalog_container_new_keyed(Catalog *c, uint32_t tier, const uint8_t *key_id, uint64_t *ret_id);
 int catalog_container_get(Catalog *c, uint64_t id, CatalogContainer *ret);
 int catalog_container_update(Catalog *c, const CatalogContainer *ct);
 int catalog_container_delete(Catalog *c, uint64_t id);
@@ -399,6 +403,23 @@ int catalog_tier_moved_get(Catalog *c, uint32_t tier, CatalogTierMoved *ret);
 int catalog_key_id_get(Catalog *c, uint8_t ret[static CATALOG_DIGEST_SIZE]);
 /* Records a key's fingerprint.  Returns: 0, -EEXIST (recorded already), -errno. */
 int catalog_key_id_add(Catalog *c, const uint8_t id[static CATALOG_DIGEST_SIZE]);
+/*
+ * Visits, per tier and key (in tier order; key_id NULL for containers of
+ * no sealed region), the containers and their committed bytes: what each
+ * key protects.  cb must not call into the catalog.  Returns: 0, cb's
+ * negative return, -errno.
+ */
+int catalog_key_usage_foreach(Catalog *c,
+			      int (*cb)(uint32_t tier, const uint8_t *key_id, uint64_t containers, uint64_t bytes,
+					void *userdata),
+			      void *userdata);
+/*
+ * A rekey of tier asked for (tierctl rekey) and not finished: kept across
+ * restarts, so the daemon resumes it.  set records or clears it;
+ * is_requested returns 1 or 0.  Returns: as said, or -errno.
+ */
+int catalog_rekey_set(Catalog *c, uint32_t tier, bool requested);
+int catalog_rekey_is_requested(Catalog *c, uint32_t tier);
 /* Whether any chunk is stored on any tier.  Returns: 1, 0, or -errno. */
 int catalog_chunks_any(Catalog *c);
 

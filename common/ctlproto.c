@@ -31,6 +31,7 @@ static const char *const command_names[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_PIN] = "pin",
 	[CTL_COMMAND_UNPIN] = "unpin",
 	[CTL_COMMAND_RECOVERY] = "recovery",
+	[CTL_COMMAND_REKEY] = "rekey",
 };
 
 static const char *const report_by_names[_CTL_REPORT_BY_MAX] = {
@@ -105,6 +106,7 @@ static const CommandDef commands[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_PIN] = { { ARG_MOVE_SELECTION, { ARG_DRY_RUN, "dry_run", 0, 1 } }, .privileged = true },
 	[CTL_COMMAND_UNPIN] = { { ARG_MOVE_SELECTION }, .privileged = true },
 	[CTL_COMMAND_RECOVERY] = { { { ARG_DATABASE, "database", 0, 1 } } },
+	[CTL_COMMAND_REKEY] = { { { ARG_TIER, "tier", 1, 1 } }, .privileged = true },
 };
 
 static int lookup(const char *const *table, size_t n, const char *s) {

@@ -160,6 +160,8 @@ int control_report(Conn *c, const CtlRequest *req);
 /* maintenance.c */
 int control_gc(Conn *c);
 int control_scrub(Conn *c, const CtlRequest *req);
+/* tierctl rekey --tier N: asks the daemon to rekey the tier in the background (fs_rekey_request()). */
+int control_rekey(Conn *c, const CtlRequest *req);
 /* moves.c: migrate, recall, pin, unpin */
 int control_move(Conn *c, const CtlRequest *req);
 

@@ -213,3 +213,20 @@ int control_scrub(Conn *c, const CtlRequest *req) {
 	free(d.mark);
 	return r;
 }
+
+int control_rekey(Conn *c, const CtlRequest *req) {
+	uint32_t tier = req->tier;
+	int r = fs_rekey_request(c->fs, tier);
+	if (r == -ENOENT)
+		return control_fail(c, r, "there is no tier %u", (unsigned) tier);
+	if (r == -ENXIO)
+		return control_fail(c, r, "tier %u is not reachable (see tierctl status)", (unsigned) tier);
+	if (r == -ENOKEY)
+		return control_fail(c, r, "the mount has no key: nothing is sealed, nothing to rekey");
+	if (r == -EOPNOTSUPP)
+		return control_fail(c, r, "tier %u is shared: other hosts may reference its containers, and rewriting "
+				    "them waits for collection across hosts (docs/SHARED.md)", (unsigned) tier);
+	if (r < 0)
+		return control_fail(c, r, "cannot record the rekey: %s", strerror(-r));
+	return control_add_u64(c, "tier", tier);
+}

@@ -6,10 +6,12 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/macros.h"
 #include "control/control-internal.h"
 #include "tier/backend-nfs.h"
 
@@ -336,6 +338,85 @@ static int add_restore_status(Conn *c, const FsRestoreStatus *st) {
 	return r;
 }
 
+typedef struct KeyUse {
+	uint32_t tier;
+	bool keyed;
+	uint8_t key_id[DEDUP_KEY_ID_SIZE];
+	uint64_t containers, bytes;
+} KeyUse;
+
+typedef struct KeyUses {
+	KeyUse *items;
+	size_t n, cap;
+} KeyUses;
+
+/* Runs under the catalog's lock: collects, the reply is sent after. */
+static int collect_key_use(uint32_t tier, const uint8_t *key_id, uint64_t containers, uint64_t bytes, void *userdata) {
+	KeyUses *v = userdata;
+	if (v->n == v->cap) {
+		size_t cap = MAX(v->cap * 2, (size_t) 16);
+		KeyUse *p = realloc(v->items, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		v->items = p;
+		v->cap = cap;
+	}
+	KeyUse *u = &v->items[v->n++];
+	*u = (KeyUse) { .tier = tier, .keyed = key_id != NULL, .containers = containers, .bytes = bytes };
+	if (key_id)
+		memcpy(u->key_id, key_id, sizeof(u->key_id));
+	return 0;
+}
+
+/*
+ * Per tier and key: the containers and bytes sealed under it ("none": not
+ * sealed), adding up to the tier's stored bytes; the rekeys asked for, and
+ * the one running.
+ */
+static int add_key_status(Conn *c) {
+	FsRekeyStatus rs;
+	KeyUses v = {};
+	int r = catalog_key_usage_foreach(c->reader, collect_key_use, &v);
+	if (r < 0) {
+		free(v.items);
+		return control_fail(c, r, "cannot read the keys in use: %s", strerror(-r));
+	}
+	for (size_t i = 0; r >= 0 && i < v.n; i++) {
+		char id[DEDUP_KEY_ID_STRING_MAX];
+		r = control_row(c, "key");
+		if (r >= 0)
+			r = control_add_u64(c, "tier", v.items[i].tier);
+		if (r >= 0)
+			r = control_add(c, "key_id", v.items[i].keyed ? dedup_key_id_to_string(v.items[i].key_id, id) : "none");
+		if (r >= 0)
+			r = control_add_u64(c, "containers", v.items[i].containers);
+		if (r >= 0)
+			r = control_add_u64(c, "bytes", v.items[i].bytes);
+	}
+	free(v.items);
+	fs_rekey_status_get(c->fs, &rs);
+	for (uint32_t n = 0; r >= 0 && n < tier_set_count(fs_tiers(c->fs)); n++) {
+		int q = catalog_rekey_is_requested(c->reader, n);
+		if (q <= 0) {
+			r = q;
+			continue;
+		}
+		bool running = rs.running && rs.tier == n;
+		r = control_row(c, "rekey");
+		if (r >= 0)
+			r = control_add_u64(c, "tier", n);
+		if (r >= 0)
+			r = control_add(c, "state", running ? "running" : "waiting");
+		if (r >= 0 && running)
+			r = control_add_u64(c, "done", rs.done);
+		if (r >= 0 && running)
+			r = control_add_u64(c, "total", rs.total);
+	}
+	if (r >= 0)
+		r = control_add_u64(c, "rekey_rewritten", rs.rewritten);
+	return r;
+}
+
 int control_status(Conn *c) {
 	Fs *fs = c->fs;
 	Control *ctl = c->ctl;
@@ -433,6 +514,8 @@ int control_status(Conn *c) {
 	if (r >= 0)
 		r = add_df_rows(c, &files);
 	free(files.items);
+	if (r >= 0)
+		r = add_key_status(c);
 	for (size_t i = 0; r >= 0 && i < n_recent; i++) {
 		r = control_row(c, "error");
 		if (r >= 0)

@@ -339,6 +339,9 @@ static int serve(Conn *c) {
 		case CTL_COMMAND_RECOVERY:
 			r = control_recovery(c, &req);
 			break;
+		case CTL_COMMAND_REKEY:
+			r = control_rekey(c, &req);
+			break;
 		default:
 			r = control_fail(c, -EINVAL, "command not served");
 		}

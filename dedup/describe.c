@@ -471,6 +471,15 @@ int dedup_description_load(DedupBackend *b, const uint8_t *key, void **ret_buf, 
 	return 0;
 }
 
+int dedup_description_load_keys(DedupBackend *b, const DedupStore *keys, void **ret_buf, size_t *ret_len) {
+	int r = dedup_description_load(b, keys ? dedup_store_description_key(keys) : NULL, ret_buf, ret_len);
+	const DedupOldKeys *old = keys ? dedup_store_old_keys(keys) : NULL;
+	/* The envelope names no key: newest first, then the older ones (a handful at most). */
+	for (size_t i = old ? old->n : 0; r == -EBADMSG && i > 0; i--)
+		r = dedup_description_load(b, old->keys[i - 1].description, ret_buf, ret_len);
+	return r;
+}
+
 /*
  * Parses and checks one record's body b[0, len) of a description of
  * `version`; entries go to *entries (grown as needed).
@@ -790,19 +799,18 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 	return 0;
 }
 
-int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret) {
+int dedup_salvage_open(DedupBackend *b, const DedupStore *keys, DedupSalvage **ret) {
 	const char *dirs[] = { NULL };
-	return dedup_salvage_open_many(b, dirs, 1, id_key, content_key, ret);
+	return dedup_salvage_open_many(b, dirs, 1, keys, ret);
 }
 
-int dedup_salvage_open_many(DedupBackend *b, const char *const *dirs, size_t n_dirs, const uint8_t *id_key,
-			    const uint8_t *content_key, DedupSalvage **ret) {
+int dedup_salvage_open_many(DedupBackend *b, const char *const *dirs, size_t n_dirs, const DedupStore *keys,
+			    DedupSalvage **ret) {
 	_cleanup_(dedup_salvage_freep) DedupSalvage *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->backend = b;
-	s->dec.id_key = id_key;
-	s->dec.content_key = content_key;
+	store_decoded_keys(keys, &s->dec);
 	s->unit = malloc(DEDUP_REGION_SIZE_MAX);
 	if (!s->unit)
 		return -ENOMEM;

@@ -130,6 +130,12 @@ int dedup_describe_remove(DedupStore *s);
  * (sealed, and no key), -ENOMEM, -EIO, or a backend error.
  */
 int dedup_description_load(DedupBackend *b, const uint8_t *key, void **ret_buf, size_t *ret_len);
+/*
+ * As dedup_description_load(), with the description key of keys (a store,
+ * see dedup_salvage_open()) and, if it fails authentication, each of its
+ * older keys': a description written before the newest key was added.
+ */
+int dedup_description_load_keys(DedupBackend *b, const DedupStore *keys, void **ret_buf, size_t *ret_len);
 
 /*
  * Opens a sealed description image buf[0, len) in place: checks its
@@ -170,15 +176,16 @@ typedef struct DedupSalvageStats {
  * chunk id (sealed containers through their index, others frame by frame;
  * a container damaged part way keeps the frames before the damage).  Reads
  * every container once; keeps about 56 bytes per frame in memory.  Not
- * thread-safe: one thread uses a salvage reader.  id_key (borrowed, or
- * NULL) is the id key the tier was written under (DedupStoreOptions.id_key):
- * chunks are verified against keyed ids with it, plain ones without.
- * content_key (borrowed, or NULL; DedupStoreOptions.content_key) opens
- * sealed regions, bound to the container id their container's header
- * names: without it their chunks read -EIO.
+ * thread-safe: one thread uses a salvage reader.  keys (borrowed, or NULL:
+ * none) is a store opened with the keys the tier was written under
+ * (DedupStoreOptions.id_key, content_key and old_keys): chunks are verified
+ * against keyed ids with its id key, plain ones without, and sealed
+ * regions, bound to the container id their container's header names, are
+ * opened with the content key that sealed them: without it their chunks
+ * read -EIO.
  * Returns: 0, -ENOMEM, or a backend error (listing or reading).
  */
-int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *content_key, DedupSalvage **ret);
+int dedup_salvage_open(DedupBackend *b, const DedupStore *keys, DedupSalvage **ret);
 
 /*
  * As dedup_salvage_open(), over the containers of several stores' objects
@@ -186,8 +193,8 @@ int dedup_salvage_open(DedupBackend *b, const uint8_t *id_key, const uint8_t *co
  * shared tier with global dedup, a host's files may hold chunks stored in
  * other hosts' containers (docs/SHARED.md).
  */
-int dedup_salvage_open_many(DedupBackend *b, const char *const *dirs, size_t n_dirs, const uint8_t *id_key,
-			    const uint8_t *content_key, DedupSalvage **ret);
+int dedup_salvage_open_many(DedupBackend *b, const char *const *dirs, size_t n_dirs, const DedupStore *keys,
+			    DedupSalvage **ret);
 
 /* Can't fail. */
 void dedup_salvage_stats(const DedupSalvage *s, DedupSalvageStats *ret);

@@ -192,10 +192,13 @@ DedupKey *dedup_key_free(DedupKey *k) {
 
 DEFINE_CLEANUP_FUNC(DedupKey, dedup_key_free);
 
-int dedup_key_load(const char *path, DedupKey **ret, char **ret_error) {
+/*
+ * Reads the key file or ring at path into buf[0, cap) after checking what
+ * it is (invariant 2).  Reads one byte more than the caller can use, so a
+ * longer file is refused whatever it starts with.
+ */
+static int key_file_read(const char *path, char *buf, size_t cap, size_t *ret_len, char **ret_error) {
 	struct stat st;
-	char buf[DEDUP_KEY_FILE_SIZE + 1];
-	uint8_t master[DEDUP_KEY_SIZE];
 	int r;
 
 	*ret_error = NULL;
@@ -221,26 +224,44 @@ int dedup_key_load(const char *path, DedupKey **ret, char **ret_error) {
 			*ret_error = NULL;
 		return -EPERM;
 	}
-	/* One byte more than a key file: a longer file is not one, whatever it starts with. */
 	size_t got = 0;
-	while (got < sizeof(buf)) {
-		ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+	while (got < cap) {
+		ssize_t n = read(fd, buf + got, cap - got);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return -errno;
+		if (n < 0) {
+			r = -errno;
+			OPENSSL_cleanse(buf, got);
+			return r;
+		}
 		if (n == 0)
 			break;
 		got += (size_t) n;
 	}
+	*ret_len = got;
+	return 0;
+}
+
+static int damaged(const char *path, char **ret_error) {
+	if (asprintf(ret_error, "key file %s is damaged or not a fratier key file (fratierfs --make-key makes one)",
+		     path) < 0)
+		*ret_error = NULL;
+	return -EBADMSG;
+}
+
+int dedup_key_load(const char *path, DedupKey **ret, char **ret_error) {
+	char buf[DEDUP_KEY_FILE_SIZE + 1];
+	uint8_t master[DEDUP_KEY_SIZE];
+	size_t got = 0;
+	int r;
+
+	r = key_file_read(path, buf, sizeof(buf), &got, ret_error);
+	if (r < 0)
+		return r;
 	r = dedup_key_file_parse(buf, got, master);
 	OPENSSL_cleanse(buf, sizeof(buf));
-	if (r == -EBADMSG) {
-		if (asprintf(ret_error, "key file %s is damaged or not a fratier key file (fratierfs --make-key makes one)",
-			     path) < 0)
-			*ret_error = NULL;
-		return r;
-	}
+	if (r == -EBADMSG)
+		return damaged(path, ret_error);
 	if (r < 0)
 		return r;
 
@@ -255,6 +276,318 @@ int dedup_key_load(const char *path, DedupKey **ret, char **ret_error) {
 		return r;
 	*ret = TAKE_PTR(k);
 	return 0;
+}
+
+#define RING_HEADER "fratier-keyring-1\n"
+#define RING_HEADER_LEN (sizeof(RING_HEADER) - 1)
+
+/* The first 8 bytes of SHA-256 of buf[0, len): the ring's check, over everything before its line. */
+static int ring_check(const char *buf, size_t len, uint8_t ret[static KEY_FILE_CHECK_SIZE]) {
+	uint8_t md[32];
+	unsigned md_len = 0;
+	if (EVP_Digest(buf, len, md, &md_len, EVP_sha256(), NULL) != 1 || md_len != sizeof(md))
+		return -EIO;
+	memcpy(ret, md, KEY_FILE_CHECK_SIZE);
+	return 0;
+}
+
+/* Parses "<word> <2n hex digits>\n" at *p (within end) into out. */
+static int ring_line(const char **p, const char *end, const char *word, size_t n, uint8_t *out) {
+	size_t w = strlen(word);
+	if ((size_t) (end - *p) < w + 1 + 2 * n + 1 || memcmp(*p, word, w) != 0 || (*p)[w] != ' ' ||
+	    (*p)[w + 1 + 2 * n] != '\n')
+		return -EBADMSG;
+	int r = hex_get(*p + w + 1, n, out);
+	if (r < 0)
+		return r;
+	*p += w + 1 + 2 * n + 1;
+	return 0;
+}
+
+/* Derives the key ids of masters[0, n) and checks that no two share a tag (and so no two are alike). */
+static int ring_tags_check(const uint8_t masters[][DEDUP_KEY_SIZE], size_t n) {
+	uint32_t tags[DEDUP_KEYRING_MAX];
+	for (size_t i = 0; i < n; i++) {
+		DedupKey k;
+		int r = dedup_key_derive(masters[i], &k);
+		tags[i] = dedup_key_tag(k.key_id);
+		OPENSSL_cleanse(&k, sizeof(k));
+		if (r < 0)
+			return r;
+		for (size_t j = 0; j < i; j++)
+			if (tags[j] == tags[i])
+				return -EBADMSG;
+	}
+	return 0;
+}
+
+int dedup_keyring_parse(const void *buf, size_t len, uint8_t ret_id[static DEDUP_KEY_SIZE],
+			uint8_t ret_masters[static DEDUP_KEYRING_MAX][DEDUP_KEY_SIZE], size_t *ret_n) {
+	const char *s = buf, *p = s, *end = s + len;
+	uint8_t id[DEDUP_KEY_SIZE], masters[DEDUP_KEYRING_MAX][DEDUP_KEY_SIZE];
+	uint8_t check[KEY_FILE_CHECK_SIZE], want[KEY_FILE_CHECK_SIZE];
+	size_t n = 0;
+	int r;
+
+	if (len >= KEY_FILE_HEADER_LEN && memcmp(s, KEY_FILE_HEADER, KEY_FILE_HEADER_LEN) == 0) {
+		/* A key file: a ring of one, the id key its own. */
+		DedupKey k;
+		r = dedup_key_file_parse(buf, len, masters[0]);
+		if (r >= 0)
+			r = dedup_key_derive(masters[0], &k);
+		if (r >= 0) {
+			memcpy(ret_id, k.id, DEDUP_KEY_SIZE);
+			memcpy(ret_masters[0], masters[0], DEDUP_KEY_SIZE);
+			*ret_n = 1;
+			OPENSSL_cleanse(&k, sizeof(k));
+		}
+		OPENSSL_cleanse(masters, sizeof(masters));
+		return r;
+	}
+	if (len < RING_HEADER_LEN || len > DEDUP_KEYRING_FILE_MAX || memcmp(s, RING_HEADER, RING_HEADER_LEN) != 0)
+		return -EBADMSG;
+	p += RING_HEADER_LEN;
+	r = ring_line(&p, end, "id", DEDUP_KEY_SIZE, id);
+	while (r >= 0 && end - p >= 4 && memcmp(p, "key ", 4) == 0) {
+		if (n == DEDUP_KEYRING_MAX) {
+			r = -EBADMSG;
+			break;
+		}
+		r = ring_line(&p, end, "key", DEDUP_KEY_SIZE, masters[n]);
+		if (r >= 0)
+			n++;
+	}
+	const char *check_at = p;
+	if (r >= 0)
+		r = ring_line(&p, end, "check", KEY_FILE_CHECK_SIZE, check);
+	if (r >= 0 && (p != end || n == 0))
+		r = -EBADMSG;
+	if (r >= 0)
+		r = ring_check(s, (size_t) (check_at - s), want);
+	if (r >= 0 && CRYPTO_memcmp(check, want, sizeof(want)) != 0)
+		r = -EBADMSG;
+	if (r >= 0)
+		r = ring_tags_check((const uint8_t (*)[DEDUP_KEY_SIZE]) masters, n);
+	if (r >= 0) {
+		memcpy(ret_id, id, DEDUP_KEY_SIZE);
+		memcpy(ret_masters, masters, n * DEDUP_KEY_SIZE);
+		*ret_n = n;
+	}
+	OPENSSL_cleanse(id, sizeof(id));
+	OPENSSL_cleanse(masters, sizeof(masters));
+	return r;
+}
+
+int dedup_keyring_format(const uint8_t id[static DEDUP_KEY_SIZE], const uint8_t masters[][DEDUP_KEY_SIZE], size_t n,
+			 char *buf, size_t cap, size_t *ret_len) {
+	if (n == 0 || n > DEDUP_KEYRING_MAX || cap < DEDUP_KEYRING_FILE_SIZE(n))
+		return -EINVAL;
+	char *p = buf;
+	memcpy(p, RING_HEADER, RING_HEADER_LEN);
+	p += RING_HEADER_LEN;
+	memcpy(p, "id ", 3);
+	hex_put(id, DEDUP_KEY_SIZE, p + 3);
+	p += 3 + 2 * DEDUP_KEY_SIZE;
+	*p++ = '\n';
+	for (size_t i = 0; i < n; i++) {
+		memcpy(p, "key ", 4);
+		hex_put(masters[i], DEDUP_KEY_SIZE, p + 4);
+		p += 4 + 2 * DEDUP_KEY_SIZE;
+		*p++ = '\n';
+	}
+	uint8_t check[KEY_FILE_CHECK_SIZE];
+	int r = ring_check(buf, (size_t) (p - buf), check);
+	if (r < 0)
+		return r;
+	memcpy(p, "check ", 6);
+	hex_put(check, KEY_FILE_CHECK_SIZE, p + 6);
+	p += 6 + 2 * KEY_FILE_CHECK_SIZE;
+	*p++ = '\n';
+	*ret_len = (size_t) (p - buf);
+	return 0;
+}
+
+DedupKeyRing *dedup_keyring_free(DedupKeyRing *k) {
+	if (!k)
+		return NULL;
+	OPENSSL_cleanse(k, sizeof(*k));
+	free(k);
+	return NULL;
+}
+
+DEFINE_CLEANUP_FUNC(DedupKeyRing, dedup_keyring_free);
+
+/* Reads and parses the ring at path; *ret_error says why it cannot. */
+static int ring_read(const char *path, uint8_t id[static DEDUP_KEY_SIZE], uint8_t masters[][DEDUP_KEY_SIZE],
+		     size_t *ret_n, char **ret_error) {
+	char buf[DEDUP_KEYRING_FILE_MAX + 1];
+	size_t got = 0;
+	int r = key_file_read(path, buf, sizeof(buf), &got, ret_error);
+	if (r < 0)
+		return r;
+	r = dedup_keyring_parse(buf, got, id, masters, ret_n);
+	OPENSSL_cleanse(buf, sizeof(buf));
+	if (r == -EBADMSG)
+		return damaged(path, ret_error);
+	return r;
+}
+
+int dedup_keyring_load(const char *path, DedupKeyRing **ret, char **ret_error) {
+	uint8_t id[DEDUP_KEY_SIZE], masters[DEDUP_KEYRING_MAX][DEDUP_KEY_SIZE];
+	size_t n = 0;
+	int r;
+
+	r = ring_read(path, id, masters, &n, ret_error);
+	_cleanup_(dedup_keyring_freep) DedupKeyRing *k = r >= 0 ? calloc(1, sizeof(*k)) : NULL;
+	if (r >= 0 && !k)
+		r = -ENOMEM;
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		r = dedup_key_derive(masters[i], &k->keys[i]);
+		memcpy(k->keys[i].id, id, DEDUP_KEY_SIZE);
+	}
+	OPENSSL_cleanse(id, sizeof(id));
+	OPENSSL_cleanse(masters, sizeof(masters));
+	if (r < 0)
+		return r;
+	k->n = n;
+	k->old.n = n - 1;
+	for (size_t i = 0; i + 1 < n; i++)
+		k->old.keys[i] = (DedupOldKey) {
+			.tag = dedup_key_tag(k->keys[i].key_id),
+			.key_id = k->keys[i].key_id,
+			.content = k->keys[i].content,
+			.description = k->keys[i].description,
+		};
+	*ret = TAKE_PTR(k);
+	return 0;
+}
+
+/* Replaces path with the ring (id, masters[0, n)): a new file beside it, synced, renamed over it, the directory synced. */
+static int ring_write(const char *path, const uint8_t id[static DEDUP_KEY_SIZE], const uint8_t masters[][DEDUP_KEY_SIZE],
+		      size_t n) {
+	char buf[DEDUP_KEYRING_FILE_MAX];
+	size_t len = 0;
+	int r = dedup_keyring_format(id, masters, n, buf, sizeof(buf), &len);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *tmp = NULL;
+	if (asprintf(&tmp, "%s.new", path) < 0) {
+		OPENSSL_cleanse(buf, sizeof(buf));
+		return -ENOMEM;
+	}
+	/* A leftover of an interrupted change is ours and holds no key the ring at path lacks. */
+	(void) unlink(tmp);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+	if (fd < 0) {
+		r = -errno;
+		OPENSSL_cleanse(buf, sizeof(buf));
+		return r;
+	}
+	ssize_t w = write(fd, buf, len);
+	OPENSSL_cleanse(buf, sizeof(buf));
+	if (w != (ssize_t) len)
+		r = w < 0 ? -errno : -EIO;
+	else if (fsync(fd) < 0 || rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0) {
+		(void) unlink(tmp);
+		return r;
+	}
+	_cleanup_free_ char *copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	_cleanup_close_ int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0)
+		return -errno;
+	return 0;
+}
+
+int dedup_keyring_file_add(const char *path, uint8_t ret_key_id[static DEDUP_KEY_ID_SIZE], char **ret_error) {
+	uint8_t id[DEDUP_KEY_SIZE], masters[DEDUP_KEYRING_MAX][DEDUP_KEY_SIZE];
+	size_t n = 0;
+	int r;
+
+	r = ring_read(path, id, masters, &n, ret_error);
+	if (r < 0)
+		return r;
+	if (n == DEDUP_KEYRING_MAX) {
+		r = -E2BIG;
+		if (asprintf(ret_error, "key ring %s holds %u keys already: drop an old one first", path,
+			     DEDUP_KEYRING_MAX) < 0)
+			*ret_error = NULL;
+		goto out;
+	}
+	/* A new key whose tag no other key of the ring has: regions name their key by it. */
+	for (;;) {
+		if (RAND_priv_bytes(masters[n], DEDUP_KEY_SIZE) != 1) {
+			r = -EIO;
+			goto out;
+		}
+		r = ring_tags_check((const uint8_t (*)[DEDUP_KEY_SIZE]) masters, n + 1);
+		if (r != -EBADMSG)
+			break;
+	}
+	if (r < 0)
+		goto out;
+	DedupKey k;
+	r = dedup_key_derive(masters[n], &k);
+	if (r >= 0)
+		memcpy(ret_key_id, k.key_id, DEDUP_KEY_ID_SIZE);
+	OPENSSL_cleanse(&k, sizeof(k));
+	if (r >= 0)
+		r = ring_write(path, id, (const uint8_t (*)[DEDUP_KEY_SIZE]) masters, n + 1);
+out:
+	OPENSSL_cleanse(id, sizeof(id));
+	OPENSSL_cleanse(masters, sizeof(masters));
+	return r;
+}
+
+int dedup_keyring_file_drop(const char *path, const char *key_id, char **ret_error) {
+	uint8_t id[DEDUP_KEY_SIZE], masters[DEDUP_KEYRING_MAX][DEDUP_KEY_SIZE];
+	size_t n = 0, len = strlen(key_id), found = SIZE_MAX;
+	int r;
+
+	if (len < 8 || len > 2 * DEDUP_KEY_ID_SIZE || strspn(key_id, hexdigits) != len) {
+		if (asprintf(ret_error, "'%s' is not a key id (8 to 64 lowercase hex digits, as tierctl status shows)",
+			     key_id) < 0)
+			*ret_error = NULL;
+		return -EINVAL;
+	}
+	r = ring_read(path, id, masters, &n, ret_error);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		DedupKey k;
+		char s[DEDUP_KEY_ID_STRING_MAX];
+		r = dedup_key_derive(masters[i], &k);
+		dedup_key_id_to_string(k.key_id, s);
+		OPENSSL_cleanse(&k, sizeof(k));
+		if (r >= 0 && strncmp(s, key_id, len) == 0) {
+			if (found != SIZE_MAX)
+				r = -EINVAL;
+			found = i;
+		}
+	}
+	if (r >= 0 && found == SIZE_MAX)
+		r = -ENOENT;
+	else if (r >= 0 && found == n - 1)
+		r = -EBUSY;
+	bool searched = r == -ENOENT || r == -EBUSY || r == -EINVAL;
+	if (r >= 0) {
+		memmove(masters[found], masters[found + 1], (n - found - 1) * DEDUP_KEY_SIZE);
+		r = ring_write(path, id, (const uint8_t (*)[DEDUP_KEY_SIZE]) masters, n - 1);
+	}
+	if (searched) {
+		const char *why = r == -ENOENT ? "has no key with this id"
+				  : r == -EBUSY ? "holds it as the newest key, the one new data is written under: add a "
+						  "new key first (fratierfs --add-key)"
+						: "holds more than one key with an id starting so: give more digits";
+		if (asprintf(ret_error, "cannot drop key %s: %s %s", key_id, path, why) < 0)
+			*ret_error = NULL;
+	}
+	OPENSSL_cleanse(id, sizeof(id));
+	OPENSSL_cleanse(masters, sizeof(masters));
+	return r;
 }
 
 char *dedup_key_id_to_string(const uint8_t id[static DEDUP_KEY_ID_SIZE], char buf[static DEDUP_KEY_ID_STRING_MAX]) {

@@ -55,7 +55,8 @@ enum {
 	/* Version 2 (sealed): the nonce and the tag take the reserved bytes and the checksum. */
 	OFF_NONCE = 24,
 	OFF_TAG = 36,
-	OFF_RESERVED3 = 52,
+	OFF_RESERVED3 = 52, /* version 2; version 3: the key tag */
+	OFF_KEY_TAG = 52,
 	/* Header bytes of the associated data: every field but the nonce, tag and checksums. */
 	AAD_HEADER = 24,
 };
@@ -201,7 +202,7 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 		return -EPROTONOSUPPORT;
 	if (XXH3_64bits(p, OFF_HEADER_CHECKSUM) != le64_get(p + OFF_HEADER_CHECKSUM))
 		return -EBADMSG;
-	bool sealed = p[OFF_VERSION] == DEDUP_REGION_VERSION_SEALED;
+	bool sealed = p[OFF_VERSION] >= DEDUP_REGION_VERSION_SEALED_V2;
 
 	DedupRegionHeader h = {
 		.version = p[OFF_VERSION],
@@ -211,6 +212,7 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 		.plain_size = le32_get(p + OFF_PLAIN_SIZE),
 		.stored_size = le32_get(p + OFF_STORED_SIZE),
 		.checksum = sealed ? 0 : le64_get(p + OFF_CHECKSUM),
+		.key_tag = p[OFF_VERSION] == DEDUP_REGION_VERSION_SEALED ? le32_get(p + OFF_KEY_TAG) : 0,
 	};
 	/* A good checksum only proves these fields were written so: check them anyway. */
 	if (h.flags & ~DEDUP_REGION_FLAGS_KNOWN)
@@ -220,8 +222,9 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 		return -EBADMSG;
 	if (!le_is_zero(p + OFF_RESERVED1, OFF_COUNT - OFF_RESERVED1))
 		return -EBADMSG;
-	if (sealed ? !le_is_zero(p + OFF_RESERVED3, OFF_HEADER_CHECKSUM - OFF_RESERVED3)
-		   : !le_is_zero(p + OFF_RESERVED2, OFF_CHECKSUM - OFF_RESERVED2))
+	if (p[OFF_VERSION] == DEDUP_REGION_VERSION_SEALED_V2
+		    ? !le_is_zero(p + OFF_RESERVED3, OFF_HEADER_CHECKSUM - OFF_RESERVED3)
+		    : !sealed && !le_is_zero(p + OFF_RESERVED2, OFF_CHECKSUM - OFF_RESERVED2))
 		return -EBADMSG;
 	if (!level_is_valid(h.level))
 		return -EBADMSG;
@@ -251,11 +254,11 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 /*
  * Feeds the associated data of the sealed region at p to a GCM context set
  * up for it: header bytes 0..23 (every field but the nonce, tag and
- * checksums: version, codec, flags, level, count and sizes), the table, and
- * the place, container id then offset, as u64 LE.  The tag thus fails for
- * a region whose header or table was changed, or that is read from a place
- * other than where it was sealed (swapped, moved, copied into another
- * container).
+ * checksums: version, codec, flags, level, count and sizes), in version 3
+ * the key tag (bytes 52..55), the table, and the place, container id then
+ * offset, as u64 LE.  The tag thus fails for a region whose header or
+ * table was changed, or that is read from a place other than where it was
+ * sealed (swapped, moved, copied into another container).
  */
 static int place_aad(EVP_CIPHER_CTX *ctx, bool encrypt, const uint8_t *p, size_t table_size,
 		     const DedupRegionPlace *place) {
@@ -266,6 +269,7 @@ static int place_aad(EVP_CIPHER_CTX *ctx, bool encrypt, const uint8_t *p, size_t
 	int (*update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int) =
 		encrypt ? EVP_EncryptUpdate : EVP_DecryptUpdate;
 	if (update(ctx, NULL, &n, p, AAD_HEADER) != 1 ||
+	    (p[OFF_VERSION] == DEDUP_REGION_VERSION_SEALED && update(ctx, NULL, &n, p + OFF_KEY_TAG, 4) != 1) ||
 	    update(ctx, NULL, &n, p + DEDUP_REGION_HEADER_SIZE, (int) table_size) != 1 ||
 	    update(ctx, NULL, &n, where, sizeof(where)) != 1)
 		return -EIO;
@@ -305,6 +309,7 @@ int dedup_region_seal(void *region, size_t len, const DedupRegionPlace *place) {
 	p[OFF_VERSION] = DEDUP_REGION_VERSION_SEALED;
 	memset(p + OFF_NONCE, 0, OFF_HEADER_CHECKSUM + 8 - OFF_NONCE);
 	memcpy(p + OFF_NONCE, nonce, sizeof(nonce));
+	le32_put(p + OFF_KEY_TAG, place->key_tag);
 
 	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
 	if (!ctx)
@@ -325,8 +330,20 @@ int dedup_region_seal(void *region, size_t len, const DedupRegionPlace *place) {
 	return 0;
 }
 
+/* The content key that sealed a region of header h (see DedupRegionPlace), or NULL: not given. */
+static const uint8_t *place_key(const DedupRegionPlace *place, const DedupRegionHeader *h) {
+	if (h->version == DEDUP_REGION_VERSION_SEALED_V2)
+		return place->old && place->old->n > 0 ? place->old->keys[0].content : place->key;
+	if (place->key && h->key_tag == place->key_tag)
+		return place->key;
+	for (size_t i = 0; place->old && i < place->old->n; i++)
+		if (place->old->keys[i].tag == h->key_tag)
+			return place->old->keys[i].content;
+	return NULL;
+}
+
 /* Decrypts the payload of the sealed region p (checked) into out and checks its tag; wipes out if it fails. */
-static int region_open(DedupRegionDecoder *d, const uint8_t *p, const DedupRegionHeader *h,
+static int region_open(DedupRegionDecoder *d, const uint8_t *p, const DedupRegionHeader *h, const uint8_t *key,
 		       const DedupRegionPlace *place, uint8_t *out) {
 	size_t table_size = (size_t) h->count * DEDUP_REGION_ENTRY_SIZE;
 	const uint8_t *payload = p + DEDUP_REGION_HEADER_SIZE + table_size;
@@ -334,7 +351,7 @@ static int region_open(DedupRegionDecoder *d, const uint8_t *p, const DedupRegio
 	int n, r;
 
 	memcpy(tag, p + OFF_TAG, sizeof(tag));
-	r = gcm_init(d->cipher, false, place->key, p + OFF_NONCE);
+	r = gcm_init(d->cipher, false, key, p + OFF_NONCE);
 	if (r >= 0)
 		r = place_aad(d->cipher, false, p, table_size, place);
 	if (r >= 0 && EVP_DecryptUpdate(d->cipher, out, &n, payload, (int) h->stored_size) != 1)
@@ -419,7 +436,8 @@ int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, c
 	if (verify && dedup_hasher_is_keyed(verify) != !!(h.flags & DEDUP_REGION_FLAG_KEYED_IDS))
 		return -ENOKEY;
 	bool sealed = dedup_region_header_is_sealed(&h);
-	if (sealed && (!place || !place->key))
+	const uint8_t *key = sealed && place ? place_key(place, &h) : NULL;
+	if (sealed && !key)
 		return -ENOKEY;
 	if (!plain || plain_cap < h.plain_size || ((lengths || ids) && entries_cap < h.count))
 		return -ENOBUFS;
@@ -427,7 +445,7 @@ int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, c
 	const uint8_t *payload = (const uint8_t *) region + DEDUP_REGION_HEADER_SIZE + (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
 	if (sealed && h.codec == DEDUP_REGION_CODEC_RAW)
 		/* Invariant 5: the tag is checked before the caller gets a byte. */
-		r = region_open(d, region, &h, place, plain);
+		r = region_open(d, region, &h, key, place, plain);
 	else if (sealed) {
 		if (d->scratch_cap < h.stored_size) {
 			uint8_t *s = realloc(d->scratch, h.stored_size);
@@ -436,7 +454,7 @@ int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, c
 			d->scratch = s;
 			d->scratch_cap = h.stored_size;
 		}
-		r = region_open(d, region, &h, place, d->scratch);
+		r = region_open(d, region, &h, key, place, d->scratch);
 		payload = d->scratch;
 	}
 	if (r < 0)

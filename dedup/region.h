@@ -35,12 +35,15 @@
 #include <stdint.h>
 
 #include "dedup/fingerprint.h"
+#include "dedup/key.h"
 #include "dedup/limits.h"
 
 /* What the encoder writes; dedup_region_seal() makes it DEDUP_REGION_VERSION_SEALED. */
 #define DEDUP_REGION_VERSION 1
-/* AES-256-GCM of the payload under the content subkey, bound to its place (docs/FORMAT.md). */
-#define DEDUP_REGION_VERSION_SEALED 2
+/* AES-256-GCM of the payload under the content subkey, bound to its place (docs/FORMAT.md); still read. */
+#define DEDUP_REGION_VERSION_SEALED_V2 2
+/* As version 2, naming the key that sealed it (its tag, authenticated): what dedup_region_seal() writes. */
+#define DEDUP_REGION_VERSION_SEALED 3
 #define DEDUP_REGION_KEY_SIZE 32u
 #define DEDUP_REGION_NONCE_SIZE 12u
 #define DEDUP_REGION_TAG_SIZE 16u
@@ -79,21 +82,27 @@ typedef struct DedupRegionHeader {
 	uint32_t plain_size;  /* their bytes */
 	uint32_t stored_size; /* payload bytes */
 	uint64_t checksum;    /* version 1 only */
+	uint32_t key_tag;     /* version 3 only: the tag of the key that sealed it (dedup_key_tag()) */
 } DedupRegionHeader;
 
 /* A sealed region's payload is AES-256-GCM ciphertext: reading it needs the key and its place. */
 static inline bool dedup_region_header_is_sealed(const DedupRegionHeader *h) {
-	return h->version == DEDUP_REGION_VERSION_SEALED;
+	return h->version >= DEDUP_REGION_VERSION_SEALED_V2;
 }
 
 /*
- * Where a sealed region lies and the key it is sealed under.  The container
+ * Where a sealed region lies and the keys to open it with.  The container
  * id and the region's offset in it are authenticated with the region, so a
  * region moved elsewhere (another offset, another container) fails to open
- * even though it was once genuine.
+ * even though it was once genuine.  A region of version 3 names the key
+ * that sealed it by its tag: key if key_tag is it, else the older key of
+ * old with that tag; one of version 2 (before rotation) was sealed under
+ * the data directory's first key: old's oldest, or key when old is empty.
  */
 typedef struct DedupRegionPlace {
-	const uint8_t *key; /* DEDUP_REGION_KEY_SIZE bytes: the content subkey (dedup/key.h) */
+	const uint8_t *key;       /* DEDUP_REGION_KEY_SIZE bytes: the content subkey (dedup/key.h) that seals */
+	uint32_t key_tag;         /* its key's tag (dedup_key_tag()) */
+	const DedupOldKeys *old;  /* older keys that only open, or NULL */
 	uint64_t container;
 	uint64_t offset;
 } DedupRegionPlace;
@@ -165,8 +174,8 @@ int dedup_region_encode(DedupRegionEncoder *e, const DedupChunkId *ids, const ui
  * Seals the version 1 region at the start of region[0, len) (just encoded,
  * keyed ids) in place, as the region of container `place->container` at
  * `place->offset`: a fresh random nonce, the payload encrypted with
- * AES-256-GCM under place->key, the header's fields, the table and the
- * place authenticated as associated data.  Its size does not change.
+ * AES-256-GCM under place->key, the header's fields (with place->key_tag),
+ * the table and the place authenticated as associated data.  Its size does not change.
  * Returns: 0, -EINVAL (not a good version 1 region of keyed ids), -EIO
  * (OpenSSL, or no randomness).  After -EINVAL the region is unchanged;
  * after -EIO it holds garbage.
@@ -190,7 +199,7 @@ DedupRegionDecoder *dedup_region_decoder_free(DedupRegionDecoder *d);
  * (optional) gets the validated header: plain_size bytes were written to
  * plain and count entries to the table arrays.
  * Returns: 0, or one of the errors at the top; -ENOKEY also for a sealed
- * region without place; -ENOBUFS (plain_cap below plain_size, or
+ * region without place or without the key it names; -ENOBUFS (plain_cap below plain_size, or
  * entries_cap below count with arrays given) is checked before anything
  * is written.  On error the outputs hold garbage (never bytes of a sealed
  * region that failed authentication: those are wiped).

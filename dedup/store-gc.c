@@ -27,6 +27,11 @@
  *  4. Only containers that are neither open nor pinned are compacted: a
  *     container that is not open never gets new frames, so none can appear
  *     in it while it is being copied.
+ *  5. A rekey is compaction of the containers recorded under another key
+ *     than the store's (dedup_store_rekey()): the same copy, the same
+ *     switch; their chunks are gathered again into regions sealed under
+ *     the store's key where they land, and the new container is recorded
+ *     under it (a store never appends to a container of another key).
  *
  * Steps of one collection:
  *
@@ -398,9 +403,8 @@ static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *
 		.s = s,
 		.st = st,
 		.level = INT_MIN,
-		.dec.id_key = s->opts.id_key,
-		.dec.content_key = s->opts.content_key,
 	};
+	store_decoded_keys(s, &c.dec);
 	int r;
 
 	r = catalog_chunks_foreach_in_container(s->catalog, ct->id, collect_chunk, &c.v);
@@ -502,6 +506,72 @@ static int compact(DedupStore *s, const DedupGcOptions *o, DedupGcStats *st) {
 			r = o->progress(done, total, o->userdata);
 	}
 	free(l.items);
+	return r;
+}
+
+/* Recorded under a key other than the one s seals with (invariant 5). */
+static bool is_rekey_candidate(DedupStore *s, const CatalogContainer *ct) {
+	return ct->keyed && !store_container_is_current(s, ct);
+}
+
+int dedup_store_rekey(DedupStore *s, int (*progress)(uint64_t done, uint64_t total, void *userdata), void *userdata,
+		      uint64_t *ret_rewritten, uint64_t *ret_skipped, uint64_t *ret_left) {
+	StoreContainerList l = {};
+	DedupGcStats st = {};
+	uint64_t total = 0, done = 0, left = 0;
+	int r;
+
+	/* Other hosts may reference any container of a store doing global dedup (see dedup_store_gc()). */
+	if (s->global)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&s->gc_lock);
+	r = store_containers_list(s, &l);
+	for (size_t i = 0; r >= 0 && i < l.n; i++)
+		if (is_rekey_candidate(s, &l.items[i]))
+			total += l.items[i].size;
+	if (r >= 0 && progress)
+		r = progress(0, total, userdata);
+	for (size_t i = 0; r >= 0 && i < l.n; i++) {
+		const CatalogContainer *ct = l.items + i;
+		if (!is_rekey_candidate(s, ct))
+			continue;
+		if (store_container_is_busy(s, ct->id)) { /* invariant 4 */
+			left++;
+			continue;
+		}
+		r = store_container_has_chunks(s, ct->id);
+		if (r == 0) {
+			left++; /* the collector's: it removes the row with the object */
+			continue;
+		}
+		if (r > 0)
+			r = compact_one(s, ct, &st);
+		if (r == -EIO) {
+			st.containers_skipped++;
+			left++;
+			r = 0;
+		}
+		done += ct->size;
+		if (r >= 0 && progress)
+			r = progress(done, total, userdata);
+	}
+	/* What a stop or an error left: counted again from the catalog. */
+	if (r < 0) {
+		left = 0;
+		free(l.items);
+		l = (StoreContainerList) {};
+		if (store_containers_list(s, &l) >= 0)
+			for (size_t i = 0; i < l.n; i++)
+				left += is_rekey_candidate(s, &l.items[i]);
+	}
+	pthread_mutex_unlock(&s->gc_lock);
+	free(l.items);
+	if (ret_rewritten)
+		*ret_rewritten = st.containers_compacted;
+	if (ret_skipped)
+		*ret_skipped = st.containers_skipped;
+	if (ret_left)
+		*ret_left = left;
 	return r;
 }
 

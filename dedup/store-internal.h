@@ -289,6 +289,9 @@ void store_exclusive_end(DedupStore *s);
  */
 int store_append(DedupStore *s, StoreUnit *units, size_t n, StorePins *pins);
 
+/* Whether ct is recorded under the key this store seals with now (or neither seals). */
+bool store_container_is_current(const DedupStore *s, const CatalogContainer *ct);
+
 /* store-encode.c: the encoders' lock and conditions, at open. */
 void store_encoders_init(DedupStore *s);
 /* Starts opts.encode_workers encoders once (fewer, or none, if threads cannot be made). */
@@ -377,18 +380,23 @@ typedef struct StoreDecoded {
 	DedupHasher *hasher;
 	const uint8_t *id_key; /* set by the owner: DedupStoreOptions.id_key */
 	const uint8_t *content_key; /* set by the owner: DedupStoreOptions.content_key (sealed regions) */
+	uint32_t key_tag;           /* set by the owner: its key's tag */
+	const DedupOldKeys *old_keys; /* set by the owner: DedupStoreOptions.old_keys */
 	bool sealed;                /* out: the unit was a sealed region */
 } StoreDecoded;
 
 void store_decoded_done(StoreDecoded *d);
+/* Sets the keys of d (id_key .. old_keys) to the store's (s may be NULL: no keys). */
+void store_decoded_keys(const DedupStore *s, StoreDecoded *d);
 
 /*
  * Decodes the unit buf[0, len), a region or (not region) a chunk frame,
  * read from container `container` at `offset`, into d: every checksum (a
  * sealed region: its tag, under d->content_key and that place), the exact
  * decompressed size and, with verify, every chunk's hash against its id.
- * Returns: 0, -EIO (any failure of the stored bytes, a sealed region
- * without d->content_key), -ENOMEM.
+ * Returns: 0, -EIO (any failure of the stored bytes), -ENOKEY (a region
+ * sealed under a key d lacks, or of ids keyed otherwise than d's: not
+ * damage, which a key given back mends), -ENOMEM.
  */
 int store_unit_decode(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset, bool verify,
 		      StoreDecoded *d);

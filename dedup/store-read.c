@@ -152,8 +152,7 @@ static int ctx_get(DedupStore *s, StoreReadCtx **ret) {
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	ctx->dec.id_key = s->opts.id_key;
-	ctx->dec.content_key = s->opts.content_key;
+	store_decoded_keys(s, &ctx->dec);
 	*ret = ctx;
 	return 0;
 }
@@ -419,9 +418,10 @@ static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const ui
 	}
 	if (r < 0) {
 		dedup_region_cache_release(s->cache, e);
-		if (r != -ENOMEM)
+		/* A key missing is not damage: retired chunks would stay unreadable once it is back. */
+		if (r != -ENOMEM && r != -ENOKEY)
 			unit_damaged(s, u->container, u->offset, ctx->locs[u->first].chunk);
-		return r;
+		return r == -ENOKEY ? -EIO : r;
 	}
 	u->held = dedup_region_cache_publish(s->cache, e);
 	u->state = DEDUP_REGION_HIT;

@@ -330,11 +330,17 @@ int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, uint64_t
 		if (r < 0)
 			return r;
 	}
-	DedupRegionPlace place = { .key = d->content_key, .container = container, .offset = offset };
+	DedupRegionPlace place = {
+		.key = d->content_key,
+		.key_tag = d->key_tag,
+		.old = d->old_keys,
+		.container = container,
+		.offset = offset,
+	};
 	r = dedup_region_decode(d->region_decoder, buf, len, &place, verify ? d->hasher : NULL, plain, plain_cap, ends,
 				ids, entries_cap, &h);
 	if (r < 0)
-		return r == -ENOMEM ? r : -EIO;
+		return r == -ENOMEM || r == -ENOKEY ? r : -EIO;
 	d->sealed = dedup_region_header_is_sealed(&h);
 	/* Lengths into ends, in place. */
 	for (size_t i = 1; i < h.count; i++)

@@ -128,7 +128,8 @@ static int scrub_container(DedupStore *s, uint64_t id, StoreDecoded *dec, uint8_
 		}
 		if (good) {
 			int q = store_unit_decode(region, buf, size, id, v.items[i].offset, true, dec);
-			if (q == -ENOMEM) {
+			/* A key missing: the scrub cannot judge (nor retire) what it sealed. */
+			if (q == -ENOMEM || q == -ENOKEY) {
 				r = q;
 				break;
 			}
@@ -153,9 +154,10 @@ out:
 int dedup_store_scrub(DedupStore *s, int (*progress)(const DedupScrubResult *res, uint64_t total, void *userdata),
 		      void *userdata, DedupScrubResult *ret) {
 	_cleanup_free_ uint8_t *buf = NULL;
-	StoreDecoded dec = { .id_key = s->opts.id_key, .content_key = s->opts.content_key };
+	StoreDecoded dec = {};
 	StoreContainerList l = {};
 	DedupScrubResult res = {};
+	store_decoded_keys(s, &dec);
 	uint64_t total = 0;
 	int r;
 

@@ -60,6 +60,32 @@ const uint8_t *dedup_store_description_key(const DedupStore *s) {
 	return s->opts.description_key;
 }
 
+const DedupOldKeys *dedup_store_old_keys(const DedupStore *s) {
+	return s->opts.old_keys;
+}
+
+/* The tag sealed regions of s name their key by (0 without a key id: a store of the tests). */
+static uint32_t store_key_tag(const DedupStore *s) {
+	return s->opts.key_id ? dedup_key_tag(s->opts.key_id) : 0;
+}
+
+/* The key the containers this store creates now are recorded under: the one it seals with, or none. */
+static const uint8_t *store_sealing_key_id(const DedupStore *s) {
+	return s->opts.encrypt ? s->opts.key_id : NULL;
+}
+
+bool store_container_is_current(const DedupStore *s, const CatalogContainer *ct) {
+	const uint8_t *k = store_sealing_key_id(s);
+	return k ? ct->keyed && memcmp(ct->key_id, k, sizeof(ct->key_id)) == 0 : !ct->keyed;
+}
+
+void store_decoded_keys(const DedupStore *s, StoreDecoded *d) {
+	d->id_key = s ? s->opts.id_key : NULL;
+	d->content_key = s ? s->opts.content_key : NULL;
+	d->key_tag = s ? store_key_tag(s) : 0;
+	d->old_keys = s ? s->opts.old_keys : NULL;
+}
+
 /*
  * Seals units[i, j), about to be written back to back at `at` in c: a
  * sealed region is bound to its place, which is known only here, under
@@ -67,7 +93,12 @@ const uint8_t *dedup_store_description_key(const DedupStore *s) {
  */
 static int units_seal(DedupStore *s, StoreContainer *c, StoreUnit *units, size_t i, size_t j, uint64_t at) {
 	for (size_t k = i; k < j; k++) {
-		DedupRegionPlace place = { .key = s->opts.content_key, .container = c->id, .offset = at };
+		DedupRegionPlace place = {
+			.key = s->opts.content_key,
+			.key_tag = store_key_tag(s),
+			.container = c->id,
+			.offset = at,
+		};
 		int r = dedup_region_seal(units[k].data, units[k].size, &place);
 		if (r < 0)
 			return r;
@@ -172,7 +203,7 @@ static int container_create(DedupStore *s, StoreContainer **ret) {
 	uint64_t id;
 	int r;
 
-	r = catalog_container_new(s->catalog, s->tier, &id);
+	r = catalog_container_new_keyed(s->catalog, s->tier, store_sealing_key_id(s), &id);
 	if (r < 0)
 		return r;
 	/* From here on a failure leaves an empty row (size 0): the collector removes it. */
@@ -676,9 +707,15 @@ static int recover(DedupStore *s) {
 			container_free(s, c);
 			continue;
 		}
-		/* Resume the newest with room; seal the one resumed before it. */
+		/*
+		 * Resume the newest with room; seal the one resumed before it.  Not
+		 * one written under another key (or sealing or not, as the tier
+		 * chose then): a container is recorded under one key, which a
+		 * rekey rewrites it away from.
+		 */
 		StoreContainer *seal = c;
-		if (ct->size < s->opts.container_size && c->n_index < DEDUP_CONTAINER_FRAMES_MAX) {
+		if (ct->size < s->opts.container_size && c->n_index < DEDUP_CONTAINER_FRAMES_MAX &&
+		    store_container_is_current(s, ct)) {
 			seal = resume;
 			resume = c;
 		}

@@ -74,6 +74,7 @@
 
 #include "catalog/catalog.h"
 #include "dedup/backend.h"
+#include "dedup/key.h"
 #include "dedup/cache.h"
 #include "dedup/chunker.h"
 
@@ -157,6 +158,18 @@ typedef struct DedupStoreOptions {
 	/* DEDUP_KEY_SIZE bytes (the description subkey), borrowed likewise: seals the store's description. */
 	const uint8_t *description_key;
 	/*
+	 * DEDUP_KEY_ID_SIZE bytes, borrowed likewise: the id of the key that
+	 * content_key and description_key come from.  Each container records
+	 * the key its regions are sealed under (none: a store that does not
+	 * seal), and sealed regions name it by its tag (docs/FORMAT.md).
+	 */
+	const uint8_t *key_id;
+	/*
+	 * Older keys of the mount's key ring (dedup/key.h), borrowed likewise,
+	 * or NULL: they open what they sealed; nothing new is sealed under them.
+	 */
+	const DedupOldKeys *old_keys;
+	/*
 	 * Seal every region this store writes (AES-256-GCM under content_key,
 	 * bound to its container and offset) and its description (under
 	 * description_key).  Needs all three keys.
@@ -236,6 +249,8 @@ const uint8_t *dedup_store_id_key(const DedupStore *s);
 /* DedupStoreOptions.content_key and description_key of s, for the same readers. */
 const uint8_t *dedup_store_content_key(const DedupStore *s);
 const uint8_t *dedup_store_description_key(const DedupStore *s);
+/* DedupStoreOptions.old_keys of s, or NULL. */
+const DedupOldKeys *dedup_store_old_keys(const DedupStore *s);
 
 /*
  * A writer for one file's bytes, chunked with params (NULL: the default
@@ -464,6 +479,29 @@ typedef struct DedupGcStats {
  * done and is counted in *ret).
  */
 int dedup_store_gc(DedupStore *s, const DedupGcOptions *o, DedupGcStats *ret);
+
+/*
+ * Rewrites the tier's containers recorded under a key other than the one
+ * the store seals with now (DedupStoreOptions.key_id; on a store that does
+ * not seal: every container recorded under a key) as compaction moves
+ * chunks: every live and dead chunk of such a container is read and
+ * checked, gathered into new regions sealed (or not) as the store seals
+ * now, fsynced, moved in one transaction with the old row deleted, made
+ * durable, and only then is the old object unlinked.  A crash at any point
+ * leaves every chunk in the old or the new container (the other copy is
+ * garbage for the collector), so a rekey resumes where it stopped by being
+ * run again.  Containers without chunks are the collector's, open or
+ * pinned ones wait for the next run.  progress (optional) is called before
+ * the first container and after each one with the bytes done and the
+ * bytes the candidates hold; a negative return stops the run there and is
+ * returned.  One rekey or collection runs at a time (the store's gc lock).
+ * *ret_left (optional) gets the containers still recorded under another key.
+ * Returns: 0, -EOPNOTSUPP on a store doing global dedup (other hosts may
+ * reference its containers), the first error (containers whose chunks fail their checks
+ * are skipped and stay: counted in *ret_skipped), or progress's.
+ */
+int dedup_store_rekey(DedupStore *s, int (*progress)(uint64_t done, uint64_t total, void *userdata), void *userdata,
+		      uint64_t *ret_rewritten, uint64_t *ret_skipped, uint64_t *ret_left);
 
 typedef struct DedupStoreStats {
 	uint64_t containers;

@@ -58,6 +58,23 @@ typedef struct FsSealStatus {
 } FsSealStatus;
 void fs_seal_status_get(Fs *fs, FsSealStatus *ret);
 
+/*
+ * tierctl rekey --tier N: asks for tier n's data sealed under older keys to
+ * be sealed again under the newest (dedup_store_rekey()), in the background
+ * by the collector's thread, paced by the throttle as its compaction is.
+ * The request is kept in the catalog until the rekey finishes: a restart
+ * resumes it.  Returns: 0, -ENOENT (no such tier), -ENXIO (not reachable
+ * now), -ENOKEY (the mount has no key), or a catalog error.
+ */
+int fs_rekey_request(Fs *fs, uint32_t n);
+typedef struct FsRekeyStatus {
+	bool running;             /* a pass runs now, on tier */
+	uint32_t tier;
+	uint64_t done, total;     /* its bytes of containers done, of all it found under older keys */
+	uint64_t rewritten;       /* containers rewritten since the mount */
+} FsRekeyStatus;
+void fs_rekey_status_get(Fs *fs, FsRekeyStatus *ret);
+
 /* Reads of sealed files since the mount (the restore pipeline, readahead.c), for status. */
 typedef struct FsRestoreStatus {
 	uint64_t reads;           /* read requests of sealed files */

@@ -163,7 +163,7 @@ struct Fs {
 
 	DedupBackend *hot_backend;
 	DedupStore *store;        /* the hot tier's chunk store (tier 0's in tiers) */
-	DedupKey *key;            /* the mount's key, or NULL: no encryption */
+	DedupKeyRing *keys;       /* the mount's keys (the newest seals), or NULL: no encryption */
 	const char *key_file;     /* where it came from (the config's or -o key_file=) */
 	TierSet *tiers;           /* every tier's store (tier/tiers.h); NULL until fs_tiers_open() */
 	TierMover *mover;         /* moves between them (tier/move.h), with fs/inode-move.c's hooks */
@@ -197,6 +197,11 @@ struct Fs {
 	unsigned n_seal_threads;
 	bool gc_thread_started;
 	pthread_t gc_thread;
+	/* Rekeys (seal.c): run by the collector's thread, asked for by tierctl rekey, kept in the catalog. */
+	bool rekey_wake;          /* protected by seal_lock: a rekey was asked for, run one now */
+	atomic_uint rekey_tier;   /* the tier being rekeyed, plus one; 0: none */
+	atomic_uint_fast64_t rekey_done, rekey_total; /* bytes of the pass running: its containers done, all */
+	atomic_uint_fast64_t rekey_rewritten;         /* containers rewritten since the mount */
 
 	unsigned policy_interval_s;
 	pthread_mutex_t policy_lock; /* order: taken with no other lock held but the mover's */

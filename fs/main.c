@@ -58,6 +58,8 @@ typedef struct Args {
 	char *recover_from;
 	char *key_file;
 	char *make_key;
+	char *add_key;
+	char *drop_key;
 	unsigned seal_delay_s;
 	unsigned gc_interval_s;
 	unsigned policy_interval_s;
@@ -92,6 +94,8 @@ static const struct fuse_opt arg_table[] = {
 	{ "--recover-from=%s", offsetof(Args, recover_from), 0 },
 	{ "key_file=%s", offsetof(Args, key_file), 0 },
 	{ "--make-key %s", offsetof(Args, make_key), 0 },
+	{ "--add-key %s", offsetof(Args, add_key), 0 },
+	{ "--drop-key %s", offsetof(Args, drop_key), 0 },
 	{ "seal_delay=%u", offsetof(Args, seal_delay_s), 0 },
 	{ "gc_interval=%u", offsetof(Args, gc_interval_s), 0 },
 	{ "policy_interval=%u", offsetof(Args, policy_interval_s), 0 },
@@ -149,6 +153,7 @@ static void help(const char *argv0) {
 	       "       %s DIR MOUNTPOINT -o OPTIONS   (as called by mount.fuse3, type fuse.fratierfs)\n"
 	       "       %s --recover-from=TIER -o data=NEWDIR|config=FILE   (disaster recovery, no mount)\n"
 	       "       %s --make-key FILE   (a new key file for encryption at rest)\n"
+	       "       %s --add-key FILE | --drop-key FILE KEY_ID   (key rotation, docs/SECURITY.md)\n"
 	       "\n"
 	       "fratier: a tiering, deduplicating filesystem for Oracle archivelogs and RMAN backups.\n"
 	       "\n"
@@ -179,13 +184,17 @@ static void help(const char *argv0) {
 	       "  -f               stay in the foreground (otherwise detach once the mount is ready)\n"
 	       "  -d               debug output, implies -f\n"
 	       "  --make-key FILE  create FILE (mode 0400) holding a new random key, then exit\n"
+	       "  --add-key FILE   add a new random key to the key file or ring FILE (which becomes a ring):\n"
+	       "                   data is written under it from the next mount; print its id, then exit\n"
+	       "  --drop-key FILE KEY_ID  remove an older key from the ring FILE once tierctl status shows\n"
+	       "                   it protects no bytes (a mount that still needs it refuses to start)\n"
 	       "  --recover-from=TIER  rebuild the files a lower tier holds (a tier's directory, or nfs://host/export/path)\n"
 	       "                   into the new, empty data directory, then exit; TIER is only read\n"
 	       "  -h, --help       this help\n"
 	       "  -V, --version    version\n"
 	       "\n"
 	       "FUSE options such as allow_other pass through; default_permissions is always on.\n",
-	       argv0, argv0, argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
+	       argv0, argv0, argv0, argv0, argv0, argv0, SEAL_DELAY_DEFAULT_S, GC_INTERVAL_DEFAULT_S, CONFIG_POLICY_INTERVAL_DEFAULT,
 	       CONFIG_HISTORY_INTERVAL_DEFAULT, SEAL_WORKERS_DEFAULT, SEAL_WORKERS_MAX, FS_STREAM_MAX_DEFAULT,
 	       CONFIG_BACKGROUND_SHARE_DEFAULT, (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MIN >> 10),
 	       (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MAX >> 10),
@@ -243,10 +252,38 @@ static int hot_tier_open(Fs *fs, bool create) {
 	return 0;
 }
 
+typedef struct KeyNeed {
+	const DedupKeyRing *ring;
+	char missing[1024]; /* "KEYID (tier N, B bytes), ..." */
+	size_t n_missing;
+	bool known;         /* a container is recorded under a key of the ring */
+} KeyNeed;
+
+static int key_need(uint32_t tier, const uint8_t *key_id, uint64_t containers, uint64_t bytes, void *userdata) {
+	KeyNeed *n = userdata;
+	char a[DEDUP_KEY_ID_STRING_MAX];
+	(void) containers;
+	if (!key_id)
+		return 0;
+	for (size_t i = 0; n->ring && i < n->ring->n; i++)
+		if (memcmp(n->ring->keys[i].key_id, key_id, DEDUP_KEY_ID_SIZE) == 0) {
+			n->known = true;
+			return 0;
+		}
+	size_t at = strlen(n->missing);
+	if (at + 1 < sizeof(n->missing))
+		snprintf(n->missing + at, sizeof(n->missing) - at, "%s%s (tier %u, %llu bytes)", at ? ", " : "",
+			 dedup_key_id_to_string(key_id, a), (unsigned) tier, (unsigned long long) bytes);
+	n->n_missing++;
+	return 0;
+}
+
 /*
  * Before the store opens anything: data written under one key and read with
  * another (or none) would fail every content check, and data written without
- * a key has plain chunk ids a key cannot verify, so both are refused here.
+ * a key has plain chunk ids a key cannot verify, so both are refused here;
+ * so is a key ring that lacks a key some container is still sealed under
+ * (dropped before tierctl rekey finished), naming each such key.
  */
 static int key_check(Fs *fs, const char *catalog_path) {
 	uint8_t have[CATALOG_DIGEST_SIZE];
@@ -255,28 +292,54 @@ static int key_check(Fs *fs, const char *catalog_path) {
 
 	if (r < 0 && r != -ENOENT)
 		return log_error_errno(r, "cannot read the key id from catalog %s: %m", catalog_path);
-	if (r == 0 && !fs->key)
+	if (r == 0 && !fs->keys)
 		return log_error_errno(ENOKEY, "%s is encrypted (key id %s): give its key with key_file = in the config "
 					       "or -o key_file=FILE; refusing to mount it without",
 				       fs->hot_path, dedup_key_id_to_string(have, a));
-	if (r == 0 && memcmp(have, fs->key->key_id, sizeof(have)) != 0)
-		return log_error_errno(EKEYREJECTED, "wrong key: %s has key id %s, but %s was written under key id %s",
-				       fs->key_file, dedup_key_id_to_string(fs->key->key_id, a), fs->hot_path,
-				       dedup_key_id_to_string(have, b));
-	if (r == 0 || !fs->key)
+	if (r == 0) {
+		KeyNeed need = { .ring = fs->keys };
+		int q = catalog_key_usage_foreach(fs->catalog, key_need, &need);
+		if (q < 0)
+			return log_error_errno(q, "cannot read the keys in use from catalog %s: %m", catalog_path);
+		/* The newest key the catalog knows must be in the ring, unless the ring's keys protect the data. */
+		bool newest_known = false;
+		for (size_t i = 0; i < fs->keys->n; i++)
+			newest_known |= memcmp(have, fs->keys->keys[i].key_id, sizeof(have)) == 0;
+		if (!newest_known && !need.known)
+			return log_error_errno(EKEYREJECTED,
+					       "wrong key: %s has key id %s, but %s was written under key id %s",
+					       fs->key_file,
+					       dedup_key_id_to_string(dedup_keyring_newest(fs->keys)->key_id, a),
+					       fs->hot_path, dedup_key_id_to_string(have, b));
+		if (need.n_missing > 0)
+			return log_error_errno(ENOKEY, "%s still holds data sealed under %zu key%s missing from %s: %s; "
+						       "put the key back in the key ring (or give the old key file) and "
+						       "finish tierctl rekey before dropping it",
+					       fs->hot_path, need.n_missing, need.n_missing == 1 ? "" : "s",
+					       fs->key_file, need.missing);
+	}
+	if (!fs->keys)
 		return 0;
-
-	r = catalog_chunks_any(fs->catalog);
-	if (r < 0)
-		return log_error_errno(r, "cannot read catalog %s: %m", catalog_path);
-	if (r > 0)
-		return log_error_errno(EKEYREJECTED, "%s holds data written without a key: a key can only be given to "
-						     "a new data directory (copy the files into one mounted with the key)",
-				       fs->hot_path);
-	r = catalog_key_id_add(fs->catalog, fs->key->key_id);
-	if (r < 0)
-		return log_error_errno(r, "cannot record the key id in catalog %s: %m", catalog_path);
-	log_info("%s: encryption at rest under key id %s", fs->hot_path, dedup_key_id_to_string(fs->key->key_id, a));
+	if (r == -ENOENT) {
+		r = catalog_chunks_any(fs->catalog);
+		if (r < 0)
+			return log_error_errno(r, "cannot read catalog %s: %m", catalog_path);
+		if (r > 0)
+			return log_error_errno(EKEYREJECTED,
+					       "%s holds data written without a key: a key can only be given to "
+					       "a new data directory (copy the files into one mounted with the key)",
+					       fs->hot_path);
+	}
+	/* Every key of the ring, oldest first: the newest recorded is the one new data is written under. */
+	for (size_t i = 0; i < fs->keys->n; i++) {
+		r = catalog_key_id_add(fs->catalog, fs->keys->keys[i].key_id);
+		if (r == -EEXIST)
+			continue;
+		if (r < 0)
+			return log_error_errno(r, "cannot record the key id in catalog %s: %m", catalog_path);
+		log_info("%s: encryption at rest under key id %s", fs->hot_path,
+			 dedup_key_id_to_string(fs->keys->keys[i].key_id, a));
+	}
 	return 0;
 }
 
@@ -337,10 +400,12 @@ static int catalog_start(Fs *fs, bool create) {
 		.container_size = fs->hot_container_size,
 		.encode_workers = fs->encode_workers,
 		.encode_nice = FS_BACKGROUND_NICE,
-		.id_key = fs->key ? fs->key->id : NULL,
-		.content_key = fs->key ? fs->key->content : NULL,
-		.description_key = fs->key ? fs->key->description : NULL,
-		.encrypt = config_tier_encrypts(config_tier_by_number(fs->config, 0), fs->key != NULL),
+		.id_key = fs->keys ? dedup_keyring_newest(fs->keys)->id : NULL,
+		.content_key = fs->keys ? dedup_keyring_newest(fs->keys)->content : NULL,
+		.description_key = fs->keys ? dedup_keyring_newest(fs->keys)->description : NULL,
+		.key_id = fs->keys ? dedup_keyring_newest(fs->keys)->key_id : NULL,
+		.old_keys = fs->keys ? &fs->keys->old : NULL,
+		.encrypt = config_tier_encrypts(config_tier_by_number(fs->config, 0), fs->keys != NULL),
 	};
 	if (fs->restore_workers > 0 || fs->read_ahead_kb > 0) {
 		store_opts.readahead_bytes = 1;
@@ -383,7 +448,7 @@ static void fs_done(Fs *fs) {
 	fs->store = dedup_store_free(fs->store);
 	fs->hot_backend = dedup_backend_free(fs->hot_backend);
 	fs->catalog = catalog_close(fs->catalog);
-	fs->key = dedup_key_free(fs->key);
+	fs->keys = dedup_keyring_free(fs->keys);
 	fs_staging_done(fs);
 	if (fs->lock_fd >= 0)
 		close(fs->lock_fd);
@@ -474,6 +539,39 @@ static int run(int argc, char **argv) {
 		ret = r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 		goto out_args;
 	}
+	if (a.add_key) {
+		uint8_t id[DEDUP_KEY_ID_SIZE];
+		char s[DEDUP_KEY_ID_STRING_MAX];
+		_cleanup_free_ char *why = NULL;
+		r = dedup_keyring_file_add(a.add_key, id, &why);
+		if (r < 0 && why)
+			log_error("%s", why);
+		else if (r < 0)
+			log_error_errno(r, "cannot add a key to %s: %m", a.add_key);
+		else
+			printf("%s: new key %s; new data is written under it from the next mount, then tierctl rekey "
+			       "rewrites the older data; keep a copy of the ring apart from the data\n",
+			       a.add_key, dedup_key_id_to_string(id, s));
+		ret = r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+		goto out_args;
+	}
+	if (a.drop_key) {
+		_cleanup_free_ char *why = NULL;
+		if (a.n_positional != 1 || a.too_many_args) {
+			log_error("--drop-key FILE KEY_ID: give the key ring and the id of the key to drop");
+			ret = EXIT_FAILURE;
+			goto out_args;
+		}
+		r = dedup_keyring_file_drop(a.drop_key, a.positional[0], &why);
+		if (r < 0 && why)
+			log_error("%s", why);
+		else if (r < 0)
+			log_error_errno(r, "cannot drop key %s from %s: %m", a.positional[0], a.drop_key);
+		else
+			printf("%s: key %s dropped\n", a.drop_key, a.positional[0]);
+		ret = r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+		goto out_args;
+	}
 	/* Recovery mounts nothing: no mount point. */
 	if (a.too_many_args || (a.n_positional == 0 && !a.recover_from)) {
 		log_error("%s", a.n_positional == 0 ? "no mount point given (see --help)"
@@ -560,7 +658,7 @@ static int run(int argc, char **argv) {
 	fs.key_file = a.key_file ?: config.key_file;
 	if (fs.key_file) {
 		_cleanup_free_ char *why = NULL;
-		r = dedup_key_load(fs.key_file, &fs.key, &why);
+		r = dedup_keyring_load(fs.key_file, &fs.keys, &why);
 		if (r < 0) {
 			if (why)
 				log_error("%s", why);
@@ -571,7 +669,7 @@ static int run(int argc, char **argv) {
 	}
 	/* Also before anything is opened: a tier that must seal needs the key to seal with. */
 	for (size_t i = 0; i < config.n_tiers; i++)
-		if (!fs.key && config_tier_encrypts(&config.tiers[i], false)) {
+		if (!fs.keys && config_tier_encrypts(&config.tiers[i], false)) {
 			log_error("tier '%s' has encrypt = yes, but no key is given: set key_file = in [fratier] or "
 				  "-o key_file=FILE (fratierfs --make-key FILE makes one), or encrypt = no",
 				  config.tiers[i].name);
@@ -726,6 +824,8 @@ out_args:
 	free(a.recover_from);
 	free(a.key_file);
 	free(a.make_key);
+	free(a.add_key);
+	free(a.drop_key);
 	for (unsigned k = 0; k < a.n_positional; k++)
 		free(a.positional[k]);
 	return ret;

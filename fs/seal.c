@@ -227,6 +227,122 @@ static void *worker_main(void *userdata) {
 	return NULL;
 }
 
+typedef struct RekeyPace {
+	Fs *fs;
+	FsThrottleUnit unit;
+} RekeyPace;
+
+/* After each container a rekey moved: the same share of the disks as the collector's compaction. */
+static int rekey_progress(uint64_t done, uint64_t total, void *userdata) {
+	RekeyPace *p = userdata;
+	atomic_store(&p->fs->rekey_done, done);
+	atomic_store(&p->fs->rekey_total, total);
+	if (done > 0)
+		fs_throttle_pace(&p->fs->throttle, FS_THROTTLE_GC, &p->unit);
+	return atomic_load(&p->fs->seal_stopping) ? -ECANCELED : 0;
+}
+
+/*
+ * One pass over the tiers a rekey was asked for: each one's containers
+ * under older keys moved under the newest, its description written again
+ * (under the newest key too) once nothing is left, and the request then
+ * cleared.  A pass that leaves some (containers being written to, or
+ * failing their checks, or a stop) keeps the request for the next beat or
+ * the next mount.
+ */
+static void run_rekeys(Fs *fs) {
+	for (uint32_t n = 0; n < tier_set_count(fs->tiers) && !atomic_load(&fs->seal_stopping); n++) {
+		int r = catalog_rekey_is_requested(fs->catalog, n);
+		if (r <= 0) {
+			if (r < 0)
+				log_warning_errno(r, "Cannot read the rekey requests: %m");
+			continue;
+		}
+		DedupStore *store = tier_set_store(fs->tiers, n);
+		if (!store)
+			continue; /* not reachable now: fs_tiers_retry() may open it */
+		RekeyPace pace = { .fs = fs };
+		uint64_t rewritten = 0, skipped = 0, left = 0;
+		fs_throttle_begin(&pace.unit);
+		atomic_store(&fs->rekey_done, 0);
+		atomic_store(&fs->rekey_total, 0);
+		atomic_store(&fs->rekey_tier, n + 1);
+		r = dedup_store_rekey(store, rekey_progress, &pace, &rewritten, &skipped, &left);
+		atomic_store(&fs->rekey_tier, 0);
+		atomic_fetch_add(&fs->rekey_rewritten, rewritten);
+		const char *name = tier_set_config(fs->tiers, n)->name;
+		if (r == -ECANCELED) {
+			log_info("rekey of tier %u (%s) stopped with %llu containers rewritten, %llu left; it resumes at the "
+				 "next mount",
+				 (unsigned) n, name, (unsigned long long) rewritten, (unsigned long long) left);
+			return;
+		}
+		if (r < 0)
+			log_warning_errno(r, "Rekey of tier %u (%s) failed after %llu containers (it is tried again): %m",
+					  (unsigned) n, name, (unsigned long long) rewritten);
+		if (skipped > 0)
+			log_warning("rekey of tier %u (%s) left %llu containers whose chunks fail their checks: run tierctl "
+				    "scrub --tier %u",
+				    (unsigned) n, name, (unsigned long long) skipped, (unsigned) n);
+		if (r < 0 || left > 0)
+			continue;
+		/* The description too, once nothing of the tier needs an older key: rewritten under the newest. */
+		if (n > 0) {
+			tier_set_describe_again(fs->tiers, n);
+			r = fs_tier_describe(fs, n);
+			if (r < 0) {
+				log_warning_errno(r, "Rekey of tier %u (%s): cannot write its description again (tried "
+						     "again): %m",
+						  (unsigned) n, name);
+				continue;
+			}
+		}
+		r = catalog_rekey_set(fs->catalog, n, false);
+		if (r < 0) {
+			log_warning_errno(r, "Rekey of tier %u (%s) is done, but cannot be recorded so: %m", (unsigned) n,
+					  name);
+			continue;
+		}
+		log_info("rekey of tier %u (%s) finished: %llu containers rewritten, nothing on it is sealed under an "
+			 "older key",
+			 (unsigned) n, name, (unsigned long long) rewritten);
+	}
+}
+
+int fs_rekey_request(Fs *fs, uint32_t n) {
+	if (n >= tier_set_count(fs->tiers))
+		return -ENOENT;
+	if (!fs->keys)
+		return -ENOKEY;
+	if (!tier_set_store(fs->tiers, n))
+		return -ENXIO;
+	/* A rekey replaces containers, which other hosts of a shared tier may reference (docs/SHARED.md). */
+	if (tier_set_config(fs->tiers, n)->shared)
+		return -EOPNOTSUPP;
+	int r = catalog_rekey_set(fs->catalog, n, true);
+	if (r < 0)
+		return r;
+	log_info("rekey of tier %u (%s) asked for: what is sealed there under older keys is sealed again under key %s",
+		 (unsigned) n, tier_set_config(fs->tiers, n)->name,
+		 dedup_key_id_to_string(dedup_keyring_newest(fs->keys)->key_id, (char[DEDUP_KEY_ID_STRING_MAX]) {}));
+	pthread_mutex_lock(&fs->seal_lock);
+	fs->rekey_wake = true;
+	pthread_cond_broadcast(&fs->gc_cond);
+	pthread_mutex_unlock(&fs->seal_lock);
+	return 0;
+}
+
+void fs_rekey_status_get(Fs *fs, FsRekeyStatus *ret) {
+	unsigned t = atomic_load(&fs->rekey_tier);
+	*ret = (FsRekeyStatus) {
+		.running = t > 0,
+		.tier = t > 0 ? t - 1 : 0,
+		.done = atomic_load(&fs->rekey_done),
+		.total = atomic_load(&fs->rekey_total),
+		.rewritten = atomic_load(&fs->rekey_rewritten),
+	};
+}
+
 static void *gc_main(void *userdata) {
 	Fs *fs = userdata;
 	int64_t next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
@@ -238,8 +354,18 @@ static void *gc_main(void *userdata) {
 
 	lower_priority();
 	pthread_mutex_lock(&fs->seal_lock);
+	/* Rekeys asked for before a restart resume now. */
+	fs->rekey_wake = true;
 	while (!fs->seal_stop) {
 		int64_t now = monotonic_ns();
+		if (fs->rekey_wake) {
+			fs->rekey_wake = false;
+			pthread_mutex_unlock(&fs->seal_lock);
+			/* What is left waits for the collector's next beat. */
+			run_rekeys(fs);
+			pthread_mutex_lock(&fs->seal_lock);
+			continue;
+		}
 		if ((retrying || renewing) && now >= next_retry) {
 			pthread_mutex_unlock(&fs->seal_lock);
 			if (retrying)
@@ -278,6 +404,7 @@ static void *gc_main(void *userdata) {
 		pthread_mutex_unlock(&fs->seal_lock);
 		run_gc(fs);
 		atomic_store(&fs->gc_waiting, false);
+		run_rekeys(fs);
 		pthread_mutex_lock(&fs->seal_lock);
 		next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
 	}

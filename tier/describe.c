@@ -347,3 +347,10 @@ out:
 	pthread_mutex_unlock(&s->describe_lock);
 	return r;
 }
+
+void tier_set_describe_again(TierSet *s, uint32_t n) {
+	pthread_mutex_lock(&s->describe_lock);
+	if (n < s->n_tiers)
+		s->tiers[n].described = 0;
+	pthread_mutex_unlock(&s->describe_lock);
+}

@@ -382,8 +382,7 @@ static int salvage_open_shared(const char *source, DedupStore *hot_store, DedupB
 		for (size_t i = 0; dirs && i < h.n; i++)
 			dirs[i] = h.dirs[i];
 		if (r >= 0)
-			r = dedup_salvage_open_many(salvage_root, dirs, h.n, dedup_store_id_key(hot_store),
-						    dedup_store_content_key(hot_store), ret);
+			r = dedup_salvage_open_many(salvage_root, dirs, h.n, hot_store, ret);
 		free(dirs);
 	}
 	free(h.dirs);
@@ -424,7 +423,7 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 		fail(ret_error, r, "cannot open the host's part of the shared tier %s: %s", source, strerror(-r));
 		goto out;
 	}
-	r = dedup_description_load(b, dedup_store_description_key(hot_store), &buf, &len);
+	r = dedup_description_load_keys(b, hot_store, &buf, &len);
 	if (r == -ENOKEY) {
 		fail(ret_error, r,
 		     "the description of %s is encrypted: recovering it needs the key it was written under "
@@ -451,8 +450,7 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 		fail(ret_error, r, "cannot read the description of %s: %s", source, strerror(-r));
 		goto out;
 	}
-	r = shared ? salvage_open_shared(source, hot_store, &root, &rc.salvage)
-		   : dedup_salvage_open(b, dedup_store_id_key(hot_store), dedup_store_content_key(hot_store), &rc.salvage);
+	r = shared ? salvage_open_shared(source, hot_store, &root, &rc.salvage) : dedup_salvage_open(b, hot_store, &rc.salvage);
 	if (r < 0) {
 		fail(ret_error, r, "cannot read the containers of %s: %s", source, strerror(-r));
 		goto out;

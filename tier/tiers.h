@@ -95,6 +95,8 @@ int tier_set_renew(TierSet *s, uint32_t *ret_lost);
  * tier is not open), or the error that kept it from being written.
  */
 int tier_set_describe(TierSet *s, uint32_t n);
+/* Makes the next tier_set_describe() of tier n write the description even if what it lists is the same. */
+void tier_set_describe_again(TierSet *s, uint32_t n);
 
 /*
  * Opens the storage of a lower tier named by spec, as a tier's `path` in the

@@ -508,7 +508,8 @@ static void test_archivelogs(void) {
 	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
 		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP INDEX containers_foreign; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 2'", p3);
@@ -548,7 +549,8 @@ static void test_pins(void) {
 
 	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP INDEX containers_foreign; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 3'", p4);
@@ -621,7 +623,8 @@ static void test_history(void) {
 
 	/* A version 4 catalog (before history) is upgraded in place, with no samples. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP INDEX containers_foreign; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 4'", p5);
@@ -660,7 +663,8 @@ static void test_staging_tier(void) {
 
 	/* Version 5 never read a raw file's tier: whatever it held, the upgrade puts the file on the hot tier. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP INDEX containers_foreign; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
 		 "ALTER TABLE chunks DROP COLUMN region_offset; PRAGMA user_version = 5'",
@@ -679,6 +683,24 @@ static int chunk_region_fields(const CatalogChunk *ch, void *userdata) {
 	/* Chunks written before regions are frames of their own: nothing of them was rewritten. */
 	if (ch->region_size != 0 || ch->region_offset != 0 || ch->frame_size <= 64)
 		(*(int *) userdata)++;
+	return 0;
+}
+
+typedef struct KeyUsage {
+	unsigned rows, keyed;
+	uint64_t bytes, keyed_bytes;
+} KeyUsage;
+
+static int key_usage(uint32_t tier, const uint8_t *key_id, uint64_t containers, uint64_t bytes, void *userdata) {
+	KeyUsage *u = userdata;
+	(void) tier;
+	(void) containers;
+	u->rows++;
+	u->bytes += bytes;
+	if (key_id) {
+		u->keyed++;
+		u->keyed_bytes += bytes;
+	}
 	return 0;
 }
 
@@ -732,6 +754,21 @@ static void test_regions_upgrade(void) {
 	CHECK(catalog_containers_foreign_prune(c, 0, &pruned) == 0 && pruned == 1);
 	foreign = 0;
 	CHECK(catalog_containers_foreach_foreign(c, 0, count_foreign, &foreign) == 0 && foreign == 1);
+	/* Schema 10: containers written before are under no key (there was none); new ones under theirs. */
+	KeyUsage u = {};
+	CHECK(catalog_key_usage_foreach(c, key_usage, &u) == 0 && u.rows == 1 && u.keyed == 0 && u.bytes > 0);
+	uint64_t cont;
+	CatalogContainer ct;
+	CHECK(catalog_container_new_keyed(c, 1, kid, &cont) == 0);
+	CHECK(catalog_container_get(c, cont, &ct) == 0 && ct.keyed && memcmp(ct.key_id, kid, sizeof(kid)) == 0);
+	ct.size = 4096;
+	CHECK(catalog_container_update(c, &ct) == 0);
+	u = (KeyUsage) {};
+	CHECK(catalog_key_usage_foreach(c, key_usage, &u) == 0 && u.rows == 2 && u.keyed == 1 && u.keyed_bytes == 4096);
+	CHECK(catalog_rekey_is_requested(c, 1) == 0);
+	CHECK(catalog_rekey_set(c, 1, true) == 0 && catalog_rekey_set(c, 1, true) == 0);
+	CHECK(catalog_rekey_is_requested(c, 1) == 1 && catalog_rekey_is_requested(c, 2) == 0);
+	CHECK(catalog_rekey_set(c, 1, false) == 0 && catalog_rekey_is_requested(c, 1) == 0);
 	CHECK(catalog_check(c) == 0);
 	catalog_close(c);
 	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = %d", p6, CATALOG_SCHEMA_VERSION);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Sealed regions (region version 2, docs/FORMAT.md "Sealed region") from
- * arbitrary bytes, both ways:
+ * Sealed regions (region versions 2 and 3, docs/FORMAT.md "Sealed region")
+ * from arbitrary bytes, both ways:
  *
- *  - opened as a region stored at container 7, offset 64 under a fixed
- *    content key (the corpus holds regions sealed there), with and without
+ *  - opened as a region stored at container 7, offset 64 with a key ring of
+ *    two fixed content keys: the older one (which opens version 2 regions,
+ *    and version 3 ones naming its tag) and the newest (the corpus holds
+ *    regions sealed there under each, and one naming a key not given), with and without
  *    content verification, as found on a tier someone else can write:
  *    garbage must be rejected cleanly, what is accepted must be consistent,
  *    and a region accepted there must fail at any other place.  Each input
@@ -27,6 +29,10 @@
 #include "tests/fuzz/fuzz.h"
 
 static const uint8_t key[DEDUP_REGION_KEY_SIZE] = "fratier fuzz content key 32 byt";
+static const uint8_t newest[DEDUP_REGION_KEY_SIZE] = "fratier fuzz newest key 32 byte";
+#define OLD_TAG 0x0a0b0c0du
+#define NEWEST_TAG 0x01020304u
+static const DedupOldKeys old = { .n = 1, .keys = { { .tag = OLD_TAG, .content = key } } };
 
 static DedupRegionEncoder *enc;
 static DedupRegionDecoder *dec;
@@ -49,7 +55,7 @@ static void setup(void) {
 
 static int open_at(const uint8_t *data, size_t size, uint64_t container, uint64_t offset, DedupHasher *verify,
 		   DedupRegionHeader *ret) {
-	DedupRegionPlace place = { .key = key, .container = container, .offset = offset };
+	DedupRegionPlace place = { .key = newest, .key_tag = NEWEST_TAG, .old = &old, .container = container, .offset = offset };
 	int r = dedup_region_decode(dec, data, size, &place, verify, plain, DEDUP_REGION_PLAIN_MAX, lengths, ids,
 				    DEDUP_REGION_CHUNKS_MAX, ret);
 	if (r != 0 && r != -EBADMSG && r != -EPROTONOSUPPORT && r != -ENOKEY)
@@ -100,11 +106,18 @@ static void roundtrip(const uint8_t *data, size_t size) {
 	}
 	if (dedup_region_encode(enc, ids, lengths, count, in, in_size, region, DEDUP_REGION_SIZE_MAX, &size_out) < 0)
 		abort();
-	DedupRegionPlace place = { .key = key, .container = container, .offset = offset };
+	/* Under the newest key or the older one, as the input says; both open with the ring. */
+	DedupRegionPlace place = { .key = newest, .key_tag = NEWEST_TAG, .old = &old, .container = container, .offset = offset };
+	if (data[0] & 0x80) {
+		place.key = key;
+		place.key_tag = OLD_TAG;
+	}
 	if (dedup_region_seal(region, size_out, &place) < 0)
 		abort();
 	DedupRegionHeader h;
 	memset(plain, 0xa5, in_size);
+	place.key = newest;
+	place.key_tag = NEWEST_TAG;
 	if (dedup_region_decode(dec, region, size_out, &place, hasher, plain, in_size, lengths, ids, count, &h) < 0 ||
 	    !dedup_region_header_is_sealed(&h) || h.plain_size != in_size || memcmp(plain, in, in_size) != 0)
 		abort();
@@ -117,7 +130,13 @@ static void roundtrip(const uint8_t *data, size_t size) {
 	other.offset++;
 	if (dedup_region_decode(dec, region, size_out, &other, NULL, plain, in_size, NULL, NULL, 0, &h) != -EBADMSG)
 		abort();
-	/* One bit anywhere but the header checksum (which a forger recomputes), recomputed: the tag fails. */
+	/* Without the key it names (the ring lacks it), not opened at all. */
+	other = place;
+	other.old = NULL;
+	if ((data[0] & 0x80) &&
+	    dedup_region_decode(dec, region, size_out, &other, NULL, plain, in_size, NULL, NULL, 0, &h) != -ENOKEY)
+		abort();
+	/* One bit anywhere but the header checksum (which a forger recomputes), recomputed: the tag fails (or, in the key tag, no key is found). */
 	size_t bit = ((size_t) data[3] * 7919u) % (size_out * 8);
 	if (bit / 8 >= 56 && bit / 8 < 64)
 		bit -= 64;
@@ -125,7 +144,7 @@ static void roundtrip(const uint8_t *data, size_t size) {
 	uint64_t sum = htole64(XXH3_64bits(region, 56));
 	memcpy(region + 56, &sum, 8);
 	int r = dedup_region_decode(dec, region, size_out, &place, NULL, plain, in_size, NULL, NULL, 0, &h);
-	if (r != -EBADMSG && r != -EPROTONOSUPPORT)
+	if (r != -EBADMSG && r != -EPROTONOSUPPORT && !(r == -ENOKEY && bit / 8 >= 52 && bit / 8 < 56))
 		abort();
 }
 

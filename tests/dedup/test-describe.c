@@ -110,7 +110,7 @@ static void test_literals(void) {
 	dedup_describe_free(w);
 	load(&e, &d, NULL);
 	ASSERT(d.n == 1 && d.literals == f.formatted && d.n_entries[0] == 1 + 2 * f.formatted);
-	ASSERT_OK(dedup_salvage_open(e.backend, NULL, NULL, &s));
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
 	check_rebuilt(s, &d, 0, f.piece, f.piece_len);
 	s = dedup_salvage_free(s);
 	described_free(&d);
@@ -226,7 +226,7 @@ int main(void) {
 
 	DedupSalvage *s;
 	DedupSalvageStats st;
-	ASSERT_OK(dedup_salvage_open(e.backend, NULL, NULL, &s));
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
 	dedup_salvage_stats(s, &st);
 	ASSERT(st.containers >= 1 && st.damaged_containers == 0 && st.torn_containers == 0 && st.chunks > 0);
 	check_rebuilt(s, &d, 1, a, len_a);
@@ -292,7 +292,7 @@ int main(void) {
 	ASSERT(pread(fd, &byte, 1, at) == 1);
 	byte ^= 0x40;
 	ASSERT(pwrite(fd, &byte, 1, at) == 1);
-	ASSERT_OK(dedup_salvage_open(e.backend, NULL, NULL, &s));
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
 	ASSERT_RET(dedup_salvage_read(s, &first->id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX), -EIO);
 	check_rebuilt(s, &d, 2, b, len_b);
 	s = dedup_salvage_free(s);
@@ -301,7 +301,7 @@ int main(void) {
 	ASSERT(fstat(fd, &sb) == 0);
 	ASSERT(ftruncate(fd, sb.st_size - 100) == 0);
 	close(fd);
-	ASSERT_OK(dedup_salvage_open(e.backend, NULL, NULL, &s));
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
 	dedup_salvage_stats(s, &st);
 	ASSERT(st.torn_containers == 1);
 	/* The last chunk of a, past the damaged region and well before the cut, is still there; b's last chunk, cut, is lost. */

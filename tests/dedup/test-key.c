@@ -2,7 +2,10 @@
 /*
  * dedup/key.c: key files made, loaded and refused (loose mode, other owner,
  * damaged, truncated, a directory), and the subkeys: distinct from each other
- * and from the key, the same for the same key, different for another.
+ * and from the key, the same for the same key, different for another; key
+ * rings: a key file loads as a ring of one, --add-key's keys come after it
+ * under the first key's id key, --drop-key drops an older one and refuses
+ * the newest, an unknown or too short id, and a ring opened by others.
  */
 #include <assert.h>
 #include <errno.h>
@@ -99,6 +102,44 @@ int main(void) {
 
 	char id[DEDUP_KEY_ID_STRING_MAX];
 	assert(strlen(dedup_key_id_to_string(a->key_id, id)) == 64);
+
+	/* Rings. */
+	DedupKeyRing *ring = NULL;
+	char *why = NULL;
+	assert(dedup_keyring_load(ka, &ring, &why) == 0 && ring->n == 1 && ring->old.n == 0);
+	assert(memcmp(dedup_keyring_newest(ring)->key_id, a->key_id, DEDUP_KEY_ID_SIZE) == 0);
+	ring = dedup_keyring_free(ring);
+	uint8_t k2[DEDUP_KEY_ID_SIZE], k3[DEDUP_KEY_ID_SIZE];
+	assert(dedup_keyring_file_add(ka, k2, &why) == 0 && !why);
+	assert(stat(ka, &st) == 0 && (st.st_mode & 0777) == 0400);
+	assert(dedup_keyring_file_add(ka, k3, &why) == 0);
+	assert(dedup_keyring_load(ka, &ring, &why) == 0 && ring->n == 3 && ring->old.n == 2);
+	/* Every key keeps the first key's id key: chunk ids never change. */
+	for (size_t i = 0; i < ring->n; i++)
+		assert(memcmp(ring->keys[i].id, a->id, DEDUP_KEY_SIZE) == 0);
+	assert(memcmp(ring->keys[0].content, a->content, DEDUP_KEY_SIZE) == 0);
+	assert(memcmp(ring->keys[1].key_id, k2, DEDUP_KEY_ID_SIZE) == 0);
+	assert(memcmp(dedup_keyring_newest(ring)->key_id, k3, DEDUP_KEY_ID_SIZE) == 0);
+	assert(memcmp(ring->keys[1].content, ring->keys[2].content, DEDUP_KEY_SIZE) != 0);
+	assert(ring->old.keys[1].tag == dedup_key_tag(k2) && ring->old.keys[0].content == ring->keys[0].content);
+	ring = dedup_keyring_free(ring);
+	char s1[DEDUP_KEY_ID_STRING_MAX], s3[DEDUP_KEY_ID_STRING_MAX];
+	dedup_key_id_to_string(a->key_id, s1);
+	dedup_key_id_to_string(k3, s3);
+	assert(dedup_keyring_file_drop(ka, s3, &why) == -EBUSY && why);
+	free(why), why = NULL;
+	assert(dedup_keyring_file_drop(ka, "0000000000", &why) == -ENOENT && why);
+	free(why), why = NULL;
+	assert(dedup_keyring_file_drop(ka, "abc", &why) == -EINVAL && why);
+	free(why), why = NULL;
+	s1[12] = '\0';
+	assert(dedup_keyring_file_drop(ka, s1, &why) == 0 && !why);
+	assert(dedup_keyring_load(ka, &ring, &why) == 0 && ring->n == 2);
+	assert(memcmp(ring->keys[0].key_id, k2, DEDUP_KEY_ID_SIZE) == 0 && memcmp(ring->keys[0].id, a->id, DEDUP_KEY_SIZE) == 0);
+	ring = dedup_keyring_free(ring);
+	assert(chmod(ka, 0440) == 0 && dedup_keyring_load(ka, &ring, &why) == -EPERM && why);
+	free(why), why = NULL;
+	assert(chmod(ka, 0400) == 0);
 
 	unlink(ka), unlink(kb), unlink(longer), rmdir(d), rmdir(dir);
 	free(ka), free(kb), free(d), free(longer), free(missing);

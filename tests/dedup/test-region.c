@@ -230,7 +230,8 @@ static void test_fields(void) {
 
 	field(&z, 4, 1, 0, -EBADMSG);               /* version 0 */
 	field(&z, 4, 1, 2, -EBADMSG);               /* sealed, but plain ids: never written */
-	field(&z, 4, 1, 3, -EPROTONOSUPPORT);       /* a newer version */
+	field(&z, 4, 1, 3, -EBADMSG);               /* sealed (naming its key), but plain ids: never written */
+	field(&z, 4, 1, 4, -EPROTONOSUPPORT);       /* a newer version */
 	field(&z, 5, 1, 2, -EBADMSG);               /* codec */
 	field(&z, 6, 2, 2, -EBADMSG);               /* an unknown flag */
 	field(&z, 8, 1, 20, -EBADMSG);              /* level above 19 */
@@ -314,9 +315,20 @@ static void reseal_header(uint8_t *b) {
 
 static const uint8_t content_key[DEDUP_REGION_KEY_SIZE] = "0123456789abcdef0123456789abcdef";
 
+#define KEY_TAG 0xa1b2c3d4u
+
+static uint8_t *test_read_file(const char *path, size_t *ret_len) {
+	FILE *f = fopen(path, "rb");
+	ASSERT(f);
+	uint8_t *b = test_malloc(DEDUP_REGION_SIZE_MAX);
+	*ret_len = fread(b, 1, DEDUP_REGION_SIZE_MAX, f);
+	fclose(f);
+	return b;
+}
+
 static int open_at(const uint8_t *b, size_t len, const uint8_t *key, uint64_t container, uint64_t offset,
 		   DedupHasher *verify) {
-	DedupRegionPlace place = { .key = key, .container = container, .offset = offset };
+	DedupRegionPlace place = { .key = key, .key_tag = KEY_TAG, .container = container, .offset = offset };
 	return dedup_region_decode(dec, b, len, &place, verify, out_plain, DEDUP_REGION_PLAIN_MAX, out_lengths,
 				   out_ids, DEDUP_REGION_CHUNKS_MAX, NULL);
 }
@@ -341,12 +353,12 @@ static void test_sealed(void) {
 		Region r = make(4, NULL, random, &rng);
 		uint8_t *copy = test_malloc(r.len);
 		memcpy(copy, r.buf, r.len);
-		DedupRegionPlace place = { .key = content_key, .container = 7, .offset = 4096 };
+		DedupRegionPlace place = { .key = content_key, .key_tag = KEY_TAG, .container = 7, .offset = 4096 };
 		ASSERT_OK(dedup_region_seal(r.buf, r.len, &place));
-		/* Header: version 2, the fields before the nonce as they were, reserved 52..55 zero. */
-		ASSERT(r.buf[4] == 2);
+		/* Header: version 3, the fields before the nonce as they were, the key's tag at 52..55. */
+		ASSERT(r.buf[4] == 3);
 		ASSERT(memcmp(r.buf, copy, 4) == 0 && memcmp(r.buf + 5, copy + 5, 24 - 5) == 0);
-		ASSERT(le_at(r.buf + 52, 4) == 0);
+		ASSERT(le_at(r.buf + 52, 4) == KEY_TAG);
 		ASSERT(le_at(r.buf + 56, 8) == XXH3_64bits(r.buf, 56));
 		/* The table in clear (keyed ids), the payload not. */
 		size_t table = 64 + 36 * r.count;
@@ -371,6 +383,25 @@ static void test_sealed(void) {
 		ASSERT_RET(open_at(r.buf, r.len, other, 7, 4096, NULL), -EBADMSG);
 		ASSERT_RET(open_at(r.buf, r.len, content_key, 8, 4096, NULL), -EBADMSG);
 		ASSERT_RET(open_at(r.buf, r.len, content_key, 7, 4096 + r.len, NULL), -EBADMSG);
+		/*
+		 * A ring: the newest key another, this one older, found by the
+		 * tag the region names; a ring without it does not try any key.
+		 */
+		DedupOldKeys old = { .n = 1, .keys = { { .tag = KEY_TAG, .content = content_key } } };
+		DedupRegionPlace ring = { .key = other, .key_tag = KEY_TAG + 1, .old = &old, .container = 7, .offset = 4096 };
+		ASSERT_OK(dedup_region_decode(dec, r.buf, r.len, &ring, keyed, out_plain, DEDUP_REGION_PLAIN_MAX,
+					      out_lengths, out_ids, DEDUP_REGION_CHUNKS_MAX, NULL));
+		ASSERT(memcmp(out_plain, r.plain, r.plain_size) == 0);
+		ring.old = NULL;
+		ASSERT_RET(dedup_region_decode(dec, r.buf, r.len, &ring, NULL, out_plain, DEDUP_REGION_PLAIN_MAX, NULL,
+					       NULL, 0, NULL),
+			   -ENOKEY);
+		/* The tag names the key, the tag of the region checks it: another key under this tag fails. */
+		old.keys[0].content = other;
+		ring.old = &old;
+		ASSERT_RET(dedup_region_decode(dec, r.buf, r.len, &ring, NULL, out_plain, DEDUP_REGION_PLAIN_MAX, NULL,
+					       NULL, 0, NULL),
+			   -EBADMSG);
 		/* A failed open leaves no plaintext behind (raw payloads decrypt straight into the output). */
 		if (!h.codec)
 			for (size_t i = 0; i < r.plain_size; i++)
@@ -384,7 +415,8 @@ static void test_sealed(void) {
 			uint64_t hc = le_at(r.buf + 56, 8);
 			reseal_header(r.buf);
 			int got = open_at(r.buf, r.len, content_key, 7, 4096, NULL);
-			if (got != -EBADMSG && got != -EPROTONOSUPPORT) {
+			/* A flipped key tag names a key not given: not opened at all. */
+			if (got != -EBADMSG && got != -EPROTONOSUPPORT && !(got == -ENOKEY && i / 8 >= 52 && i / 8 < 56)) {
 				fprintf(stderr, "sealed: bit %zu flipped: %d\n", i, got);
 				abort();
 			}
@@ -412,6 +444,44 @@ static void test_sealed(void) {
 	DedupRegionPlace place = { .key = content_key, .container = 1, .offset = 64 };
 	ASSERT_RET(dedup_region_seal(u.buf, u.len, &place), -EINVAL); /* plain ids */
 	region_free(&u);
+
+	/*
+	 * Regions of version 2 (sealed before rotation, naming no key) open
+	 * with the oldest key of a ring; the fuzz corpus holds some, sealed at
+	 * container 7, offset 64, as it holds version 3 ones.
+	 */
+	static const uint8_t fuzz_key[DEDUP_REGION_KEY_SIZE] = "fratier fuzz content key 32 byt";
+	static const uint8_t fuzz_newest[DEDUP_REGION_KEY_SIZE] = "fratier fuzz newest key 32 byte";
+	DedupOldKeys fuzz_old = { .n = 1, .keys = { { .tag = 0x0a0b0c0du, .content = fuzz_key } } };
+	static const struct {
+		const char *name;
+		int version, with_ring, without_ring;
+	} corpus[] = {
+		{ "sealed-raw", 2, 0, -EBADMSG },        /* without older keys, the newest is tried: not it */
+		{ "sealed-zstd", 2, 0, -EBADMSG },
+		{ "v3-newest-raw", 3, 0, 0 },
+		{ "v3-newest-zstd", 3, 0, 0 },
+		{ "v3-older-key", 3, 0, -ENOKEY },
+		{ "v3-unknown-key", 3, -ENOKEY, -ENOKEY },
+		{ "v3-tag-of-other-key", 3, -EBADMSG, -EBADMSG },
+	};
+	for (size_t i = 0; i < ELEMENTSOF(corpus); i++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/tests/dedup/corpus-region-sealed/%s", getenv("FRATIER_SOURCE_ROOT") ?: ".",
+			 corpus[i].name);
+		size_t n;
+		uint8_t *b = test_read_file(path, &n);
+		DedupRegionHeader h;
+		ASSERT_OK(dedup_region_check(b, n, &h));
+		ASSERT(h.version == corpus[i].version);
+		DedupRegionPlace at = { .key = fuzz_newest, .key_tag = 0x01020304u, .old = &fuzz_old, .container = 7, .offset = 64 };
+		ASSERT_RET(dedup_region_decode(dec, b, n, &at, NULL, out_plain, DEDUP_REGION_PLAIN_MAX, NULL, NULL, 0, NULL),
+			   corpus[i].with_ring);
+		at.old = NULL;
+		ASSERT_RET(dedup_region_decode(dec, b, n, &at, NULL, out_plain, DEDUP_REGION_PLAIN_MAX, NULL, NULL, 0, NULL),
+			   corpus[i].without_ring);
+		free(b);
+	}
 	dedup_region_encoder_free(kenc);
 	dedup_hasher_free(keyed);
 }

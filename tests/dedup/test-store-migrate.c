@@ -350,7 +350,7 @@ static int region_version(const CatalogChunk *ch, void *userdata) {
 	int fd = openat(v[0], dedup_container_name(ch->container, name), O_RDONLY | O_CLOEXEC);
 	ASSERT(fd >= 0 && pread(fd, h, sizeof(h), (off_t) ch->offset) == sizeof(h));
 	close(fd);
-	ASSERT(h[4] >= 1 && h[4] <= 2);
+	ASSERT(h[4] >= 1 && h[4] <= 3);
 	v[1 + h[4]]++;
 	return 0;
 }
@@ -415,10 +415,10 @@ static void test_sealed_tier(void) {
 	Env e1 = on1(&t);
 	env_check_file(&e1, ia, a, len, &rng);
 	env_check_file(&e1, ib, b, len, &rng);
-	int versions[4] = { open(t.dir1, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
+	int versions[5] = { open(t.dir1, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
 	ASSERT(versions[0] >= 0);
 	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, region_version, versions));
-	ASSERT(versions[1 + 2] > 0 && versions[1 + 1] == 0);
+	ASSERT(versions[1 + 3] > 0 && versions[1 + 2] == 0 && versions[1 + 1] == 0);
 	DedupScrubResult res;
 	ASSERT_OK(dedup_store_scrub(t.store1, NULL, NULL, &res));
 	ASSERT(res.damaged_chunks == 0 && res.chunks > 0);
@@ -439,9 +439,9 @@ static void test_sealed_tier(void) {
 	gc(t.store1);
 	e1 = on1(&t);
 	env_check_file(&e1, ib, b, len, &rng);
-	memset(versions + 1, 0, 3 * sizeof(int));
+	memset(versions + 1, 0, 4 * sizeof(int));
 	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, region_version, versions));
-	ASSERT(versions[1 + 2] > 0 && versions[1 + 1] == 0);
+	ASSERT(versions[1 + 3] > 0 && versions[1 + 1] == 0);
 
 	/* And back up: plain again on tier 0, byte for byte. */
 	migrate(t.store1, t.e.store, t.e.catalog, ib, len, 3, NULL);
@@ -472,6 +472,121 @@ static void test_sealed_tier(void) {
 	tiers_close(&t);
 }
 
+typedef struct KeyBytes {
+	uint64_t under[3]; /* tier 1: [0] no key, [1] key A, [2] key B */
+	uint64_t total;
+} KeyBytes;
+
+static int key_bytes(uint32_t tier, const uint8_t *key_id, uint64_t containers, uint64_t bytes, void *userdata) {
+	KeyBytes *k = userdata;
+	(void) containers;
+	if (tier != 1)
+		return 0;
+	k->under[key_id ? 1 + (key_id[0] == 'B') : 0] += bytes;
+	k->total += bytes;
+	return 0;
+}
+
+static int rekey_progress(uint64_t done, uint64_t total, void *userdata) {
+	int *calls = userdata;
+	ASSERT(done <= total);
+	return ++*calls == 3 ? -ECANCELED : 0; /* stops after the second container, as a stop would */
+}
+
+/*
+ * Key rotation on a sealed tier: data sealed under key A stays readable
+ * once B is the newest (A among the old keys), and not without A; new data
+ * goes under B in containers of their own; a rekey stopped part way left
+ * every container under one key and every file whole, and once run again
+ * to the end, every container is under B, each file reads back exact with
+ * B alone, and what is recorded per key adds up to the tier's bytes.
+ */
+static void test_rekey(void) {
+	static const uint8_t id_key[32] = "id key id key id key id key id k";
+	static const uint8_t key_a[32] = "content key A content key A con", key_b[32] = "content key B content key B con";
+	static const uint8_t kid_a[32] = "A key id A key id A key id A key", kid_b[32] = "B key id B key id B key id B key";
+	DedupStoreOptions under_a = { .id_key = id_key, .content_key = key_a, .description_key = key_a, .key_id = kid_a,
+				      .encrypt = true, .container_size = 1 << 20 };
+	DedupOldKeys old = { .n = 1, .keys = { { .tag = dedup_key_tag(kid_a), .key_id = kid_a, .content = key_a, .description = key_a } } };
+	DedupStoreOptions under_b = { .id_key = id_key, .content_key = key_b, .description_key = key_b, .key_id = kid_b,
+				      .old_keys = &old, .encrypt = true, .container_size = 1 << 20 };
+	DedupStoreOptions b_alone = under_b;
+	b_alone.old_keys = NULL;
+	Tiers t;
+	TestRng rng = { 9 };
+	size_t len = 3 * MiB;
+	uint8_t *a = test_malloc(len), *b = test_malloc(len), *c = test_malloc(len);
+
+	env_open(&t.e, &under_a);
+	snprintf(t.dir1, sizeof(t.dir1), "%s/tier1", t.e.dir);
+	ASSERT(mkdir(t.dir1, 0755) == 0);
+	ASSERT_OK(tier_backend_dir_open(t.dir1, &t.backend1));
+	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &under_a, &t.store1));
+	test_rng_fill(&rng, a, len);
+	fill_text(&rng, b, len);
+	test_rng_fill(&rng, c, len);
+	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL), ib = env_seal(&t.e, b, len, &rng, NULL);
+	migrate(t.e.store, t.store1, t.e.catalog, ia, len, 3, NULL);
+	migrate(t.e.store, t.store1, t.e.catalog, ib, len, 3, NULL);
+	KeyBytes k = {};
+	ASSERT_OK(catalog_key_usage_foreach(t.e.catalog, key_bytes, &k));
+	ASSERT(k.under[1] > 0 && k.under[2] == 0 && k.under[0] == 0);
+
+	/* B the newest: A's data reads with A among the old keys, not without. */
+	t.store1 = dedup_store_free(t.store1);
+	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &b_alone, &t.store1));
+	uint8_t *back = test_malloc(len);
+	ASSERT_RET(dedup_file_read(t.store1, ia, len, 0, back, 4096), -EIO);
+	t.store1 = dedup_store_free(t.store1);
+	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &under_b, &t.store1));
+	Env e1 = on1(&t);
+	env_check_file(&e1, ia, a, len, &rng);
+	/* New data under B, in a container of its own (A's open container was not resumed). */
+	uint64_t ic = env_seal(&t.e, c, len, &rng, NULL);
+	migrate(t.e.store, t.store1, t.e.catalog, ic, len, 3, NULL);
+	k = (KeyBytes) {};
+	ASSERT_OK(catalog_key_usage_foreach(t.e.catalog, key_bytes, &k));
+	uint64_t under_a_before = k.under[1];
+	ASSERT(k.under[1] > 0 && k.under[2] > 0);
+
+	/* Stopped part way: some containers moved, each file still whole. */
+	int calls = 0;
+	uint64_t rewritten = 0, skipped = 0, left = 0;
+	ASSERT_RET(dedup_store_rekey(t.store1, rekey_progress, &calls, &rewritten, &skipped, &left), -ECANCELED);
+	ASSERT(rewritten == 2 && skipped == 0 && left > 0);
+	k = (KeyBytes) {};
+	ASSERT_OK(catalog_key_usage_foreach(t.e.catalog, key_bytes, &k));
+	ASSERT(k.under[1] > 0 && k.under[1] < under_a_before);
+	e1 = on1(&t);
+	env_check_file(&e1, ia, a, len, &rng);
+	env_check_file(&e1, ib, b, len, &rng);
+
+	/* To the end: nothing under A, and B alone reads everything. */
+	ASSERT_OK(dedup_store_rekey(t.store1, NULL, NULL, &rewritten, &skipped, &left));
+	ASSERT(rewritten > 0 && skipped == 0 && left == 0);
+	k = (KeyBytes) {};
+	ASSERT_OK(catalog_key_usage_foreach(t.e.catalog, key_bytes, &k));
+	ASSERT(k.under[1] == 0 && k.under[0] == 0 && k.under[2] == k.total);
+	DedupStoreStats st;
+	ASSERT_OK(dedup_store_stats(t.store1, &st));
+	ASSERT(st.stored_bytes == k.total);
+	t.store1 = dedup_store_free(t.store1);
+	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &b_alone, &t.store1));
+	e1 = on1(&t);
+	env_check_file(&e1, ia, a, len, &rng);
+	env_check_file(&e1, ib, b, len, &rng);
+	env_check_file(&e1, ic, c, len, &rng);
+	DedupScrubResult res;
+	ASSERT_OK(dedup_store_scrub(t.store1, NULL, NULL, &res));
+	ASSERT(res.damaged_chunks == 0 && res.chunks > 0);
+	free(res.damaged);
+	free(back);
+	free(a);
+	free(b);
+	free(c);
+	tiers_close(&t);
+}
+
 int main(void) {
 	test_dedup_against_target();
 	test_recompressed();
@@ -479,5 +594,6 @@ int main(void) {
 	test_abandoned();
 	test_errors();
 	test_sealed_tier();
+	test_rekey();
 	return 0;
 }

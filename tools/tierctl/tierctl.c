@@ -311,6 +311,33 @@ static void print_throttle(const CtlMessage *m) {
 	printf("\n");
 }
 
+/* The keys in use per tier and the rekeys asked for; nothing for a mount without a key. */
+static void print_keys(const CtlMessage *m) {
+	size_t n, nr;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "key", &n);
+	_cleanup_free_ size_t *rekeys = tierctl_rows(m, "rekey", &nr);
+	bool keyed = nr > 0;
+	for (size_t i = 0; rows && i < n; i++)
+		keyed |= strcmp(tierctl_get(m, rows[i], "key_id"), "none") != 0;
+	if (!keyed)
+		return;
+	printf("\nkeys (bytes of containers each key seals, per tier; none: not sealed):\n");
+	for (size_t i = 0; rows && i < n; i++) {
+		char a[32];
+		printf("  tier %-3s %-64s %10s in %s containers\n", tierctl_get(m, rows[i], "tier"),
+		       tierctl_get(m, rows[i], "key_id"), size_of(m, rows[i], "bytes", a),
+		       tierctl_get(m, rows[i], "containers"));
+	}
+	for (size_t i = 0; rekeys && i < nr; i++) {
+		char a[32], b[32];
+		if (ctl_message_get(m, rekeys[i], "done"))
+			printf("rekey of tier %s: running, %s of %s rewritten\n", tierctl_get(m, rekeys[i], "tier"),
+			       size_of(m, rekeys[i], "done", a), size_of(m, rekeys[i], "total", b));
+		else
+			printf("rekey of tier %s: waiting for the collector's next beat\n", tierctl_get(m, rekeys[i], "tier"));
+	}
+}
+
 static int run_status(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
 	int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
@@ -399,6 +426,8 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 			printf("global dedup on %s: %s segments of other hosts not loaded: the lookup is full\n",
 			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "global_segments_over_bound"));
 	}
+
+	print_keys(m);
 
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "error", &n);
@@ -1020,6 +1049,26 @@ static int run_scrub(TierctlMount *mount, char **args, int n_args) {
 	free(tierctl_rows(m, "unreachable", &n_away));
 	tierctl_reply_done(&reply);
 	return damaged || n_away ? TIERCTL_EXIT_PARTIAL : 0;
+}
+
+static int run_rekey(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	if (!arg_tier) {
+		log_error("rekey needs --tier N: the tier whose data is sealed again under the newest key");
+		return TIERCTL_EXIT_USAGE;
+	}
+	char *tier[] = { (char *) arg_tier };
+	int r = call(mount, CTL_COMMAND_REKEY, "tier", tier, 1, NULL, NULL, &reply);
+	if (r != 0)
+		return r;
+	if (arg_json)
+		print_json("rekey", mount, &reply.data);
+	else
+		printf("rekey of tier %s asked for: it runs in the background (throttled like compaction, resumed after a "
+		       "restart); tierctl status shows what each key still protects\n",
+		       arg_tier);
+	tierctl_reply_done(&reply);
+	return 0;
 }
 
 /* ---- migrate, recall ---- */
@@ -1812,6 +1861,8 @@ static const Command commands[] = {
 	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },
 	{ "scrub", "scrub [--tier N]", "verify every stored chunk of every tier (or of tier N), list damaged files (root or the owner)", "t",
 	  run_scrub, 0, 0 },
+	{ "rekey", "rekey --tier N", "seal a tier's data again under the newest key, in the background (root or the owner)",
+	  "t", run_rekey, 0, 0 },
 	{ "migrate", "migrate [--to TIER] [--dry-run] [FILTERS] [LOG SELECTION] PATH|GLOB...",
 	  "move sealed files (raw ones are sealed first) to a lower tier, default tier 1 (root or the owner)", "TDSF",
 	  run_migrate, 0, CTL_PATHS_MAX },
