@@ -230,11 +230,15 @@ static void *worker_main(void *userdata) {
 static void *gc_main(void *userdata) {
 	Fs *fs = userdata;
 	int64_t next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
-	/* Tiers that could not be opened at start: this thread tries them again (fs_tiers_retry()). */
-	int64_t next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
-	bool retrying = true;
-	/* Shared tiers: the same beat renews this host's leases there, well within TIER_SHARED_LEASE_S. */
+	/*
+	 * Tiers that could not be opened at start: this thread tries them again
+	 * (fs_tiers_retry()).  Shared tiers: the same beat renews this host's
+	 * leases there, well within the lease (a sixth of it, at most TIER_RETRY_S).
+	 */
 	bool renewing = tier_set_host(fs->tiers) != NULL;
+	int64_t beat_ns = (int64_t) (renewing ? tier_set_renew_interval(fs->tiers) : TIER_RETRY_S) * 1000000000;
+	int64_t next_retry = monotonic_ns() + beat_ns;
+	bool retrying = true;
 
 	lower_priority();
 	pthread_mutex_lock(&fs->seal_lock);
@@ -247,7 +251,7 @@ static void *gc_main(void *userdata) {
 			if (renewing)
 				fs_tiers_renew(fs);
 			pthread_mutex_lock(&fs->seal_lock);
-			next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
+			next_retry = monotonic_ns() + beat_ns;
 			continue;
 		}
 		if (now < next_gc) {
