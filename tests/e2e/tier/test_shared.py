@@ -150,6 +150,10 @@ def run(res, tmp, filer, root):
         res.check(lease_until(root, "alpha") > first, "alpha's lease was not renewed")
 
         check_listing(res, a, root)
+        if not filer.startswith("nfs://"):
+            # Raw files never spill to a shared tier: its staging directory would be every host's.
+            res.check(not os.path.exists(os.path.join(filer, "staging")),
+                      "a spill area on the shared directory: %s" % os.listdir(filer))
         for fs, host in ((a, "alpha"), (b, "beta")):
             rows = {t.get("tier"): t for t in tc.tierctl_json(res, fs, "df").get("tiers", [])}
             res.check(rows.get(1, {}).get("shared") == "yes" and rows.get(1, {}).get("host") == host and
