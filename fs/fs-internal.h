@@ -197,6 +197,10 @@ struct Fs {
 	unsigned n_seal_threads;
 	bool gc_thread_started;
 	pthread_t gc_thread;
+	/* Shared tiers: the thread renewing this host's leases (seal.c lease_main()), stopped with seal_stop. */
+	pthread_cond_t lease_cond;
+	bool lease_thread_started;
+	pthread_t lease_thread;
 
 	unsigned policy_interval_s;
 	pthread_mutex_t policy_lock; /* order: taken with no other lock held but the mover's */
