@@ -359,6 +359,7 @@ int config_default(const char *data_dir, Config *ret) {
 		.policy_interval = CONFIG_POLICY_INTERVAL_DEFAULT,
 		.policy_bandwidth = CONFIG_POLICY_BANDWIDTH_DEFAULT,
 		.history_interval = CONFIG_HISTORY_INTERVAL_DEFAULT,
+		.shared_lease = CONFIG_SHARED_LEASE_DEFAULT,
 		.background_share = CONFIG_BACKGROUND_SHARE_DEFAULT,
 	};
 	_cleanup_free_ char *cwd = NULL;
@@ -694,6 +695,18 @@ static int parse_history_interval(Parser *p, const char *key, const char *value)
 	return 0;
 }
 
+static int parse_shared_lease(Parser *p, const char *key, const char *value) {
+	uint64_t v;
+	int r = parse_duration_key(p, key, value, &v);
+	if (r < 0)
+		return r;
+	if (v < CONFIG_SHARED_LEASE_MIN || v > CONFIG_SHARED_LEASE_MAX)
+		return parser_fail(p, p->line, "'%s' must be %us .. %uh, got '%s'", key, CONFIG_SHARED_LEASE_MIN,
+				   CONFIG_SHARED_LEASE_MAX / 3600, ESC(value));
+	p->config.shared_lease = v;
+	return 0;
+}
+
 static int parse_policy_bandwidth(Parser *p, const char *key, const char *value) {
 	return parse_size_key(p, key, value, &p->config.policy_bandwidth);
 }
@@ -956,6 +969,7 @@ static const KeyDef main_keys[] = {
 	{ "history_interval", parse_history_interval },
 	{ "background_share", parse_background_share },
 	{ "host", parse_host },
+	{ "shared_lease", parse_shared_lease },
 };
 
 static const KeyDef tier_keys[] = {
@@ -1419,6 +1433,7 @@ int config_parse(const char *buf, size_t len, const char *filename, Config *ret,
 		.config.policy_interval = CONFIG_POLICY_INTERVAL_DEFAULT,
 		.config.policy_bandwidth = CONFIG_POLICY_BANDWIDTH_DEFAULT,
 		.config.history_interval = CONFIG_HISTORY_INTERVAL_DEFAULT,
+		.config.shared_lease = CONFIG_SHARED_LEASE_DEFAULT,
 		.config.background_share = CONFIG_BACKGROUND_SHARE_DEFAULT,
 	};
 	int r;

@@ -20,6 +20,8 @@
  *   history_interval = 1h         ; a sample of usage per tier and class for the reports' charts; 0 = none (at most 1d)
  *   host = db01                   ; this daemon's name on shared tiers, [a-z0-9_-]{1,32} (default: the
  *                                 ; machine's host name, made to fit); one live daemon per name (docs/SHARED.md)
+ *   shared_lease = 60s            ; how long this host's lease on shared tiers lasts past each renewal (2s .. 1h);
+ *                                 ; renewed every lease/6 (at most every 10 s); below 60 s only for tests (docs/SHARED.md)
  *   background_share = 20%        ; while reads, writes or fsyncs come in, sealing, moves and the collector
  *                                 ; run at most this share of the time (1% .. 100%, 100 = never held back)
  *
@@ -173,6 +175,10 @@ typedef enum ConfigChunking {
 #define CONFIG_POLICY_INTERVAL_MAX 86400
 #define CONFIG_HISTORY_INTERVAL_DEFAULT 3600
 #define CONFIG_HISTORY_INTERVAL_MAX 86400
+/* A host's lease on shared tiers (tier/shared.h TIER_SHARED_LEASE_S is the default). */
+#define CONFIG_SHARED_LEASE_DEFAULT 60
+#define CONFIG_SHARED_LEASE_MIN 2
+#define CONFIG_SHARED_LEASE_MAX 3600
 #define CONFIG_NFS_TIMEOUT_MAX 600
 #define CONFIG_NFS_RETRIES_MAX 10
 #define CONFIG_POLICY_BANDWIDTH_DEFAULT (100ull << 20)
@@ -245,6 +251,7 @@ typedef struct Config {
 	uint64_t policy_bandwidth; /* bytes per second it moves at most; 0 = no cap */
 	uint64_t history_interval; /* seconds between samples of usage for the reports; 0 = none */
 	char *host;            /* name on shared tiers, or NULL: the machine's (tier/shared.h) */
+	uint64_t shared_lease; /* seconds a lease on shared tiers lasts past a renewal */
 	unsigned background_share; /* percent of the time background work gets under foreground load, 1..100 */
 	ConfigTier tiers[CONFIG_TIERS_MAX];
 	size_t n_tiers;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "common/ctlproto.h"
 
 static const char *const command_names[_CTL_COMMAND_MAX] = {
@@ -32,6 +33,7 @@ static const char *const command_names[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_UNPIN] = "unpin",
 	[CTL_COMMAND_RECOVERY] = "recovery",
 	[CTL_COMMAND_REKEY] = "rekey",
+	[CTL_COMMAND_HOST_RETIRE] = "host_retire",
 };
 
 static const char *const report_by_names[_CTL_REPORT_BY_MAX] = {
@@ -39,6 +41,7 @@ static const char *const report_by_names[_CTL_REPORT_BY_MAX] = {
 	[CTL_REPORT_BY_DAY] = "day",
 	[CTL_REPORT_BY_TIER] = "tier",
 	[CTL_REPORT_BY_DATABASE] = "database",
+	[CTL_REPORT_BY_HOST] = "host",
 };
 
 static const char *const reply_kind_names[_CTL_REPLY_MAX] = {
@@ -64,6 +67,8 @@ typedef enum ArgKind {
 	ARG_DATABASE,
 	ARG_FROM_SCN,
 	ARG_UNTIL_SCN,
+	ARG_HOST,
+	ARG_FORCE,
 } ArgKind;
 
 typedef struct ArgDef {
@@ -86,6 +91,7 @@ typedef struct ArgDef {
 typedef struct CommandDef {
 	ArgDef args[ARGS_MAX];
 	bool privileged;
+	bool root_only;
 } CommandDef;
 
 static const CommandDef commands[_CTL_COMMAND_MAX] = {
@@ -107,6 +113,9 @@ static const CommandDef commands[_CTL_COMMAND_MAX] = {
 	[CTL_COMMAND_UNPIN] = { { ARG_MOVE_SELECTION }, .privileged = true },
 	[CTL_COMMAND_RECOVERY] = { { { ARG_DATABASE, "database", 0, 1 } } },
 	[CTL_COMMAND_REKEY] = { { { ARG_TIER, "tier", 1, 1 } }, .privileged = true },
+	/* Another host's name on a shared tier: it decides for every host there, so root of this one only. */
+	[CTL_COMMAND_HOST_RETIRE] = { { { ARG_HOST, "host", 1, 1 }, { ARG_TIER, "tier", 1, 1 }, { ARG_FORCE, "force", 0, 1 } },
+				      .privileged = true, .root_only = true },
 };
 
 static int lookup(const char *const *table, size_t n, const char *s) {
@@ -142,6 +151,10 @@ CtlReplyKind ctl_reply_kind_from_string(const char *s) {
 
 bool ctl_command_is_privileged(CtlCommand c) {
 	return c >= 0 && c < _CTL_COMMAND_MAX && commands[c].privileged;
+}
+
+bool ctl_command_is_root_only(CtlCommand c) {
+	return c >= 0 && c < _CTL_COMMAND_MAX && commands[c].root_only;
 }
 
 /* ---- messages ---- */
@@ -532,7 +545,8 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 		case ARG_BY:
 			req.by = ctl_report_by_from_string(f->value);
 			if (req.by < 0) {
-				r = fail(ret_error, -EBADMSG, "'by' must be class, day, tier or database, not '%s'", f->value);
+				r = fail(ret_error, -EBADMSG, "'by' must be class, day, tier, database or host, not '%s'",
+					 f->value);
 				goto fail;
 			}
 			break;
@@ -643,6 +657,21 @@ int ctl_request_parse(const void *buf, size_t len, CtlRequest *ret, char **ret_e
 			}
 			break;
 		}
+		case ARG_HOST:
+			if (!config_host_name_is_valid(f->value)) {
+				r = fail(ret_error, -EBADMSG, "'host' must be a host name (1 to %d of a-z 0-9 _ -), not '%s'",
+					 CONFIG_HOST_NAME_MAX, f->value);
+				goto fail;
+			}
+			req.host = f->value;
+			break;
+		case ARG_FORCE:
+			if (strcmp(f->value, "yes") != 0 && strcmp(f->value, "no") != 0) {
+				r = fail(ret_error, -EBADMSG, "'force' must be yes or no, not '%s'", f->value);
+				goto fail;
+			}
+			req.force = strcmp(f->value, "yes") == 0;
+			break;
 		case ARG_NONE:
 			break;
 		}

@@ -106,6 +106,7 @@ typedef enum CtlCommand {
 	CTL_COMMAND_UNPIN,
 	CTL_COMMAND_RECOVERY,
 	CTL_COMMAND_REKEY,
+	CTL_COMMAND_HOST_RETIRE,
 	_CTL_COMMAND_MAX,
 	_CTL_COMMAND_INVALID = -22, /* -EINVAL */
 } CtlCommand;
@@ -115,6 +116,7 @@ typedef enum CtlReportBy {
 	CTL_REPORT_BY_DAY,
 	CTL_REPORT_BY_TIER,
 	CTL_REPORT_BY_DATABASE,
+	CTL_REPORT_BY_HOST,
 	_CTL_REPORT_BY_MAX,
 	_CTL_REPORT_BY_INVALID = -22,
 } CtlReportBy;
@@ -125,6 +127,8 @@ const char *ctl_report_by_to_string(CtlReportBy b);
 CtlReportBy ctl_report_by_from_string(const char *s);
 /* Commands that change something or load the machine: root or the filesystem's owner only. */
 bool ctl_command_is_privileged(CtlCommand c);
+/* Of those, the ones for root alone (host_retire: it decides for every host of a shared tier). */
+bool ctl_command_is_root_only(CtlCommand c);
 
 /* Highest tier number a request may name. */
 #define CTL_TIER_MAX 7u
@@ -163,6 +167,8 @@ typedef struct CtlRequest {
 	const char *database;
 	bool has_from_scn, has_until_scn;
 	uint64_t from_scn, until_scn;
+	const char *host;                 /* host_retire: the host to retire (tier: its shared tier) */
+	bool force;                       /* host_retire: also while its lease runs */
 	CtlMessage msg;
 } CtlRequest;
 

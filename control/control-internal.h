@@ -165,6 +165,11 @@ int control_rekey(Conn *c, const CtlRequest *req);
 /* moves.c: migrate, recall, pin, unpin */
 int control_move(Conn *c, const CtlRequest *req);
 
+/* hosts.c: a shared tier's hosts: `row host` per host record (status), host retire, report --by host. */
+int control_shared_hosts(Conn *c);
+int control_host_retire(Conn *c, const CtlRequest *req);
+int control_report_hosts(Conn *c);
+
 /* recovery.c: tierctl recovery [DB]: per database, its runs, gaps, duplicates and gap-free windows. */
 int control_recovery(Conn *c, const CtlRequest *req);
 /* One finding as a row of its kind (kind NULL: the span's own, "run", "gap", ...). */

@@ -336,6 +336,10 @@ int control_move(Conn *c, const CtlRequest *req) {
 	if (!tier_set_store(fs_tiers(fs), p.to))
 		return control_fail(c, -ENXIO, "tier %u (%s) is not reachable: %s", (unsigned) p.to,
 				 tier_set_config(fs_tiers(fs), p.to)->name, tier_set_error(fs_tiers(fs), p.to) ?: "see tierctl status");
+	if (tier_set_fenced(fs_tiers(fs), p.to))
+		return control_fail(c, -EROFS, "shared tier %u (%s) takes nothing more from this daemon: its host name there "
+					       "was retired or taken over (stop this daemon)",
+				 (unsigned) p.to, tier_set_config(fs_tiers(fs), p.to)->name);
 
 	for (size_t i = 0; r >= 0 && i < req->n_paths; i++) {
 		CatalogInode ci;

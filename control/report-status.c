@@ -42,6 +42,8 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = control_add(c, "shared", t->shared ? "yes" : "no");
 	if (r >= 0 && t->shared)
 		r = control_add(c, "host", tier_set_host(fs_tiers(c->fs)) ?: "");
+	if (r >= 0 && tier_set_fenced(fs_tiers(c->fs), n))
+		r = control_add(c, "fenced", "yes");
 	if (r >= 0)
 		r = control_add(c, "reachable", reachable ? "yes" : "no");
 	if (r >= 0 && error)
@@ -516,6 +518,8 @@ int control_status(Conn *c) {
 	free(files.items);
 	if (r >= 0)
 		r = add_key_status(c);
+	if (r >= 0)
+		r = control_shared_hosts(c);
 	for (size_t i = 0; r >= 0 && i < n_recent; i++) {
 		r = control_row(c, "error");
 		if (r >= 0)

@@ -320,6 +320,9 @@ int control_report(Conn *c, const CtlRequest *req) {
 	GroupVec groups = {};
 	NameVec names = {};
 	FsPolicyOutlook outlook;
+	/* Per host of a shared tier: what the tier holds, not this catalog's files (hosts.c). */
+	if (req->by == CTL_REPORT_BY_HOST)
+		return control_report_hosts(c);
 	int r = fs_policy_outlook(c->fs, c->reader, &outlook);
 	if (r >= 0)
 		r = control_census(c, &files);

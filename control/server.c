@@ -220,6 +220,12 @@ static int authorize(Conn *c, CtlCommand cmd) {
 	uid_t uid = c->cred.uid;
 	bool owner = uid == 0 || uid == c->ctl->owner || uid == root.uid;
 
+	if (ctl_command_is_root_only(cmd)) {
+		if (uid == 0)
+			return 0;
+		return control_fail(c, -EACCES, "permission denied: '%s' is for root only, not uid %u",
+				 ctl_command_to_string(cmd), (unsigned) uid);
+	}
 	if (ctl_command_is_privileged(cmd)) {
 		if (owner)
 			return 0;
@@ -341,6 +347,9 @@ static int serve(Conn *c) {
 			break;
 		case CTL_COMMAND_REKEY:
 			r = control_rekey(c, &req);
+			break;
+		case CTL_COMMAND_HOST_RETIRE:
+			r = control_host_retire(c, &req);
 			break;
 		default:
 			r = control_fail(c, -EINVAL, "command not served");

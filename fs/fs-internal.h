@@ -202,6 +202,10 @@ struct Fs {
 	atomic_uint rekey_tier;   /* the tier being rekeyed, plus one; 0: none */
 	atomic_uint_fast64_t rekey_done, rekey_total; /* bytes of the pass running: its containers done, all */
 	atomic_uint_fast64_t rekey_rewritten;         /* containers rewritten since the mount */
+	/* Shared tiers: the thread renewing this host's leases (seal.c lease_main()), stopped with seal_stop. */
+	pthread_cond_t lease_cond;
+	bool lease_thread_started;
+	pthread_t lease_thread;
 
 	unsigned policy_interval_s;
 	pthread_mutex_t policy_lock; /* order: taken with no other lock held but the mover's */

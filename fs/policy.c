@@ -122,7 +122,7 @@ static int count_reclaimable(const CatalogContainer *ct, void *userdata) {
 static int measure(Fs *fs, Catalog *reader, TierPlanState *ret) {
 	TierPlanState st = { .n_tiers = tier_set_count(fs->tiers), .draining = atomic_load(&fs->policy_draining) };
 	for (uint32_t n = 0; n < st.n_tiers && n < CONFIG_TIERS_MAX; n++)
-		st.open[n] = tier_set_store(fs->tiers, n) != NULL;
+		st.open[n] = tier_set_store(fs->tiers, n) != NULL && !tier_set_fenced(fs->tiers, n);
 	int r = hot_space(fs, &st.hot_used, &st.hot_avail);
 	if (r >= 0)
 		r = catalog_containers_foreach(reader, 0, count_reclaimable, &st.hot_reclaimable);

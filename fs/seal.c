@@ -349,8 +349,6 @@ static void *gc_main(void *userdata) {
 	/* Tiers that could not be opened at start: this thread tries them again (fs_tiers_retry()). */
 	int64_t next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
 	bool retrying = true;
-	/* Shared tiers: the same beat renews this host's leases there, well within TIER_SHARED_LEASE_S. */
-	bool renewing = tier_set_host(fs->tiers) != NULL;
 
 	lower_priority();
 	pthread_mutex_lock(&fs->seal_lock);
@@ -366,18 +364,15 @@ static void *gc_main(void *userdata) {
 			pthread_mutex_lock(&fs->seal_lock);
 			continue;
 		}
-		if ((retrying || renewing) && now >= next_retry) {
+		if (retrying && now >= next_retry) {
 			pthread_mutex_unlock(&fs->seal_lock);
-			if (retrying)
-				retrying = fs_tiers_retry(fs);
-			if (renewing)
-				fs_tiers_renew(fs);
+			retrying = fs_tiers_retry(fs);
 			pthread_mutex_lock(&fs->seal_lock);
 			next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
 			continue;
 		}
 		if (now < next_gc) {
-			int64_t wake = retrying || renewing ? MIN(next_gc, next_retry) : next_gc;
+			int64_t wake = retrying ? MIN(next_gc, next_retry) : next_gc;
 			struct timespec until = deadline_after(wake - now);
 			pthread_cond_timedwait(&fs->gc_cond, &fs->seal_lock, &until);
 			continue;
@@ -412,6 +407,35 @@ static void *gc_main(void *userdata) {
 	return NULL;
 }
 
+/*
+ * Shared tiers: this host's leases, renewed every sixth of the lease (at
+ * most every TIER_RETRY_S) on a thread of their own, so that no collection,
+ * however long, and no hung filer call of another kind delays a renewal
+ * (docs/SHARED.md).  Not lowered in priority: a lease that runs out lets
+ * another daemon take the name.
+ */
+static void *lease_main(void *userdata) {
+	Fs *fs = userdata;
+	int64_t beat_ns = (int64_t) tier_set_renew_interval(fs->tiers) * 1000000000;
+	int64_t next = monotonic_ns() + beat_ns;
+
+	pthread_mutex_lock(&fs->seal_lock);
+	while (!fs->seal_stop) {
+		int64_t now = monotonic_ns();
+		if (now < next) {
+			struct timespec until = deadline_after(next - now);
+			pthread_cond_timedwait(&fs->lease_cond, &fs->seal_lock, &until);
+			continue;
+		}
+		pthread_mutex_unlock(&fs->seal_lock);
+		fs_tiers_renew(fs);
+		pthread_mutex_lock(&fs->seal_lock);
+		next = monotonic_ns() + beat_ns;
+	}
+	pthread_mutex_unlock(&fs->seal_lock);
+	return NULL;
+}
+
 int fs_sealer_start(Fs *fs) {
 	pthread_condattr_t attr;
 	int r;
@@ -421,6 +445,7 @@ int fs_sealer_start(Fs *fs) {
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->seal_cond, &attr);
 	pthread_cond_init(&fs->gc_cond, &attr);
+	pthread_cond_init(&fs->lease_cond, &attr);
 	pthread_condattr_destroy(&attr);
 	pthread_cond_init(&fs->stream_idle_cond, NULL);
 	fs->seal_started = true;
@@ -443,6 +468,11 @@ int fs_sealer_start(Fs *fs) {
 	r = -pthread_create(&fs->gc_thread, NULL, gc_main, fs);
 	if (r == 0)
 		fs->gc_thread_started = true;
+	if (r == 0 && tier_set_host(fs->tiers)) {
+		r = -pthread_create(&fs->lease_thread, NULL, lease_main, fs);
+		if (r == 0)
+			fs->lease_thread_started = true;
+	}
 	return r;
 }
 
@@ -454,7 +484,11 @@ void fs_sealer_stop(Fs *fs) {
 	fs->seal_stop = true;
 	pthread_cond_broadcast(&fs->seal_cond);
 	pthread_cond_broadcast(&fs->gc_cond);
+	pthread_cond_broadcast(&fs->lease_cond);
 	pthread_mutex_unlock(&fs->seal_lock);
+	if (fs->lease_thread_started)
+		pthread_join(fs->lease_thread, NULL);
+	fs->lease_thread_started = false;
 	for (unsigned k = 0; k < fs->n_seal_threads; k++)
 		pthread_join(fs->seal_worker[k].thread, NULL);
 	/* Before the collector is joined: it may be waiting for the streams' writers to end. */
@@ -474,6 +508,7 @@ void fs_sealer_stop(Fs *fs) {
 	}
 	pthread_cond_destroy(&fs->seal_cond);
 	pthread_cond_destroy(&fs->gc_cond);
+	pthread_cond_destroy(&fs->lease_cond);
 	pthread_cond_destroy(&fs->stream_idle_cond);
 	pthread_mutex_destroy(&fs->seal_lock);
 }

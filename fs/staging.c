@@ -99,8 +99,13 @@ int fs_staging_init(Fs *fs) {
 int fs_staging_open_tiers(Fs *fs) {
 	for (uint32_t n = 1; n < tier_set_count(fs->tiers); n++) {
 		const ConfigTier *t = tier_set_config(fs->tiers, n);
-		/* Only a directory tier whose store opened: the same disk holds both. */
-		if (!t || t->backend != TIER_BACKEND_DIR || !tier_set_store(fs->tiers, n))
+		/*
+		 * Only a directory tier whose store opened: the same disk holds both.
+		 * Not a shared one: PATH/staging would be every host's, named by
+		 * inode numbers each host gives out on its own, and each host's
+		 * recovery of strays would delete the others' files (docs/SHARED.md).
+		 */
+		if (!t || t->backend != TIER_BACKEND_DIR || t->shared || !tier_set_store(fs->tiers, n))
 			continue;
 		_cleanup_close_ int dir_fd = open(t->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		int r = dir_fd < 0 ? -errno : area_open(fs, n, dir_fd);

@@ -57,7 +57,8 @@ void fs_tiers_renew(Fs *fs) {
 	for (uint32_t n = 1; n < tier_set_count(fs->tiers); n++)
 		if (lost & (UINT32_C(1) << n))
 			log_error("shared tier %u (%s): host name '%s' is no longer this daemon's (its lease ran out and "
-				  "another daemon took it, or it was retired): stop this daemon",
+				  "another daemon took it, or it was retired): this daemon writes nothing more to that tier "
+				  "(its files there still read); stop this daemon",
 				  (unsigned) n, tier_set_config(fs->tiers, n)->name, tier_set_host(fs->tiers));
 	if (r < 0 && !lost)
 		log_warning_errno(r, "Failed to renew the lease of host '%s' on a shared tier (tried again in %ds): %m",
@@ -87,7 +88,7 @@ int fs_tier_describe(Fs *fs, uint32_t n) {
 int fs_tiers_describe(Fs *fs) {
 	int first = 0;
 	for (uint32_t n = 1; n < tier_set_count(fs->tiers); n++) {
-		if (!tier_set_store(fs->tiers, n))
+		if (!tier_set_store(fs->tiers, n) || tier_set_fenced(fs->tiers, n))
 			continue;
 		int r = fs_tier_describe(fs, n);
 		if (r < 0) {
@@ -107,7 +108,8 @@ int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret) {
 	for (uint32_t n = 0; n < tier_set_count(fs->tiers); n++) {
 		DedupGcStats st = {};
 		DedupStore *store = tier_set_store(fs->tiers, n);
-		if (!store)
+		/* A fenced shared tier: its objects are no longer this daemon's to delete. */
+		if (!store || tier_set_fenced(fs->tiers, n))
 			continue;
 		/* No collection of a lower tier without its current description (see the top). */
 		int r = n > 0 ? fs_tier_describe(fs, n) : 0;

@@ -290,6 +290,8 @@ int tier_set_describe(TierSet *s, uint32_t n) {
 
 	if (n == 0 || !store)
 		return -ENXIO;
+	if (tier_set_fenced(s, n))
+		return -EROFS;
 	pthread_mutex_lock(&s->describe_lock);
 	r = catalog_open_reader(s->catalog, &d.reader);
 	if (r < 0)

@@ -119,6 +119,11 @@ int tier_mover_move(TierMover *m, uint64_t ino, uint32_t to,
 		r = -ENXIO;
 		goto out;
 	}
+	/* A shared tier whose name is no longer this daemon's takes nothing more from it (tier_set_fenced()). */
+	if (tier_set_fenced(m->set, to)) {
+		r = -EROFS;
+		goto out;
+	}
 	/* A tier may ask for stronger compression of what moves there: colder data is read less often. */
 	const ConfigClassPolicy *policy = tier_class_policy(m->set->config, (TierFileClass) ci.file_class);
 	const ConfigTier *target = tier_set_config(m->set, to);

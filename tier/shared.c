@@ -79,6 +79,33 @@ static const char *record_field(const char *buf, size_t len, size_t *pos, const 
 	return value;
 }
 
+/* A decimal of at most 19 digits, no sign, no leading zero: every such number fits in a uint64_t. */
+static int record_number(const char *v, size_t n, uint64_t *ret) {
+	uint64_t x = 0;
+	if (!v || n > 19 || (n > 1 && v[0] == '0'))
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -EBADMSG;
+		x = x * 10 + (uint64_t) (v[i] - '0');
+	}
+	*ret = x;
+	return 0;
+}
+
+/* The value of "host NAME\n" at *pos into host: a valid host name, else -EBADMSG. */
+static int record_host(const char *buf, size_t len, size_t *pos, char host[static CONFIG_HOST_NAME_MAX + 1]) {
+	size_t n;
+	const char *v = record_field(buf, len, pos, "host", &n);
+	if (!v || n > CONFIG_HOST_NAME_MAX)
+		return -EBADMSG;
+	memcpy(host, v, n);
+	host[n] = '\0';
+	if (memchr(host, '\0', n) || !config_host_name_is_valid(host))
+		return -EBADMSG;
+	return 0;
+}
+
 int tier_host_record_parse(const void *data, size_t len, TierHostRecord *ret) {
 	const char *buf = data;
 	size_t pos = strlen(HOST_RECORD_MAGIC), n;
@@ -87,26 +114,16 @@ int tier_host_record_parse(const void *data, size_t len, TierHostRecord *ret) {
 	if (len > TIER_HOST_RECORD_MAX || len < pos || memcmp(buf, HOST_RECORD_MAGIC, pos) != 0)
 		return -EBADMSG;
 
-	const char *v = record_field(buf, len, &pos, "host", &n);
-	if (!v || n > CONFIG_HOST_NAME_MAX)
-		return -EBADMSG;
-	memcpy(r.host, v, n);
-	if (memchr(r.host, '\0', n) || !config_host_name_is_valid(r.host))
+	if (record_host(buf, len, &pos, r.host) < 0)
 		return -EBADMSG;
 
-	v = record_field(buf, len, &pos, "instance", &n);
+	const char *v = record_field(buf, len, &pos, "instance", &n);
 	if (!v || tier_host_instance_parse(v, n, r.instance) < 0)
 		return -EBADMSG;
 
 	v = record_field(buf, len, &pos, "lease_until", &n);
-	/* At most 19 digits: every such number fits in a uint64_t. */
-	if (!v || n > 19 || (n > 1 && v[0] == '0'))
+	if (record_number(v, n, &r.lease_until) < 0)
 		return -EBADMSG;
-	for (size_t i = 0; i < n; i++) {
-		if (v[i] < '0' || v[i] > '9')
-			return -EBADMSG;
-		r.lease_until = r.lease_until * 10 + (uint64_t) (v[i] - '0');
-	}
 
 	v = record_field(buf, len, &pos, "state", &n);
 	if (!v)
@@ -226,8 +243,12 @@ int tier_shared_read_host(DedupBackend *b, const char *host, TierHostRecord *ret
 	return strcmp(ret->host, host) == 0 ? 0 : -EBADMSG;
 }
 
-/* Invariant 1: written and synced under this instance's own name, then renamed into place. */
-static int write_host(DedupBackend *b, const TierHostRecord *rec) {
+/*
+ * Invariant 1: written and synced under the writer's own name (the
+ * instance of the daemon writing: the host's own, or a retiring host's),
+ * then renamed into place.
+ */
+static int write_host(DedupBackend *b, const TierHostRecord *rec, const uint8_t writer[static TIER_HOST_INSTANCE_SIZE]) {
 	char name[TIER_HOST_OBJECT_NAME_MAX], tmp[TIER_HOST_OBJECT_NAME_MAX], hex[2 * TIER_HOST_INSTANCE_SIZE + 1];
 	char buf[TIER_HOST_RECORD_MAX];
 	DedupBackendFile *f = NULL;
@@ -236,7 +257,7 @@ static int write_host(DedupBackend *b, const TierHostRecord *rec) {
 	if (n < 0)
 		return n;
 	host_object_name(rec->host, name);
-	instance_to_hex(rec->instance, hex);
+	instance_to_hex(writer, hex);
 	snprintf(tmp, sizeof(tmp), "hosts/%s.host.%s.tmp", rec->host, hex);
 	int r = dedup_backend_open_write(b, tmp, true, 0, &f);
 	if (r < 0)
@@ -253,7 +274,7 @@ static int write_host(DedupBackend *b, const TierHostRecord *rec) {
 }
 
 int tier_shared_register(DedupBackend *b, const char *host, const uint8_t instance[static TIER_HOST_INSTANCE_SIZE],
-			 uint64_t now, char **ret_error) {
+			 uint64_t now, uint64_t lease_s, char **ret_error) {
 	TierHostRecord old;
 	char hex[2 * TIER_HOST_INSTANCE_SIZE + 1];
 
@@ -283,10 +304,10 @@ int tier_shared_register(DedupBackend *b, const char *host, const uint8_t instan
 		return -EBUSY;
 	}
 
-	TierHostRecord rec = { .lease_until = now + TIER_SHARED_LEASE_S, .state = TIER_HOST_LIVE };
+	TierHostRecord rec = { .lease_until = now + lease_s, .state = TIER_HOST_LIVE };
 	snprintf(rec.host, sizeof(rec.host), "%s", host);
 	memcpy(rec.instance, instance, TIER_HOST_INSTANCE_SIZE);
-	r = write_host(b, &rec);
+	r = write_host(b, &rec, instance);
 	if (r < 0)
 		return r;
 
@@ -306,7 +327,7 @@ int tier_shared_register(DedupBackend *b, const char *host, const uint8_t instan
 }
 
 int tier_shared_renew(DedupBackend *b, const char *host, const uint8_t instance[static TIER_HOST_INSTANCE_SIZE],
-		      uint64_t now) {
+		      uint64_t now, uint64_t lease_s) {
 	TierHostRecord rec;
 	int r = tier_shared_read_host(b, host, &rec);
 	if (r < 0)
@@ -315,6 +336,269 @@ int tier_shared_renew(DedupBackend *b, const char *host, const uint8_t instance[
 		return -EBUSY;
 	if (rec.state == TIER_HOST_RETIRED)
 		return -EPERM;
-	rec.lease_until = now + TIER_SHARED_LEASE_S;
-	return write_host(b, &rec);
+	rec.lease_until = now + lease_s;
+	return write_host(b, &rec, instance);
+}
+
+uint64_t tier_shared_renew_interval(uint64_t lease_s) {
+	return MAX(MIN(lease_s / 6, (uint64_t) 10), (uint64_t) 1);
+}
+
+static const char *const host_status_table[_TIER_HOST_STATUS_MAX] = {
+	[TIER_HOST_STATUS_LIVE] = "live",
+	[TIER_HOST_STATUS_EXPIRED] = "expired",
+	[TIER_HOST_STATUS_RETIRED] = "retired",
+	[TIER_HOST_STATUS_DAMAGED] = "damaged",
+};
+
+const char *tier_host_status_to_string(TierHostStatus st) {
+	return st < _TIER_HOST_STATUS_MAX ? host_status_table[st] : NULL;
+}
+
+TierHostStatus tier_host_record_status(const TierHostRecord *r, uint64_t now) {
+	if (r->state == TIER_HOST_RETIRED)
+		return TIER_HOST_STATUS_RETIRED;
+	return r->lease_until > now ? TIER_HOST_STATUS_LIVE : TIER_HOST_STATUS_EXPIRED;
+}
+
+int tier_shared_retire(DedupBackend *b, const char *host, const uint8_t writer[static TIER_HOST_INSTANCE_SIZE],
+		       uint64_t now, bool force, TierHostRecord *ret_before) {
+	TierHostRecord old = {}, rec;
+
+	int r = tier_shared_read_host(b, host, &old);
+	if (r == -EBADMSG && force) {
+		/* The operator's way out of a record nobody can read: it names no instance any more. */
+		memset(&old, 0, sizeof(old));
+		snprintf(old.host, sizeof(old.host), "%s", host);
+	} else if (r < 0)
+		return r;
+	*ret_before = old;
+	if (r == 0 && old.state == TIER_HOST_RETIRED)
+		return 1;
+	if (r == 0 && old.lease_until > now && !force)
+		return -EBUSY;
+	rec = old;
+	rec.state = TIER_HOST_RETIRED;
+	r = write_host(b, &rec, writer);
+	if (r < 0)
+		return r;
+	r = tier_shared_read_host(b, host, &rec);
+	if (r < 0)
+		return r;
+	/* Another write landed after ours (the host renewing, or registering again): it is not retired. */
+	return rec.state == TIER_HOST_RETIRED ? 0 : -EAGAIN;
+}
+
+typedef struct NameVec {
+	char **names;
+	size_t n, cap;
+} NameVec;
+
+static void name_vec_done(NameVec *v) {
+	for (size_t i = 0; i < v->n; i++)
+		free(v->names[i]);
+	free(v->names);
+	*v = (NameVec) {};
+}
+
+static int collect_name(const char *name, void *userdata) {
+	NameVec *v = userdata;
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? 2 * v->cap : 64;
+		char **p = reallocarray(v->names, cap, sizeof(char *));
+		if (!p)
+			return -ENOMEM;
+		v->names = p;
+		v->cap = cap;
+	}
+	v->names[v->n] = strdup(name);
+	if (!v->names[v->n])
+		return -ENOMEM;
+	v->n++;
+	return 0;
+}
+
+static int compare_hosts(const void *a, const void *b) {
+	return strcmp(((const TierSharedHost *) a)->host, ((const TierSharedHost *) b)->host);
+}
+
+int tier_shared_hosts_list(DedupBackend *b, uint64_t now, TierSharedHost **ret, size_t *ret_n) {
+	_cleanup_(name_vec_done) NameVec names = {};
+	_cleanup_free_ TierSharedHost *hosts = NULL;
+	size_t n = 0;
+
+	/* Names first: the listing's callback may not call into the backend. */
+	int r = dedup_backend_list(b, "hosts", collect_name, &names);
+	if (r < 0)
+		return r;
+	hosts = calloc(names.n + 1, sizeof(*hosts));
+	if (!hosts)
+		return -ENOMEM;
+	for (size_t i = 0; i < names.n; i++) {
+		/* "hosts/NAME.host" only: temporaries are nobody's record yet. */
+		const char *name = names.names[i] + strlen("hosts/");
+		size_t len = strlen(name);
+		if (len <= 5 || len - 5 > CONFIG_HOST_NAME_MAX || strcmp(name + len - 5, ".host") != 0)
+			continue;
+		TierSharedHost *h = &hosts[n];
+		memcpy(h->host, name, len - 5);
+		h->host[len - 5] = '\0';
+		if (!config_host_name_is_valid(h->host))
+			continue;
+		r = tier_shared_read_host(b, h->host, &h->record);
+		if (r == -ENOENT)
+			continue; /* renamed away meanwhile: none of ours does, but a filer's admin may */
+		if (r == -EBADMSG)
+			h->status = TIER_HOST_STATUS_DAMAGED;
+		else if (r < 0)
+			return r;
+		else
+			h->status = tier_host_record_status(&h->record, now);
+		n++;
+	}
+	qsort(hosts, n, sizeof(*hosts), compare_hosts);
+	*ret = TAKE_PTR(hosts);
+	*ret_n = n;
+	return 0;
+}
+
+#define SUMMARY_MAGIC "fratier-summary 1\n"
+#define SUMMARY_NAME "s/summary"
+#define SUMMARY_TMP_NAME "s/summary.tmp"
+
+int tier_host_summary_parse(const void *data, size_t len, TierHostSummary *ret) {
+	const char *buf = data;
+	size_t pos = strlen(SUMMARY_MAGIC), n;
+	TierHostSummary s = {};
+	static const char *const keys[] = { "updated", "files", "logical", "stored" };
+	uint64_t *values[] = { &s.updated, &s.files, &s.logical, &s.stored };
+
+	if (len > TIER_HOST_SUMMARY_MAX || len < pos || memcmp(buf, SUMMARY_MAGIC, pos) != 0)
+		return -EBADMSG;
+	if (record_host(buf, len, &pos, s.host) < 0)
+		return -EBADMSG;
+	for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+		const char *v = record_field(buf, len, &pos, keys[i], &n);
+		if (record_number(v, n, values[i]) < 0)
+			return -EBADMSG;
+	}
+	if (pos != len)
+		return -EBADMSG;
+	*ret = s;
+	return 0;
+}
+
+int tier_host_summary_format(const TierHostSummary *s, char buf[static TIER_HOST_SUMMARY_MAX]) {
+	const uint64_t max = UINT64_C(9999999999999999999);
+	if (!config_host_name_is_valid(s->host) || s->updated > max || s->files > max || s->logical > max ||
+	    s->stored > max)
+		return -EINVAL;
+	int n = snprintf(buf, TIER_HOST_SUMMARY_MAX, SUMMARY_MAGIC "host %s\nupdated %" PRIu64 "\nfiles %" PRIu64
+			 "\nlogical %" PRIu64 "\nstored %" PRIu64 "\n",
+			 s->host, s->updated, s->files, s->logical, s->stored);
+	return n > 0 && n < TIER_HOST_SUMMARY_MAX ? n : -EINVAL;
+}
+
+int tier_shared_summary_put(DedupBackend *b, const TierHostSummary *s) {
+	char buf[TIER_HOST_SUMMARY_MAX];
+	DedupBackendFile *f = NULL;
+
+	int n = tier_host_summary_format(s, buf);
+	if (n < 0)
+		return n;
+	/* The host's own directory: no other instance writes there while this one holds the lease. */
+	int r = dedup_backend_open_write(b, SUMMARY_TMP_NAME, true, 0, &f);
+	if (r < 0)
+		return r;
+	r = dedup_backend_file_pwrite(b, f, buf, (size_t) n, 0);
+	if (r >= 0)
+		r = dedup_backend_file_sync(b, f);
+	dedup_backend_file_close(b, f);
+	if (r >= 0)
+		r = dedup_backend_rename(b, SUMMARY_TMP_NAME, SUMMARY_NAME);
+	if (r < 0)
+		(void) dedup_backend_unlink(b, SUMMARY_TMP_NAME);
+	return r;
+}
+
+int tier_shared_summary_get(DedupBackend *b, const char *host, TierHostSummary *ret) {
+	char name[2 + CONFIG_HOST_NAME_MAX + 1 + sizeof(SUMMARY_NAME)], buf[TIER_HOST_SUMMARY_MAX + 1];
+
+	snprintf(name, sizeof(name), "h/%s/" SUMMARY_NAME, host);
+	/* Replaced by rename, by another process: a cached descriptor would read the old one. */
+	tier_backend_dir_forget(b, name);
+	ssize_t n = dedup_backend_pread(b, name, buf, sizeof(buf), 0);
+	if (n < 0)
+		return (int) n;
+	int r = tier_host_summary_parse(buf, (size_t) n, ret);
+	if (r < 0)
+		return r;
+	return strcmp(ret->host, host) == 0 ? 0 : -EBADMSG;
+}
+
+/* The host an object of the tier belongs to ("" for none), into host. */
+static void object_host(const char *name, char host[static CONFIG_HOST_NAME_MAX + 1]) {
+	const char *start = NULL, *end = NULL;
+	if (strncmp(name, "h/", 2) == 0) {
+		start = name + 2;
+		end = strchr(start, '/');
+	} else if (strncmp(name, "hosts/", 6) == 0) {
+		start = name + 6;
+		end = strstr(start, ".host");
+	}
+	host[0] = '\0';
+	if (!start || !end || end == start || (size_t) (end - start) > CONFIG_HOST_NAME_MAX)
+		return;
+	memcpy(host, start, (size_t) (end - start));
+	host[end - start] = '\0';
+	if (!config_host_name_is_valid(host))
+		host[0] = '\0';
+}
+
+static int compare_usage(const void *a, const void *b) {
+	return strcmp(((const TierSharedUsage *) a)->host, ((const TierSharedUsage *) b)->host);
+}
+
+int tier_shared_usage(DedupBackend *b, TierSharedUsage **ret, size_t *ret_n) {
+	_cleanup_(name_vec_done) NameVec names = {};
+	_cleanup_free_ TierSharedUsage *rows = NULL;
+	size_t n = 0, cap = 0;
+
+	int r = dedup_backend_list(b, "h", collect_name, &names);
+	if (r >= 0)
+		r = dedup_backend_list(b, "hosts", collect_name, &names);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < names.n; i++) {
+		char host[CONFIG_HOST_NAME_MAX + 1];
+		uint64_t size;
+		r = dedup_backend_size(b, names.names[i], &size);
+		if (r == -ENOENT)
+			continue; /* removed since the listing (a collection, a temporary renamed) */
+		if (r < 0)
+			return r;
+		object_host(names.names[i], host);
+		size_t k;
+		for (k = 0; k < n && strcmp(rows[k].host, host) != 0; k++)
+			;
+		if (k == n) {
+			if (n == cap) {
+				cap = cap ? 2 * cap : 8;
+				TierSharedUsage *p = reallocarray(rows, cap, sizeof(*rows));
+				if (!p)
+					return -ENOMEM;
+				rows = p;
+			}
+			rows[n] = (TierSharedUsage) {};
+			memcpy(rows[n].host, host, sizeof(host));
+			n++;
+		}
+		rows[k].objects++;
+		rows[k].bytes += size;
+	}
+	if (n > 0)
+		qsort(rows, n, sizeof(*rows), compare_usage);
+	*ret = TAKE_PTR(rows);
+	*ret_n = n;
+	return 0;
 }

@@ -22,6 +22,14 @@ typedef struct TierSlot {
 	bool refused;             /* shared: the tier refused this host's name (set once, at open) */
 	DedupShared shared;       /* shared: what its store's global dedup uses of the tier (root, names, hosts) */
 	/*
+	 * Shared: set once a renewal found the name no longer this daemon's
+	 * (retired, or taken over): from then on nothing of this daemon writes
+	 * to the tier (tier_set_fenced()).
+	 */
+	atomic_bool fenced;
+	/* Shared: when this host's summary is due next (wall-clock seconds; renewal's thread only). */
+	uint64_t summary_due;
+	/*
 	 * Fingerprint of what the tier's description lists, 0 = unknown (not
 	 * written since the open, or a file was left out): protected by
 	 * TierSet.describe_lock.
@@ -41,4 +49,6 @@ struct TierSet {
 	char host[CONFIG_HOST_NAME_MAX + 1];
 	uint8_t instance[TIER_HOST_INSTANCE_SIZE];
 	int instance_error;       /* why the instance could not be read or made, or 0 */
+	uint64_t lease_s;         /* how long a lease lasts past a renewal (config's shared_lease) */
+	Catalog *summary_reader;  /* renewal's own catalog reader for the summaries, opened at the first (its thread only) */
 };

@@ -142,7 +142,7 @@ static int shared_open(TierSet *s, const ConfigTier *t, bool create, DedupBacken
 		dedup_backend_free(root);
 		return r;
 	}
-	r = tier_shared_register(root, s->host, s->instance, (uint64_t) time(NULL), ret_error);
+	r = tier_shared_register(root, s->host, s->instance, (uint64_t) time(NULL), s->lease_s, ret_error);
 	if (r < 0) {
 		*ret_refused = r == -EBUSY || r == -EPERM || r == -EBADMSG;
 		if (!*ret_error && asprintf(ret_error, "cannot register host '%s' there: %s", s->host, strerror(-r)) < 0)
@@ -196,6 +196,7 @@ int tier_set_open(const Config *config, Catalog *catalog, DedupBackend *hot_back
 		return -ENOMEM;
 	s->config = config;
 	s->catalog = catalog;
+	s->lease_s = config->shared_lease ?: TIER_SHARED_LEASE_S;
 	if (store_opts)
 		s->store_opts = *store_opts;
 	s->tiers[0] = (TierSlot) { .config = config_tier_by_number(config, 0), .backend = hot_backend, .store = hot_store };
@@ -282,23 +283,116 @@ const char *tier_set_host(const TierSet *s) {
 	return s && s->host[0] ? s->host : NULL;
 }
 
+bool tier_set_fenced(const TierSet *s, uint32_t n) {
+	return s && n < s->n_tiers && atomic_load(&s->tiers[n].fenced);
+}
+
+uint64_t tier_set_renew_interval(const TierSet *s) {
+	return tier_shared_renew_interval(s->lease_s);
+}
+
+typedef struct SummarySums {
+	uint32_t tier;
+	TierHostSummary *summary;
+} SummarySums;
+
+static int summary_add_file(const CatalogInode *ci, void *userdata) {
+	SummarySums *u = userdata;
+	if (ci->tier == u->tier) {
+		u->summary->files++;
+		u->summary->logical += ci->size;
+	}
+	return 0;
+}
+
+static int summary_add_container(const CatalogContainer *ct, void *userdata) {
+	((SummarySums *) userdata)->summary->stored += ct->size;
+	return 0;
+}
+
+/*
+ * This host's summary of shared tier n, counted through the renewal's own
+ * catalog reader (never the daemon's catalog lock) and published on the
+ * host's view of the tier.
+ */
+static int summary_publish(TierSet *s, uint32_t n, uint64_t now) {
+	TierHostSummary sum = { .updated = now };
+	SummarySums u = { .tier = n, .summary = &sum };
+	snprintf(sum.host, sizeof(sum.host), "%s", s->host);
+	if (!s->summary_reader) {
+		int r = catalog_open_reader(s->catalog, &s->summary_reader);
+		if (r < 0)
+			return r;
+	}
+	int r = catalog_files_foreach(s->summary_reader, summary_add_file, &u);
+	if (r >= 0)
+		r = catalog_containers_foreach(s->summary_reader, n, summary_add_container, &u);
+	if (r >= 0)
+		r = tier_shared_summary_put(s->tiers[n].backend, &sum);
+	return r;
+}
+
 int tier_set_renew(TierSet *s, uint32_t *ret_lost) {
 	int first = 0;
 	uint32_t lost = 0;
 	for (uint32_t n = 1; n < s->n_tiers; n++) {
 		TierSlot *t = &s->tiers[n];
-		if (!t->config || !t->config->shared || !tier_set_store(s, n))
+		if (!t->config || !t->config->shared || !tier_set_store(s, n) || atomic_load(&t->fenced))
 			continue;
-		int r = tier_shared_renew(t->root, s->host, s->instance, (uint64_t) time(NULL));
-		/* Global dedup: a publication that failed after a writer's finish is tried again here. */
-		(void) dedup_store_publish(tier_set_store(s, n));
-		if (r == -EBUSY || r == -EPERM)
+		uint64_t now = (uint64_t) time(NULL);
+		int r = tier_shared_renew(t->root, s->host, s->instance, now, s->lease_s);
+		if (r == -EBUSY || r == -EPERM) {
+			/* The name is another's now, or nobody's for good: stop writing under it at once. */
+			atomic_store(&t->fenced, true);
 			lost |= UINT32_C(1) << n;
+		}
+		/* Global dedup: a publication that failed after a writer's finish is tried again, after the renewal. */
+		if (r >= 0)
+			(void) dedup_store_publish(tier_set_store(s, n));
+		/* Once a lease period, while the name is this daemon's: the others' reports read it. */
+		if (r >= 0 && now >= t->summary_due) {
+			r = summary_publish(s, n, now);
+			if (r >= 0)
+				t->summary_due = now + s->lease_s;
+		}
 		if (r < 0 && first == 0)
 			first = r;
 	}
 	*ret_lost = lost;
 	return first;
+}
+
+static DedupBackend *shared_root(const TierSet *s, uint32_t n) {
+	if (!s || n >= s->n_tiers || !s->tiers[n].config || !s->tiers[n].config->shared || !tier_set_store(s, n))
+		return NULL;
+	return s->tiers[n].root;
+}
+
+int tier_set_hosts(const TierSet *s, uint32_t n, uint64_t now, TierSharedHost **ret, size_t *ret_n) {
+	DedupBackend *root = shared_root(s, n);
+	return root ? tier_shared_hosts_list(root, now, ret, ret_n) : -ENXIO;
+}
+
+int tier_set_retire(const TierSet *s, uint32_t n, const char *host, bool force, TierHostRecord *ret_before) {
+	DedupBackend *root = shared_root(s, n);
+	if (!root)
+		return -ENXIO;
+	return tier_shared_retire(root, host, s->instance, (uint64_t) time(NULL), force, ret_before);
+}
+
+int tier_set_host_record(const TierSet *s, uint32_t n, const char *host, TierHostRecord *ret) {
+	DedupBackend *root = shared_root(s, n);
+	return root ? tier_shared_read_host(root, host, ret) : -ENXIO;
+}
+
+int tier_set_usage(const TierSet *s, uint32_t n, TierSharedUsage **ret, size_t *ret_n) {
+	DedupBackend *root = shared_root(s, n);
+	return root ? tier_shared_usage(root, ret, ret_n) : -ENXIO;
+}
+
+int tier_set_summary(const TierSet *s, uint32_t n, const char *host, TierHostSummary *ret) {
+	DedupBackend *root = shared_root(s, n);
+	return root ? tier_shared_summary_get(root, host, ret) : -ENXIO;
 }
 
 TierSet *tier_set_free(TierSet *s) {
@@ -311,6 +405,7 @@ TierSet *tier_set_free(TierSet *s) {
 		t->backend = dedup_backend_free(t->backend);
 		free(t->error);
 	}
+	s->summary_reader = catalog_close(s->summary_reader);
 	pthread_mutex_destroy(&s->describe_lock);
 	free(s);
 	return NULL;

@@ -21,6 +21,7 @@
 #include "common/config.h"
 #include "dedup/backend.h"
 #include "dedup/store.h"
+#include "tier/shared.h"
 
 /* How often the daemon tries again a lower tier that could not be opened. */
 #define TIER_RETRY_S 10
@@ -77,12 +78,40 @@ bool tier_set_refused(const TierSet *s, uint32_t n);
 const char *tier_set_host(const TierSet *s);
 /*
  * Renews this host's lease on every open shared tier (tier/shared.h); the
- * daemon calls it every TIER_RETRY_S, well within TIER_SHARED_LEASE_S.
- * *ret_lost gets a bit per tier whose name is no longer this daemon's
- * (taken over after the lease ran out, or retired).  Returns 0 or the first
- * error.  One caller at a time.
+ * daemon calls it every tier_set_renew_interval(), well within the lease.
+ * Once a lease period it also publishes this host's summary there
+ * (tier_shared_summary_put(): its files, logical and stored bytes on the
+ * tier, counted through a catalog reader of its own).  *ret_lost gets a
+ * bit per tier whose name is no longer this daemon's (taken over after the
+ * lease ran out, or retired).  Returns 0 or the first error.  One caller
+ * at a time.
  */
 int tier_set_renew(TierSet *s, uint32_t *ret_lost);
+/*
+ * Whether shared tier n is fenced: a renewal found this daemon's name there
+ * retired or taken over, so nothing of this daemon may write to it any more
+ * (moves to it, its description, its collection, the lease and summary);
+ * its files still read.  Once set, for the life of the set.
+ */
+bool tier_set_fenced(const TierSet *s, uint32_t n);
+/* Seconds between two renewals: tier_shared_renew_interval() of the configured lease. */
+uint64_t tier_set_renew_interval(const TierSet *s);
+
+/*
+ * The other hosts of shared tier n, through its root (tier/shared.h); each
+ * returns -ENXIO for a tier that is not shared or not open.
+ *   tier_set_hosts():       every host record, as tier_shared_hosts_list()
+ *   tier_set_host_record(): one host's record, as tier_shared_read_host()
+ *   tier_set_retire():      retires host, written by this daemon's instance, as tier_shared_retire()
+ *   tier_set_usage():       what each host keeps there, by listing, as tier_shared_usage()
+ *   tier_set_summary():     a host's published summary, as tier_shared_summary_get()
+ * Any thread; they only read the set.
+ */
+int tier_set_hosts(const TierSet *s, uint32_t n, uint64_t now, TierSharedHost **ret, size_t *ret_n);
+int tier_set_host_record(const TierSet *s, uint32_t n, const char *host, TierHostRecord *ret);
+int tier_set_retire(const TierSet *s, uint32_t n, const char *host, bool force, TierHostRecord *ret_before);
+int tier_set_usage(const TierSet *s, uint32_t n, TierSharedUsage **ret, size_t *ret_n);
+int tier_set_summary(const TierSet *s, uint32_t n, const char *host, TierHostSummary *ret);
 
 /*
  * Rewrites the description of lower tier n (dedup/describe.h: every file

@@ -186,9 +186,18 @@ static void test_shared(void) {
 	parse_ok(MAIN "host = db-01_x\n[tier hot]\n[tier capacity]\nshared = yes\n", &c);
 	assert(strcmp(c.host, "db-01_x") == 0);
 	assert(!c.tiers[0].shared && c.tiers[1].shared);
+	assert(c.shared_lease == CONFIG_SHARED_LEASE_DEFAULT);
 	config_done(&c);
 	parse_ok(MAIN "[tier hot]\n[tier capacity]\n", &c);
 	assert(!c.host && !c.tiers[1].shared);
+	config_done(&c);
+	parse_ok(MAIN "shared_lease = 4s\n[tier hot]\n[tier capacity]\nshared = yes\n", &c);
+	assert(c.shared_lease == 4);
+	config_done(&c);
+	parse_ok(MAIN "shared_lease = 1h\n[tier hot]\n", &c);
+	assert(c.shared_lease == 3600);
+	parse_fails(MAIN "shared_lease = 1s\n[tier hot]\n", FILE_NAME ":3: 'shared_lease' must be 2s .. 1h, got '1s'");
+	parse_fails(MAIN "shared_lease = 2h\n[tier hot]\n", FILE_NAME ":3: 'shared_lease' must be 2s .. 1h, got '2h'");
 
 	parse_fails(MAIN "host = DB01\n[tier hot]\n",
 		    FILE_NAME ":3: invalid 'host' 'DB01' (1 to 32 characters of a-z 0-9 _ -)");

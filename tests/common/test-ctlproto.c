@@ -188,7 +188,11 @@ static void test_requests(void) {
 	expect_bad_request("fratier 1\ncommand du\npath /a/./b\n", "not absolute");
 	expect_bad_request("fratier 1\ncommand du\npath /..\n", "not absolute");
 	expect_bad_request("fratier 1\ncommand report\n", "needs argument 'by'");
-	expect_bad_request("fratier 1\ncommand report\nby week\n", "'by' must be class, day, tier or database, not 'week'");
+	expect_bad_request("fratier 1\ncommand report\nby week\n", "'by' must be class, day, tier, database or host, not 'week'");
+	expect_bad_request("fratier 1\ncommand host_retire\ntier 1\n", "needs argument 'host'");
+	expect_bad_request("fratier 1\ncommand host_retire\nhost beta\n", "needs argument 'tier'");
+	expect_bad_request("fratier 1\ncommand host_retire\nhost Beta\ntier 1\n", "'host' must be a host name");
+	expect_bad_request("fratier 1\ncommand host_retire\nhost beta\ntier 1\nforce maybe\n", "'force' must be yes or no");
 	expect_bad_request("fratier 1\ncommand report\nby day\nby day\n", "more than 1 times");
 	expect_bad_request("fratier 1\ncommand scrub\ntier 8\n", "from 0 to 7");
 	expect_bad_request("fratier 1\ncommand scrub\ntier 01\n", "from 0 to 7");

@@ -45,7 +45,7 @@ static void host_open(Host *h, const char *name, bool keyed) {
 	ASSERT_OK(tier_shared_instance(h->e.dir, instance));
 	ASSERT_OK(tier_backend_dir_open(shared_dir, &h->root));
 	char *error = NULL;
-	ASSERT_OK(tier_shared_register(h->root, name, instance, (uint64_t) time(NULL), &error));
+	ASSERT_OK(tier_shared_register(h->root, name, instance, (uint64_t) time(NULL), TIER_SHARED_LEASE_S, &error));
 	free(error);
 	ASSERT_OK(tier_backend_dir_open(shared_dir, &view));
 	snprintf(prefix, sizeof(prefix), "h/%s", name);

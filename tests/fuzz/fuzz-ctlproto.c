@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "common/ctlproto.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -92,8 +93,15 @@ static void fuzz_request(const uint8_t *data, size_t size) {
 		      !strstr(req.paths[i], "/../") && !strstr(req.paths[i], "/./"));
 	if (req.command == CTL_COMMAND_REPORT)
 		check(req.by >= 0 && req.by < _CTL_REPORT_BY_MAX);
-	check(!req.has_tier ||
-	      ((req.command == CTL_COMMAND_SCRUB || req.command == CTL_COMMAND_MIGRATE) && req.tier <= CTL_TIER_MAX));
+	check(!req.has_tier || ((req.command == CTL_COMMAND_SCRUB || req.command == CTL_COMMAND_MIGRATE ||
+				 req.command == CTL_COMMAND_HOST_RETIRE) &&
+				req.tier <= CTL_TIER_MAX));
+	/* host_retire: a valid host name and its tier, always; root alone may ask. */
+	check((req.command == CTL_COMMAND_HOST_RETIRE) ==
+	      (req.host != NULL && config_host_name_is_valid(req.host) && req.has_tier));
+	check(!req.force || req.command == CTL_COMMAND_HOST_RETIRE);
+	check(ctl_command_is_root_only(req.command) == (req.command == CTL_COMMAND_HOST_RETIRE));
+	check(!ctl_command_is_root_only(req.command) || ctl_command_is_privileged(req.command));
 	check(!req.dry_run || req.command == CTL_COMMAND_MIGRATE || req.command == CTL_COMMAND_RECALL ||
 	      req.command == CTL_COMMAND_PIN);
 	check(!ctl_command_is_privileged(req.command) || req.command >= CTL_COMMAND_GC);

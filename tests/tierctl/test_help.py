@@ -30,7 +30,8 @@ def protocol_commands(path):
     table = re.search(r"command_names\[_CTL_COMMAND_MAX\]\s*=\s*\{(.*?)\};", src, re.S)
     if not table:
         raise SystemExit("FAIL: no command_names table in %s" % path)
-    return set(re.findall(r'\[CTL_COMMAND_\w+\]\s*=\s*"([a-z]+)"', table.group(1)))
+    # A protocol command NOUN_VERB is tierctl's "NOUN VERB" (host_retire: tierctl host retire).
+    return set(n.split("_")[0] for n in re.findall(r'\[CTL_COMMAND_\w+\]\s*=\s*"([a-z_]+)"', table.group(1)))
 
 
 def main():

@@ -36,6 +36,7 @@ static const char *arg_listen;
 static const char *arg_tier;
 static const char *arg_to;
 static bool arg_dry_run;
+static bool arg_force;
 /* migrate, recall: archived logs by what their headers say */
 static const char *arg_thread;
 static const char *arg_sequence;
@@ -67,10 +68,11 @@ static const Command *find_command(const char *name);
 /* ---- calls ---- */
 
 /* Turns a refused request into a message and an exit code. */
-static int refused(const char *cmd, const TierctlReply *r) {
-	log_error("%s failed: %s", cmd, r->message ?: strerror(r->error));
+static int refused(CtlCommand cmd, const TierctlReply *r) {
+	log_error("%s failed: %s", ctl_command_to_string(cmd), r->message ?: strerror(r->error));
 	if (r->error == EACCES || r->error == EPERM) {
-		log_error("hint: run it as root or as the filesystem's owner");
+		log_error(ctl_command_is_root_only(cmd) ? "hint: run it as root"
+							: "hint: run it as root or as the filesystem's owner");
 		return TIERCTL_EXIT_DENIED;
 	}
 	return TIERCTL_EXIT_FAILURE;
@@ -88,7 +90,7 @@ static int call_request(TierctlMount *m, CtlCommand cmd, CtlMessage *req, Tierct
 	if (r > 0)
 		return r;
 	if (!ret->ok) {
-		int code = refused(ctl_command_to_string(cmd), ret);
+		int code = refused(cmd, ret);
 		tierctl_reply_done(ret);
 		return code;
 	}
@@ -114,7 +116,7 @@ static const char *row_array_name(const char *kind) {
 		{ "tier", "tiers" },   { "error", "errors" },  { "group", "groups" },   { "entry", "entries" },
 		{ "du", "paths" },     { "failed", "failed" }, { "damaged", "damaged" }, { "class", "classes" },
 		{ "file", "moves" },   { "next", "outlook" },  { "history_tier", "history_tiers" },
-		{ "history_class", "history_classes" },
+		{ "history_class", "history_classes" }, { "host", "hosts" }, { "host_error", "host_errors" },
 	};
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (strcmp(names[i][0], kind) == 0)
@@ -338,6 +340,49 @@ static void print_keys(const CtlMessage *m) {
 	}
 }
 
+/*
+ * The hosts of each shared tier, from status's `row host`: their state,
+ * their lease, this daemon marked.  lead: a blank line and a heading first.
+ */
+static void print_shared_hosts(const CtlMessage *m, bool lead) {
+	size_t n, ne;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "host", &n);
+	_cleanup_free_ size_t *errs = tierctl_rows(m, "host_error", &ne);
+	const char *tier = NULL;
+
+	for (size_t i = 0; rows && i < n; i++) {
+		size_t at = rows[i];
+		const char *state = tierctl_get(m, at, "state");
+		char d[32];
+		if (!tier || strcmp(tier, tierctl_get(m, at, "tier")) != 0) {
+			tier = tierctl_get(m, at, "tier");
+			printf("%shosts on shared tier %s (%s):\n", lead || i > 0 ? "\n" : "", tier, tierctl_get(m, at, "tier_name"));
+		}
+		printf("  %-32s %-8s", tierctl_get(m, at, "host"), state);
+		if (strcmp(state, "live") == 0) {
+			format_duration(tierctl_get_u64(m, at, "lease_left"), d);
+			printf(" lease runs %s more", d);
+		} else if (strcmp(state, "expired") == 0) {
+			format_duration(tierctl_get_u64(m, at, "expired_for"), d);
+			printf(" lease ended %s ago", d);
+		} else if (strcmp(state, "damaged") == 0)
+			printf(" its record does not parse (tierctl host retire --force replaces it)");
+		printf("%s\n", strcmp(tierctl_get(m, at, "this"), "yes") == 0 ? "  (this daemon)" : "");
+	}
+	/* Said precisely: nothing collects across hosts yet, so today an expired host holds nothing back. */
+	for (size_t i = 0; rows && i < n; i++)
+		if (strcmp(tierctl_get(m, rows[i], "state"), "expired") == 0)
+			printf("host %s on tier %s is expired, not retired: it may come back, so it blocks collection of what "
+			       "it might use on that tier once collection across hosts exists (not built yet: today no host "
+			       "deletes containers of a shared tier, so nothing waits for it); if it is gone for good: "
+			       "tierctl host retire %s --tier %s (root)\n",
+			       tierctl_get(m, rows[i], "host"), tierctl_get(m, rows[i], "tier_name"), tierctl_get(m, rows[i], "host"),
+			       tierctl_get(m, rows[i], "tier"));
+	for (size_t i = 0; errs && i < ne; i++)
+		printf("hosts of shared tier %s cannot be listed: %s\n", tierctl_get(m, errs[i], "tier"),
+		       tierctl_get(m, errs[i], "message"));
+}
+
 static int run_status(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
 	int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
@@ -390,6 +435,10 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 		if (ctl_message_get(m, trows[i], "error"))
 			printf("tier %s (%s) is not usable: %s\n", tierctl_get(m, trows[i], "tier"),
 			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "error"));
+		else if (ctl_message_get(m, trows[i], "fenced"))
+			printf("tier %s (%s) takes nothing more from this daemon: its host name %s there was retired or taken "
+			       "over; its files there still read; stop this daemon\n",
+			       tierctl_get(m, trows[i], "tier"), tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "host"));
 	/* A daemon from before compression regions reports no region cache: say nothing then. */
 	for (size_t i = 0; trows && i < nt; i++)
 		if (ctl_message_get(m, trows[i], "region_cache_max")) {
@@ -428,6 +477,8 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 	}
 
 	print_keys(m);
+
+	print_shared_hosts(m, true);
 
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "error", &n);
@@ -748,16 +799,92 @@ static int print_outlook(const TierctlReport *rep) {
 	return r;
 }
 
+/* report --by host: per shared tier, per host, what the tier holds of it and what the host says it holds. */
+static int print_report_hosts(const CtlMessage *m) {
+	static const char *const h[] = { "TIER", "HOST", "STATE", "OBJECTS", "STORED", "FILES", "LOGICAL", "REDUCTION",
+					 "SUMMARY OF" };
+	size_t n;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "host", &n);
+	TierctlTable t;
+	int r = table_start(&t, h, ELEMENTSOF(h), "lllrrrrrl");
+	if (r < 0 || !rows)
+		return -ENOMEM;
+	for (size_t i = 0; r >= 0 && i <= n; i++) {
+		/* After each tier's hosts, its total: the rows add up to everything listed there. */
+		bool end = i == n || (i > 0 && strcmp(tierctl_get(m, rows[i], "tier"), tierctl_get(m, rows[i - 1], "tier")) != 0);
+		if (end && i > 0) {
+			uint64_t objects = 0, bytes = 0, files = 0, logical = 0;
+			const char *tier = tierctl_get(m, rows[i - 1], "tier");
+			for (size_t k = 0; k < i; k++) {
+				if (strcmp(tierctl_get(m, rows[k], "tier"), tier) != 0)
+					continue;
+				objects += tierctl_get_u64(m, rows[k], "objects");
+				bytes += tierctl_get_u64(m, rows[k], "bytes");
+				files += tierctl_get_u64(m, rows[k], "files");
+				logical += tierctl_get_u64(m, rows[k], "logical");
+			}
+			char a[32], b[32], c[32], d[32], e[32];
+			snprintf(a, sizeof(a), "%llu", (unsigned long long) objects);
+			tierctl_format_size(bytes, arg_bytes, b);
+			snprintf(c, sizeof(c), "%llu", (unsigned long long) files);
+			tierctl_format_size(logical, arg_bytes, d);
+			tierctl_format_ratio((double) logical, (double) bytes, e);
+			const char *cells[] = { tier, "total", "", a, b, c, d, e, "" };
+			r = tierctl_table_add(&t, cells);
+		}
+		if (i == n || r < 0)
+			break;
+		size_t at = rows[i];
+		bool sum = strcmp(tierctl_get(m, at, "summary"), "yes") == 0;
+		char host[48], a[32], b[32], c[32] = "-", d[32] = "-", e[32] = "-", when[32] = "";
+		const char *name = tierctl_get(m, at, "host");
+		snprintf(host, sizeof(host), "%s%s", name[0] ? name : "(no host)",
+			 strcmp(tierctl_get(m, at, "this"), "yes") == 0 ? " *" : "");
+		snprintf(a, sizeof(a), "%llu", (unsigned long long) tierctl_get_u64(m, at, "objects"));
+		tierctl_format_size(tierctl_get_u64(m, at, "bytes"), arg_bytes, b);
+		if (sum) {
+			snprintf(c, sizeof(c), "%llu", (unsigned long long) tierctl_get_u64(m, at, "files"));
+			tierctl_format_size(tierctl_get_u64(m, at, "logical"), arg_bytes, d);
+			tierctl_format_ratio((double) tierctl_get_u64(m, at, "logical"), (double) tierctl_get_u64(m, at, "bytes"), e);
+			format_time((int64_t) tierctl_get_u64(m, at, "summary_time"), when);
+		} else if (name[0])
+			snprintf(when, sizeof(when), "%s", tierctl_get(m, at, "summary"));
+		const char *cells[] = { tierctl_get(m, at, "tier"), host, tierctl_get(m, at, "state"), a, b, c, d, e, when };
+		r = tierctl_table_add(&t, cells);
+	}
+	if (r < 0) {
+		tierctl_table_done(&t);
+		return r;
+	}
+	table_finish(&t);
+	printf("\nSTORED: the host's objects on the tier (listed there); FILES, LOGICAL: what the host last published "
+	       "about itself (h/HOST/s/summary, SUMMARY OF: when).  * this daemon.\n"
+	       "Chunks shared between hosts come with global dedup (not built yet): no column for them.\n");
+	return 0;
+}
+
 static int run_report(TierctlMount *mount, char **args, int n_args) {
 	TierctlReply reply;
 	char *by[] = { (char *) (arg_by ?: "class") };
 	if (ctl_report_by_from_string(by[0]) < 0) {
-		log_error("--by takes class, day, tier or database, not '%s'", by[0]);
+		log_error("--by takes class, day, tier, database or host, not '%s'", by[0]);
+		return TIERCTL_EXIT_USAGE;
+	}
+	if (arg_html && strcmp(by[0], "host") == 0) {
+		log_error("--html does not take --by host");
 		return TIERCTL_EXIT_USAGE;
 	}
 	int r = call(mount, CTL_COMMAND_REPORT, "by", by, 1, NULL, NULL, &reply);
 	if (r != 0)
 		return r;
+	if (strcmp(by[0], "host") == 0) {
+		if (arg_json)
+			print_json("report", mount, &reply.data);
+		else
+			r = print_report_hosts(&reply.data);
+		tierctl_reply_done(&reply);
+		return r < 0 ? (log_oom(), TIERCTL_EXIT_FAILURE) : 0;
+	}
 	const CtlMessage *m = &reply.data;
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "group", &n);
@@ -1540,6 +1667,68 @@ static int run_unpin(TierctlMount *mount, char **args, int n_args) {
 	return run_move(mount, args, n_args, CTL_COMMAND_UNPIN);
 }
 
+/* ---- host ---- */
+
+static int run_host(TierctlMount *mount, char **args, int n_args) {
+	TierctlReply reply;
+	if (strcmp(args[0], "list") == 0 && n_args == 1) {
+		if (arg_tier || arg_force) {
+			log_error("host list takes no --tier or --force: it lists every shared tier");
+			return TIERCTL_EXIT_USAGE;
+		}
+		int r = call(mount, CTL_COMMAND_STATUS, NULL, NULL, 0, NULL, NULL, &reply);
+		if (r != 0)
+			return r;
+		size_t n;
+		_cleanup_free_ size_t *rows = tierctl_rows(&reply.data, "host", &n);
+		if (arg_json)
+			print_json("host list", mount, &reply.data);
+		else if (rows && n == 0)
+			printf("no shared tier, or no host on it\n");
+		else
+			print_shared_hosts(&reply.data, false);
+		tierctl_reply_done(&reply);
+		return 0;
+	}
+	if (strcmp(args[0], "retire") != 0 || n_args != 2) {
+		log_error("usage: tierctl host list | host retire NAME --tier N [--force]");
+		return TIERCTL_EXIT_USAGE;
+	}
+	if (!arg_tier) {
+		log_error("host retire needs --tier N: the shared tier to retire the host from");
+		return TIERCTL_EXIT_USAGE;
+	}
+	if (!config_host_name_is_valid(args[1])) {
+		log_error("'%s' is not a host name (1 to %d of a-z 0-9 _ -)", args[1], CONFIG_HOST_NAME_MAX);
+		return TIERCTL_EXIT_USAGE;
+	}
+	CtlMessage req = {};
+	int r = ctl_request_begin(&req, CTL_COMMAND_HOST_RETIRE);
+	if (r >= 0)
+		r = ctl_message_add(&req, "host", args[1]);
+	if (r >= 0)
+		r = ctl_message_add(&req, "tier", arg_tier);
+	if (r >= 0 && arg_force)
+		r = ctl_message_add(&req, "force", "yes");
+	if (r < 0) {
+		ctl_message_done(&req);
+		return log_oom(), TIERCTL_EXIT_FAILURE;
+	}
+	r = call_request(mount, CTL_COMMAND_HOST_RETIRE, &req, NULL, NULL, &reply);
+	if (r != 0)
+		return r;
+	if (arg_json)
+		print_json("host retire", mount, &reply.data);
+	else if (strcmp(tierctl_get(&reply.data, 0, "result"), "already") == 0)
+		printf("host %s was retired from tier %s already\n", args[1], arg_tier);
+	else
+		printf("host %s retired from tier %s: its name is refused there for good; a daemon still running under "
+		       "it stops writing to the tier at its next renewal\n",
+		       args[1], arg_tier);
+	tierctl_reply_done(&reply);
+	return 0;
+}
+
 /* ---- metrics ---- */
 
 typedef struct Metrics {
@@ -1655,6 +1844,46 @@ static void recovery_metrics(FILE *f, const CtlMessage *rec) {
 			else
 				fprintf(f, "%lld\n", (long long) (w == 1 ? t : MAX(now - t, (int64_t) 0)));
 		}
+	}
+}
+
+/* The hosts of the shared tiers: how many in each state, and for how long each expired one has been. */
+static void shared_metrics(FILE *f, const CtlMessage *m) {
+	static const char *const states[] = { "live", "expired", "retired", "damaged" };
+	size_t n, nt;
+	_cleanup_free_ size_t *rows = tierctl_rows(m, "host", &n);
+	_cleanup_free_ size_t *tiers = tierctl_rows(m, "tier", &nt);
+	bool any = false;
+
+	for (size_t i = 0; tiers && i < nt && !any; i++)
+		any = strcmp(tierctl_get(m, tiers[i], "shared"), "yes") == 0;
+	if (!any || !rows)
+		return;
+	metric_head(f, "fratier_shared_hosts", "gauge", "Hosts with a record on a shared tier, by state.");
+	for (size_t i = 0; i < nt; i++) {
+		if (strcmp(tierctl_get(m, tiers[i], "shared"), "yes") != 0)
+			continue;
+		const char *tier = tierctl_get(m, tiers[i], "tier");
+		for (size_t s = 0; s < ELEMENTSOF(states); s++) {
+			uint64_t count = 0;
+			for (size_t k = 0; k < n; k++)
+				count += strcmp(tierctl_get(m, rows[k], "tier"), tier) == 0 &&
+					 strcmp(tierctl_get(m, rows[k], "state"), states[s]) == 0;
+			fprintf(f, "fratier_shared_hosts{tier=\"%s\",name=\"", tier);
+			label_escape(f, tierctl_get(m, tiers[i], "name"));
+			fprintf(f, "\",state=\"%s\"} %llu\n", states[s], (unsigned long long) count);
+		}
+	}
+	metric_head(f, "fratier_shared_host_expired_seconds", "gauge",
+		    "Seconds since the lease of a host that was not retired ended (it would block collection across hosts).");
+	for (size_t k = 0; k < n; k++) {
+		if (strcmp(tierctl_get(m, rows[k], "state"), "expired") != 0)
+			continue;
+		fprintf(f, "fratier_shared_host_expired_seconds{tier=\"%s\",name=\"", tierctl_get(m, rows[k], "tier"));
+		label_escape(f, tierctl_get(m, rows[k], "tier_name"));
+		fprintf(f, "\",host=\"");
+		label_escape(f, tierctl_get(m, rows[k], "host"));
+		fprintf(f, "\"} %llu\n", (unsigned long long) tierctl_get_u64(m, rows[k], "expired_for"));
 	}
 }
 
@@ -1798,6 +2027,7 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const 
 		metric_head(f, "fratier_hot_high_watermark_ratio", "gauge", "The hot tier's high watermark.");
 		fprintf(f, "fratier_hot_high_watermark_ratio %.2f\n", (double) tierctl_get_u64(m, 0, "high_watermark") / 100);
 	}
+	shared_metrics(f, m);
 	if (rec)
 		recovery_metrics(f, rec);
 	metric_head(f, "fratier_errors_total", "counter", "Warnings and errors the daemon logged since it started.");
@@ -1854,8 +2084,8 @@ static const Command commands[] = {
 	  CTL_PATHS_MAX },
 	{ "ls", "ls [-l] [PATH...]", "per file: logical and stored bytes, tier, state, class", "l", run_ls, 0,
 	  CTL_PATHS_MAX },
-	{ "report", "report [--by class|day|tier|database] [--html FILE]",
-	  "logical and stored bytes per class, day, tier or database",
+	{ "report", "report [--by class|day|tier|database|host] [--html FILE]",
+	  "logical and stored bytes per class, day, tier or database; per host of the shared tiers (--by host)",
 	  "bh", run_report, 0, 0 },
 	{ "policy", "policy show", "the per-class settings, migration ages and targets, watermarks and reserve", "", run_policy, 1, 1 },
 	{ "gc", "gc", "collect unreferenced chunks now (root or the owner)", "", run_gc, 0, 0 },
@@ -1880,6 +2110,9 @@ static const Command commands[] = {
 	  run_unpin, 0, CTL_PATHS_MAX },
 	{ "metrics", "metrics [--listen ADDR:PORT]", "Prometheus text exposition, or serve it on /metrics", "L",
 	  run_metrics, 0, 0 },
+	{ "host", "host list | host retire NAME --tier N [--force]",
+	  "the hosts of the shared tiers; retire a host that is gone for good: its name is refused there for good (root)",
+	  "tf", run_host, 1, 2 },
 };
 
 static const Command *find_command(const char *name) {
@@ -1913,9 +2146,15 @@ static void command_help(const Command *c) {
 	if (strchr(c->options, 'l'))
 		printf("\n  -l, --long        mode, owner, time, unique and shared bytes, tier\n");
 	if (strchr(c->options, 'b'))
-		printf("\n  --by KEY          class (default), day (of modification, UTC) or tier\n"
+		printf("\n  --by KEY          class (default), day (of modification, UTC), tier, database, or host (per host\n"
+		       "                    of the shared tiers: its objects there, and the files and logical bytes it publishes)\n"
 		       "  --html FILE       write a self-contained page with charts to FILE\n");
-	if (strchr(c->options, 't'))
+	if (strchr(c->options, 't') && strchr(c->options, 'f'))
+		printf("\n  --tier N          the shared tier (its number) to retire the host from\n"
+		       "  --force           retire it even while its lease runs (its daemon is alive: it stops writing to\n"
+		       "                    the tier at its next renewal)\n"
+		       "\n  host list is the hosts section of tierctl status.\n");
+	else if (strchr(c->options, 't'))
 		printf("\n  --tier N          only tier N (0 is the hot tier)\n");
 	if (strchr(c->options, 'T'))
 		printf("\n  --to TIER         the target tier, by number or name (default 1, the first below the hot one)\n");
@@ -1945,7 +2184,7 @@ static void command_help(const Command *c) {
 
 int main(int argc, char **argv) {
 	enum { OPT_SOCKET = 0x100, OPT_JSON, OPT_BY, OPT_HTML, OPT_TIER, OPT_LISTEN, OPT_TO, OPT_DRY_RUN, OPT_THREAD,
-	       OPT_SEQUENCE, OPT_SINCE, OPT_UNTIL, OPT_CLASS, OPT_OLDER_THAN, OPT_LARGER_THAN, OPT_FROM };
+	       OPT_SEQUENCE, OPT_SINCE, OPT_UNTIL, OPT_CLASS, OPT_OLDER_THAN, OPT_LARGER_THAN, OPT_FROM, OPT_FORCE };
 	static const struct option options[] = {
 		{ "mount", required_argument, NULL, 'm' },  { "socket", required_argument, NULL, OPT_SOCKET },
 		{ "json", no_argument, NULL, OPT_JSON },    { "bytes", no_argument, NULL, 'b' },
@@ -1957,6 +2196,7 @@ int main(int argc, char **argv) {
 		{ "since", required_argument, NULL, OPT_SINCE }, { "until", required_argument, NULL, OPT_UNTIL },
 		{ "class", required_argument, NULL, OPT_CLASS }, { "older-than", required_argument, NULL, OPT_OLDER_THAN },
 		{ "larger-than", required_argument, NULL, OPT_LARGER_THAN }, { "from", required_argument, NULL, OPT_FROM },
+		{ "force", no_argument, NULL, OPT_FORCE },
 		{ "version", no_argument, NULL, 'V' },	    {},
 	};
 	const Command *cmd = NULL;
@@ -2002,6 +2242,10 @@ int main(int argc, char **argv) {
 		case OPT_TO:
 			arg_to = optarg;
 			strcat(seen, strchr(seen, 'T') ? "" : "T");
+			break;
+		case OPT_FORCE:
+			arg_force = true;
+			strcat(seen, strchr(seen, 'f') ? "" : "f");
 			break;
 		case OPT_DRY_RUN:
 			arg_dry_run = true;
@@ -2080,7 +2324,7 @@ int main(int argc, char **argv) {
 	(void) sigaction(SIGTERM, &sa, NULL);
 
 	TierctlMount mount;
-	bool by_path = n_args > 0 && cmd->max_args > 1 && !is_restore_set(cmd, argv + optind, n_args);
+	bool by_path = n_args > 0 && cmd->max_args > 1 && cmd->run != run_host && !is_restore_set(cmd, argv + optind, n_args);
 	int r = tierctl_mount_find(arg_mount, by_path ? argv[optind] : NULL, arg_socket, &mount);
 	if (r != 0)
 		return r;

@@ -15,7 +15,11 @@ directory (shared = yes) under the host names alpha and beta.
   touches the other's objects) and after alpha was SIGKILLed and restarted
   over its own data directory (it takes its own lease back at once);
 - disaster recovery (--recover-from the shared tier, with host = beta in
-  the new config) rebuilds exactly beta's files.
+  the new config) rebuilds exactly beta's files;
+- tierctl report --by host lists, per host, the objects and bytes that a
+  walk of the shared directory (or the export) finds below h/NAME and
+  hosts/NAME.host, through the directory backend or libnfs alike
+  (e2e-shared-hosts checks the rest of report --by host).
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_KEEP (keep the data directories).
@@ -70,6 +74,39 @@ def objects(root):
     return sorted(out)
 
 
+def sizes(root):
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            try:
+                out[os.path.relpath(os.path.join(d, n), root)] = os.path.getsize(os.path.join(d, n))
+            except FileNotFoundError:
+                pass  # a temporary renamed away meanwhile
+    return out
+
+
+def by_host(objects):
+    out = {}
+    for name, size in objects.items():
+        parts = name.split("/")
+        host = parts[1] if parts[0] == "h" else parts[1].split(".host")[0] if parts[0] == "hosts" else ""
+        o, b = out.get(host, (0, 0))
+        out[host] = (o + 1, b + size)
+    return out
+
+
+def check_listing(res, fs, root):
+    """report --by host against a walk of the tier's objects, at a moment no renewal changed them."""
+    for attempt in range(10):
+        before = sizes(root)
+        rows = tc.tierctl_json(res, fs, "report", "--by", "host").get("hosts", [])
+        got = {r["host"]: (r["objects"], r["bytes"]) for r in rows}
+        if sizes(root) == before and got == by_host(before):
+            break
+        time.sleep(0.3)
+    res.check(got == by_host(before), "report --by host %r, the walk of the tier %r" % (got, by_host(before)))
+
+
 def lease_until(root, host):
     with open(os.path.join(root, "hosts", host + ".host")) as f:
         fields = dict(line.split(" ", 1) for line in f.read().splitlines())
@@ -112,6 +149,11 @@ def run(res, tmp, filer, root):
             time.sleep(0.5)
         res.check(lease_until(root, "alpha") > first, "alpha's lease was not renewed")
 
+        check_listing(res, a, root)
+        if not filer.startswith("nfs://"):
+            # Raw files never spill to a shared tier: its staging directory would be every host's.
+            res.check(not os.path.exists(os.path.join(filer, "staging")),
+                      "a spill area on the shared directory: %s" % os.listdir(filer))
         for fs, host in ((a, "alpha"), (b, "beta")):
             rows = {t.get("tier"): t for t in tc.tierctl_json(res, fs, "df").get("tiers", [])}
             res.check(rows.get(1, {}).get("shared") == "yes" and rows.get(1, {}).get("host") == host and
