@@ -199,13 +199,17 @@ static void ctx_put(DedupStore *s, StoreReadCtx *ctx) {
 	ctx_free(ctx);
 }
 
+/* Room for a run of size bytes; what the buffer held is not kept (a realloc would copy it for nothing). */
 static int ctx_reserve(StoreReadCtx *ctx, size_t size) {
 	if (size <= ctx->cap)
 		return 0;
-	uint8_t *p = realloc(ctx->buf, size);
-	if (!p)
+	free(ctx->buf);
+	ctx->cap = 0;
+	/* In steps of 256 KiB: runs grow a little at a time, the buffer need not follow each. */
+	size = (size + ((size_t) 256 << 10) - 1) & ~(((size_t) 256 << 10) - 1);
+	ctx->buf = malloc(size);
+	if (!ctx->buf)
 		return -ENOMEM;
-	ctx->buf = p;
 	ctx->cap = size;
 	return 0;
 }
@@ -500,7 +504,7 @@ static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const ui
 		}
 	}
 	if (r >= 0) {
-		e = dedup_cached_region_new(u->container, u->offset, count, plain_size);
+		e = dedup_cached_region_new(s->cache, u->container, u->offset, count, plain_size);
 		if (!e)
 			return -ENOMEM;
 		r = store_unit_decode_into(u->region, buf, u->size, u->container, u->offset, s->verify_content,
