@@ -205,8 +205,14 @@ static int ctx_reserve(StoreReadCtx *ctx, size_t size) {
 		return 0;
 	free(ctx->buf);
 	ctx->cap = 0;
-	/* In steps of 256 KiB: runs grow a little at a time, the buffer need not follow each. */
-	size = (size + ((size_t) 256 << 10) - 1) & ~(((size_t) 256 << 10) - 1);
+	/*
+	 * 1 MiB at least, then powers of two: runs grow a little at a time, and
+	 * every new buffer is fresh pages to fault in.
+	 */
+	size_t cap = (size_t) 1 << 20;
+	while (cap < size)
+		cap *= 2;
+	size = cap;
 	ctx->buf = malloc(size);
 	if (!ctx->buf)
 		return -ENOMEM;
