@@ -272,7 +272,7 @@ class Bench:
         print(f'  {section:<10} {what:<34} {fmt_mb(fratier.bytes):>6} {bl.fmt(fratier.mbps()):>8} '
               f'{base_name or "":>12} {bl.fmt(base.mbps() if base else None):>8} {bl.fmt(pt.mbps() if pt else None):>8} '
               f'{bl.fmt(ratio, 3):>6} {bl.fmt(pt_ratio, 3):>6} {bl.fmt(fr_pt, 3):>6} '
-              f'{bl.fmt(fratier.cpu):>6} {bl.fmt(self.daemon.peak_rss_mib() if self.daemon else None, 0):>5}',
+              f'{bl.fmt(fratier.cpu, 2):>6} {bl.fmt(self.daemon.peak_rss_mib() if self.daemon else None, 0):>5}',
               flush=True)
 
     def fg_write(self, rnd, migrate_rels, to):
@@ -332,6 +332,16 @@ class Bench:
         for k in ('pieces', 'logs'):
             t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
             self.row('restore', f'{names[k]} from capacity', t, 'native read', native[k], pt[k])
+        if a.restore_only:
+            if a.perf:
+                self.migrate(0, everything, 'recall capacity -> hot')
+                profile(self)
+            self.unmount()
+            print_summary(self, {})
+            print(f'  daemon peak RSS: {self.peak_rss:.1f} MiB (target <= 256)')
+            la = os.getloadavg()
+            print(f'\nload avg at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}')
+            return
         self.row('migrate', 'capacity -> nfs', self.migrate(2, everything, 'capacity -> nfs'))
         for k in ('pieces', 'logs'):
             t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
@@ -437,7 +447,7 @@ def print_summary(bench, fg):
             ratio = t.mbps() / base.mbps() if base and base.mbps() else None
             print(f'  {what:<40} {bl.fmt(ratio, 3):>6} of {base_name}'
                   + (f', {t.mbps() / pt.mbps():.3f} of the passthrough' if pt and pt.mbps() else ''))
-    alone = bl.med([t.mbps() for t in fg['alone']])
+    alone = bl.med([t.mbps() for t in fg['alone']]) if fg else None
     for key in sorted(k for k in fg if k != 'alone'):
         with_m = bl.med([t.mbps() for t in fg[key]])
         print(f'  {"archiver while migrating, share " + str(key) + "%":<40} '
@@ -478,6 +488,9 @@ def main():
     ap.add_argument('--build', help='meson build dir (default SRC/build); use an optimized one')
     ap.add_argument('--workdir', default='/var/tmp', help='scratch dir parent (default /var/tmp)')
     ap.add_argument('--mount-opts', default='', help='extra -o options for fratierfs')
+    ap.add_argument('--restore-only', action='store_true',
+                    help='stop after the restores from hot and capacity (no NFS, no archiver): '
+                         'for alternating builds')
     ap.add_argument('--perf', action='store_true',
                     help='at the end, profile a restore from the hot and the capacity tier and an ingest '
                          '(write + seal) with perf record -a -g')

@@ -10,8 +10,13 @@
  *  2. A claim is a placeholder in the hash (`loading`, never in the LRU,
  *     costing nothing), at most one per key, and no filled entry has its
  *     key meanwhile; publish or abandon removes it and wakes every waiter.
- *  3. A filled entry is freed exactly when it is not cached and its last
- *     reference is released; a placeholder when its claim ends.
+ *  3. A filled entry is let go exactly when it is not cached and its last
+ *     reference is released (freed, or kept as a spare); a placeholder is
+ *     freed when its claim ends.
+ *  4. Spares are entries nobody can reach any more, kept so that the next
+ *     new entry reuses memory already faulted in instead of fresh pages
+ *     (a page fault per 4 KiB is most of what a new entry costs beside its
+ *     decompression); they hold at most spare_max bytes.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +27,8 @@
 
 /* What an entry costs beyond its plain bytes and table (the struct and the allocator's share). */
 #define ENTRY_OVERHEAD 128u
+/* Spares kept: this fraction of the cache's bound. */
+#define SPARE_DIVISOR 8u
 
 struct DedupRegionCache {
 	pthread_mutex_t lock;
@@ -31,7 +38,9 @@ struct DedupRegionCache {
 	size_t n_buckets; /* power of two */
 	DedupCachedRegion **buckets;
 	DedupCachedRegion *lru_head, *lru_tail; /* head = most recently used */
-	uint64_t entries, hits, misses, loads, waits;
+	DedupCachedRegion *spare;               /* invariant 4: linked by hash_next */
+	size_t spare_bytes, spare_max;
+	uint64_t entries, hits, misses, loads, waits, reused;
 };
 
 int dedup_region_cache_new(size_t max_bytes, DedupRegionCache **ret) {
@@ -49,6 +58,7 @@ int dedup_region_cache_new(size_t max_bytes, DedupRegionCache **ret) {
 	}
 	c->n_buckets = n;
 	c->max_bytes = max_bytes;
+	c->spare_max = max_bytes / SPARE_DIVISOR;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->loaded, NULL);
 	*ret = c;
@@ -62,6 +72,10 @@ DedupRegionCache *dedup_region_cache_free(DedupRegionCache *c) {
 		next = r->lru_next;
 		free(r);
 	}
+	for (DedupCachedRegion *r = c->spare, *next; r; r = next) {
+		next = r->hash_next;
+		free(r);
+	}
 	free(c->buckets);
 	pthread_cond_destroy(&c->loaded);
 	pthread_mutex_destroy(&c->lock);
@@ -73,12 +87,50 @@ size_t dedup_cached_region_cost(uint32_t count, uint32_t plain_size) {
 	return (size_t) plain_size + (size_t) count * (sizeof(uint32_t) + sizeof(DedupChunkId)) + ENTRY_OVERHEAD;
 }
 
-DedupCachedRegion *dedup_cached_region_new(uint64_t container, uint64_t offset, uint32_t count, uint32_t plain_size) {
+/* Under the lock: keeps r (unreachable now) as a spare; returns it if it must be freed instead. */
+static DedupCachedRegion *spare_put(DedupRegionCache *c, DedupCachedRegion *r) {
+	if (c->spare_bytes + r->alloc > c->spare_max)
+		return r;
+	r->hash_next = c->spare;
+	c->spare = r;
+	c->spare_bytes += r->alloc;
+	return NULL;
+}
+
+/*
+ * Under the lock: a spare of at least size bytes and at most a quarter
+ * more (the next region of a file is about as large as the last), taken
+ * off the list; or NULL.
+ */
+static DedupCachedRegion *spare_take(DedupRegionCache *c, size_t size) {
+	for (DedupCachedRegion **p = &c->spare; *p; p = &(*p)->hash_next) {
+		DedupCachedRegion *r = *p;
+		if (r->alloc < size || r->alloc - size > size / 4)
+			continue;
+		*p = r->hash_next;
+		c->spare_bytes -= r->alloc;
+		c->reused++;
+		return r;
+	}
+	return NULL;
+}
+
+DedupCachedRegion *dedup_cached_region_new(DedupRegionCache *c, uint64_t container, uint64_t offset, uint32_t count,
+					   uint32_t plain_size) {
 	/* The struct, then ids, ends and data in one allocation (ids first: they need the alignment). */
 	size_t ids = (size_t) count * sizeof(DedupChunkId), ends = (size_t) count * sizeof(uint32_t);
-	DedupCachedRegion *r = malloc(sizeof(*r) + ids + ends + plain_size);
-	if (!r)
-		return NULL;
+	size_t size = sizeof(DedupCachedRegion) + ids + ends + plain_size;
+
+	pthread_mutex_lock(&c->lock);
+	DedupCachedRegion *r = spare_take(c, size);
+	pthread_mutex_unlock(&c->lock);
+	if (r)
+		size = r->alloc;
+	else {
+		r = malloc(size);
+		if (!r)
+			return NULL;
+	}
 	uint8_t *p = (uint8_t *) (r + 1);
 	*r = (DedupCachedRegion) {
 		.container = container,
@@ -89,8 +141,14 @@ DedupCachedRegion *dedup_cached_region_new(uint64_t container, uint64_t offset, 
 		.ends = (uint32_t *) (p + ids),
 		.data = p + ids + ends,
 		.refs = 1,
+		.alloc = size,
 	};
 	return r;
+}
+
+/* What a filled entry counts for in bytes: as dedup_cached_region_cost(), with the slack of a reused spare. */
+static size_t entry_cost(const DedupCachedRegion *r) {
+	return r->alloc - sizeof(DedupCachedRegion) + ENTRY_OVERHEAD;
 }
 
 static size_t bucket_of(const DedupRegionCache *c, uint64_t container, uint64_t offset) {
@@ -149,7 +207,7 @@ static DedupCachedRegion *uncache(DedupRegionCache *c, DedupCachedRegion *r) {
 	hash_remove(c, r);
 	lru_unlink(c, r);
 	r->cached = false;
-	c->bytes -= dedup_cached_region_cost(r->count, r->plain_size);
+	c->bytes -= entry_cost(r);
 	c->entries--;
 	return r->refs == 0 ? r : NULL;
 }
@@ -217,7 +275,7 @@ static DedupCachedRegion *unclaim(DedupRegionCache *c, uint64_t container, uint6
 
 DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRegion *r) {
 	DedupCachedRegion *victims = NULL, *placeholder;
-	size_t cost = dedup_cached_region_cost(r->count, r->plain_size);
+	size_t cost = entry_cost(r);
 
 	pthread_mutex_lock(&c->lock);
 	placeholder = unclaim(c, r->container, r->offset);
@@ -226,7 +284,7 @@ DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRe
 	if (cost <= c->max_bytes && !find(c, r->container, r->offset)) {
 		while (c->bytes + cost > c->max_bytes && c->lru_tail) {
 			DedupCachedRegion *dead = uncache(c, c->lru_tail);
-			if (dead) {
+			if (dead && (dead = spare_put(c, dead))) {
 				dead->hash_next = victims;
 				victims = dead;
 			}
@@ -259,10 +317,9 @@ void dedup_region_cache_release(DedupRegionCache *c, DedupCachedRegion *r) {
 	if (!r)
 		return;
 	pthread_mutex_lock(&c->lock);
-	bool dead = --r->refs == 0 && !r->cached;
+	DedupCachedRegion *dead = --r->refs == 0 && !r->cached ? spare_put(c, r) : NULL;
 	pthread_mutex_unlock(&c->lock);
-	if (dead)
-		free(r);
+	free(dead);
 }
 
 void dedup_region_cache_stats(DedupRegionCache *c, DedupRegionCacheStats *ret) {
@@ -275,6 +332,8 @@ void dedup_region_cache_stats(DedupRegionCache *c, DedupRegionCacheStats *ret) {
 		.misses = c->misses,
 		.loads = c->loads,
 		.waits = c->waits,
+		.reused = c->reused,
+		.spare_bytes = c->spare_bytes,
 	};
 	pthread_mutex_unlock(&c->lock);
 }

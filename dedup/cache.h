@@ -17,8 +17,9 @@
  * must not wait while it holds claims of its own (load yours first).
  *
  * Entries are reference counted: a reader holds a reference while it copies
- * out of one, and eviction only unlinks an entry, which is freed when its
- * last reference goes.  All calls are thread-safe (one internal mutex and
+ * out of one, and eviction only unlinks an entry, which is let go of when
+ * its last reference goes: kept as a spare for the next new entry of about
+ * its size (up to an eighth of the bound in all), else freed.  All calls are thread-safe (one internal mutex and
  * condition variable, a leaf lock: nothing else is taken while it is held).
  */
 
@@ -40,6 +41,7 @@ typedef struct DedupCachedRegion {
 	/* Private to cache.c: */
 	unsigned refs;
 	bool cached, loading;
+	size_t alloc; /* bytes of its allocation, 0 for a claim's placeholder */
 	struct DedupCachedRegion *hash_next, *lru_prev, *lru_next;
 	uint8_t *data; /* plain_size bytes, in the same allocation */
 } DedupCachedRegion;
@@ -52,6 +54,8 @@ typedef struct DedupRegionCacheStats {
 	uint64_t misses;   /* lookups that were not */
 	uint64_t loads;    /* units published (decompressed and checked) */
 	uint64_t waits;    /* lookups that waited for another thread's load */
+	uint64_t reused;   /* new entries made in the memory of an old one (no fresh pages) */
+	size_t spare_bytes; /* kept for reuse now, beside bytes: at most max_bytes / 8 */
 } DedupRegionCacheStats;
 
 /* Returns: 0, -ENOMEM. */
@@ -66,8 +70,11 @@ size_t dedup_cached_region_cost(uint32_t count, uint32_t plain_size);
  * A new entry for the unit at (container, offset) with room for count
  * chunks and plain_size bytes, one reference held by the caller, to fill
  * (data, ends, ids) before dedup_region_cache_publish(); NULL on OOM.
+ * Made in the memory of an entry c let go of, when one of about that size
+ * is kept (at most an eighth of c's bound is kept so).
  */
-DedupCachedRegion *dedup_cached_region_new(uint64_t container, uint64_t offset, uint32_t count, uint32_t plain_size);
+DedupCachedRegion *dedup_cached_region_new(DedupRegionCache *c, uint64_t container, uint64_t offset, uint32_t count,
+					   uint32_t plain_size);
 
 typedef enum DedupRegionLookup {
 	DEDUP_REGION_HIT,     /* *ret holds the entry, with a reference */

@@ -13,6 +13,13 @@
  * and each unit is decoded once: a miss claims the unit in the cache, and
  * another thread needing it meanwhile waits for the claimer.
  *
+ * A unit whose chunks are, in order and whole, a run of the bytes the
+ * caller asked for (a region of a file sealed front to back, inside a
+ * restore's 1 MiB block) is decoded straight into the caller's buffer
+ * and not cached: no cache entry to fault in, no copy out of it.  Only
+ * the units that straddle the ends of a read, or that the recipe names
+ * out of order (deduplicated against other files), go through the cache.
+ *
  * Invariants:
  *  1. No byte reaches a caller or the region cache unless its unit passed
  *     store_unit_decode() (checksums, exact decompression, and the content
@@ -31,6 +38,10 @@
  *  4. No catalog call is made with io_lock or read_lock held.
  *  5. A read waits for another thread's claim only once it holds no claim
  *     of its own: it loads what it claimed first (dedup/cache.h).
+ *  6. A unit decoded into the caller's buffer (placed) passed the same
+ *     checks as a cached one, and every recipe entry it serves was checked
+ *     against its decoded table (offset, length, id) before the read
+ *     returns; on any failure the read fails and the buffer holds garbage.
  */
 #include <errno.h>
 #include <limits.h>
@@ -63,6 +74,10 @@ typedef struct StoreUnitRef {
 	DedupRegionLookup state;
 	DedupCachedRegion *held;
 	uint32_t first; /* the window entry that named it first (for damage reports) */
+	uint32_t last;  /* the window entry that named it last */
+	uint32_t n_entries; /* window entries naming it */
+	bool direct;    /* to decode into the caller's buffer (invariant 6), if its size fits */
+	bool placed;    /* decoded there, and its entries checked */
 } StoreUnitRef;
 
 /* Open-addressing map of the units of one read step: twice the window, never half full. */
@@ -94,6 +109,15 @@ struct StoreReadCtx {
 	uint32_t lookup_at[STORE_READ_WINDOW]; /* their entries */
 	int lookup_r[STORE_READ_WINDOW];
 	CatalogChunk lookup[STORE_READ_WINDOW];
+	/* A placed unit's table, checked then dropped (invariant 6). */
+	uint32_t *place_ends;
+	DedupChunkId *place_ids;
+	size_t place_cap;
+	/* The read step's output: file offset `pos` is out[0]; NULL when only caching. */
+	uint8_t *out;
+	uint64_t pos, end;
+	StoreSegment *seg;
+	size_t i0;
 };
 
 static void segment_free(StoreSegment *seg) {
@@ -110,6 +134,8 @@ static StoreReadCtx *ctx_free(StoreReadCtx *ctx) {
 		return NULL;
 	store_decoded_done(&ctx->dec);
 	free(ctx->buf);
+	free(ctx->place_ends);
+	free(ctx->place_ids);
 	free(ctx);
 	return NULL;
 }
@@ -172,13 +198,23 @@ static void ctx_put(DedupStore *s, StoreReadCtx *ctx) {
 	ctx_free(ctx);
 }
 
+/* Room for a run of size bytes; what the buffer held is not kept (a realloc would copy it for nothing). */
 static int ctx_reserve(StoreReadCtx *ctx, size_t size) {
 	if (size <= ctx->cap)
 		return 0;
-	uint8_t *p = realloc(ctx->buf, size);
-	if (!p)
+	free(ctx->buf);
+	ctx->cap = 0;
+	/*
+	 * 1 MiB at least, then powers of two: runs grow a little at a time, and
+	 * every new buffer is fresh pages to fault in.
+	 */
+	size_t cap = (size_t) 1 << 20;
+	while (cap < size)
+		cap *= 2;
+	size = cap;
+	ctx->buf = malloc(size);
+	if (!ctx->buf)
 		return -ENOMEM;
-	ctx->buf = p;
 	ctx->cap = size;
 	return 0;
 }
@@ -398,17 +434,83 @@ static void unit_damaged(DedupStore *s, uint64_t container, uint64_t offset, uin
 	chunk_damaged(s, chunk);
 }
 
+static int place_reserve(StoreReadCtx *ctx, uint32_t count) {
+	if (count <= ctx->place_cap)
+		return 0;
+	uint32_t *e = realloc(ctx->place_ends, count * sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	ctx->place_ends = e;
+	DedupChunkId *i = realloc(ctx->place_ids, count * sizeof(*i));
+	if (!i)
+		return -ENOMEM;
+	ctx->place_ids = i;
+	ctx->place_cap = count;
+	return 0;
+}
+
 /*
- * Decodes one fetched unit straight into a new cache entry and publishes it
- * (invariant 1); an entry that failed a check is never published.
+ * Decodes unit u (direct) straight into the read step's output and checks
+ * every entry it serves against its table (invariant 6).  Returns 1 if it
+ * was placed, 0 if its chunks are not exactly its entries (the caller
+ * caches it instead), or a negative errno (damage is reported here).
+ */
+static int unit_place(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf, uint32_t count,
+		      uint32_t plain_size) {
+	const StoreSegment *seg = ctx->seg;
+	const DedupRecipeEntry *e = seg->rs->entries;
+	size_t first = ctx->i0 + u->first, last = ctx->i0 + u->last;
+	uint64_t start = seg->offs[first];
+
+	if (count != u->n_entries || plain_size != seg->offs[last + 1] - start)
+		return 0;
+	int r = place_reserve(ctx, count);
+	if (r < 0)
+		return r;
+	r = store_unit_decode_into(u->region, buf, u->size, u->container, u->offset, s->verify_content, &ctx->dec,
+				   ctx->out + (start - ctx->pos), plain_size, ctx->place_ends, ctx->place_ids, count);
+	if (r < 0) {
+		if (r != -ENOMEM)
+			unit_damaged(s, u->container, u->offset, ctx->locs[u->first].chunk);
+		return r;
+	}
+	const DedupCachedRegion table = {
+		.plain_size = plain_size,
+		.count = count,
+		.ends = ctx->place_ends,
+		.ids = ctx->place_ids,
+	};
+	for (size_t i = first; i <= last; i++) {
+		const StoreLoc *loc = ctx->locs + (i - ctx->i0);
+		if (dedup_cached_region_find(&table, loc->region_offset, e[i].length, &loc->id) < 0) {
+			chunk_damaged(s, loc->chunk);
+			return -EIO;
+		}
+	}
+	u->placed = true;
+	return 1;
+}
+
+/*
+ * Decodes one fetched unit into the caller's buffer (direct) or straight
+ * into a new cache entry, which it publishes (invariant 1); an entry that
+ * failed a check is never published.
  */
 static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf, uint64_t place,
 		     bool foreign) {
 	uint32_t count, plain_size;
 	DedupCachedRegion *e = NULL;
 	int r = store_unit_sizes(u->region, buf, u->size, &count, &plain_size);
+	if (r >= 0 && u->direct) {
+		r = unit_place(s, ctx, u, buf, count, plain_size);
+		if (r != 0) {
+			if (r > 0)
+				u->state = DEDUP_REGION_HIT;
+			return r < 0 ? r : 0;
+		}
+	}
 	if (r >= 0) {
-		e = dedup_cached_region_new(u->container, u->offset, count, plain_size);
+		e = dedup_cached_region_new(s->cache, u->container, u->offset, count, plain_size);
 		if (!e)
 			return -ENOMEM;
 		/* Another host's unit is always verified chunk by chunk (invariant 1): its segment may lie. */
@@ -456,6 +558,8 @@ static uint32_t unit_add(StoreReadCtx *ctx, const StoreLoc *loc, uint32_t entry,
 		StoreUnitRef *u = ctx->units + ctx->unit_map[slot];
 		if (u->container == loc->container && u->offset == loc->offset) {
 			u->needed |= needed;
+			u->last = entry;
+			u->n_entries++;
 			return ctx->unit_map[slot];
 		}
 		slot = (slot + 1) & (UNIT_MAP_SLOTS - 1);
@@ -469,6 +573,8 @@ static uint32_t unit_add(StoreReadCtx *ctx, const StoreLoc *loc, uint32_t entry,
 		.needed = needed,
 		.state = DEDUP_REGION_MISS,
 		.first = entry,
+		.last = entry,
+		.n_entries = 1,
 	};
 	ctx->unit_map[slot] = k;
 	return k;
@@ -538,7 +644,8 @@ static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 	int r;
 
 	for (size_t k = 0; k < ctx->n_units; k++)
-		if (ctx->units[k].state == DEDUP_REGION_CLAIMED)
+		if (ctx->units[k].state == DEDUP_REGION_CLAIMED ||
+		    (ctx->units[k].direct && ctx->units[k].state == DEDUP_REGION_MISS))
 			ctx->order[n++] = (uint32_t) k;
 	qsort_r(ctx->order, n, sizeof(*ctx->order), unit_order, ctx->units);
 
@@ -617,6 +724,22 @@ static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 }
 
 /*
+ * Marks the units to decode straight into ctx->out: each named by a run of
+ * needed entries and by no other, the run lying whole inside [ctx->pos,
+ * ctx->end), its chunks in the unit's order from its start.
+ */
+static void units_mark_direct(StoreReadCtx *ctx, const StoreSegment *seg, size_t i_need) {
+	for (size_t k = 0; k < ctx->n_units; k++) {
+		StoreUnitRef *u = ctx->units + k;
+		size_t a = ctx->i0 + u->first, b = ctx->i0 + u->last;
+		u->direct = b < i_need && u->n_entries == b - a + 1 && seg->offs[a] >= ctx->pos &&
+			    seg->offs[b + 1] <= ctx->end && ctx->locs[u->first].region_offset == 0;
+		for (size_t i = a + 1; u->direct && i <= b; i++)
+			u->direct = ctx->locs[i - ctx->i0].region_offset == seg->offs[i] - seg->offs[a];
+	}
+}
+
+/*
  * Makes the units of entries [i0, i_ra) of seg available: those of the
  * needed entries [i0, i_need) held in ctx->units, the read-ahead ones
  * cached if they can be.  On success the caller releases them with
@@ -640,15 +763,22 @@ retry:;
 		if (ctx->unit_of[i - i0] != UINT32_MAX)
 			ctx->unit_of[i - i0] = unit_add(ctx, ctx->locs + (i - i0), (uint32_t) (i - i0), i < i_need);
 
+	if (ctx->out)
+		units_mark_direct(ctx, seg, i_need);
+
 	/*
 	 * Hits are held, misses claimed; units other threads are loading are
 	 * waited for below.  A miss that could not be claimed (no memory for the
-	 * claim) is loaded all the same, at worst a second time.
+	 * claim) is loaded all the same, at worst a second time.  A direct miss
+	 * is not claimed: nobody else will want it soon (it lies inside this
+	 * read), and a claim would only cost a placeholder and a wake-up.
 	 */
 	for (size_t k = 0; k < ctx->n_units; k++) {
 		StoreUnitRef *u = ctx->units + k;
-		u->state = dedup_region_cache_lookup(s->cache, u->container, u->offset, true, &u->held);
-		if (u->state == DEDUP_REGION_MISS)
+		u->state = dedup_region_cache_lookup(s->cache, u->container, u->offset, !u->direct, &u->held);
+		if (u->state != DEDUP_REGION_MISS)
+			u->direct = false;
+		else if (!u->direct)
 			u->state = DEDUP_REGION_CLAIMED;
 	}
 	r = units_fetch(s, ctx, epoch);
@@ -704,6 +834,11 @@ static ssize_t segment_read(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg,
 	if (!out)
 		i_ra = MAX(i_ra, i0 + 1);
 
+	ctx->out = out;
+	ctx->pos = pos;
+	ctx->end = end;
+	ctx->seg = seg;
+	ctx->i0 = i0;
 	r = fetch(s, ctx, seg, i0, i_need, i_ra);
 	if (r < 0)
 		return r;
@@ -723,8 +858,11 @@ static ssize_t segment_read(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg,
 			memcpy(out + (a - pos), e[i].literal + (a - seg->offs[i]), (size_t) (b - a));
 			continue;
 		}
+		const StoreUnitRef *unit = ctx->units + ctx->unit_of[i - i0];
+		if (unit->placed)
+			continue; /* decoded in place and checked (invariant 6) */
 		const StoreLoc *loc = ctx->locs + (i - i0);
-		const DedupCachedRegion *u = ctx->units[ctx->unit_of[i - i0]].held;
+		const DedupCachedRegion *u = unit->held;
 		/* Invariant 1: the chunk must be in its unit where the catalog says. */
 		if (dedup_cached_region_find(u, loc->region_offset, e[i].length, &loc->id) < 0) {
 			chunk_damaged(s, loc->chunk);

@@ -143,7 +143,7 @@ if [ -z "${FRATIER_NO_TSAN:-}" ]; then
 	sanitizer_logs tsan
 	TEST_ENV=(FRATIER_TEST_BUILD=tsan FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_TSAN:-6}"
 		TSAN_OPTIONS="second_deadlock_stack=1:log_path=$san/tsan")
-	tsan_tests=(dedup-store-flight e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill e2e-readahead)
+	tsan_tests=(dedup-store-flight dedup-store-read dedup-store-global e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill e2e-readahead)
 	[ ${#only[@]} -gt 0 ] && tsan_tests=("${only[@]}")
 	build_and_test tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
 		-- --setup sanitizer "${tsan_tests[@]}"

@@ -123,8 +123,9 @@ static void test_locality(void) {
 	dedup_locality_free(l);
 }
 
-static DedupCachedRegion *region_new(uint64_t container, uint64_t offset, uint32_t count, uint32_t size) {
-	DedupCachedRegion *r = dedup_cached_region_new(container, offset, count, size);
+static DedupCachedRegion *region_new(DedupRegionCache *c, uint64_t container, uint64_t offset, uint32_t count,
+				     uint32_t size) {
+	DedupCachedRegion *r = dedup_cached_region_new(c, container, offset, count, size);
 	ASSERT(r);
 	memset(r->data, (int) offset, size);
 	for (uint32_t i = 0; i < count; i++) {
@@ -154,7 +155,7 @@ static void test_region_cache(void) {
 		ASSERT(dedup_region_cache_lookup(c, 7, off, true, &r) == DEDUP_REGION_CLAIMED && !r);
 		/* Claimed: another lookup is told to wait, not to load it too. */
 		ASSERT(dedup_region_cache_lookup(c, 7, off, true, &r) == DEDUP_REGION_BUSY);
-		r = dedup_region_cache_publish(c, region_new(7, off, 4, 3000));
+		r = dedup_region_cache_publish(c, region_new(c, 7, off, 4, 3000));
 		dedup_region_cache_release(c, r);
 		dedup_region_cache_stats(c, &st);
 		ASSERT(st.bytes <= st.max_bytes);
@@ -169,7 +170,7 @@ static void test_region_cache(void) {
 	ASSERT(dedup_region_cache_lookup(c, 7, 3, false, &three) == DEDUP_REGION_HIT);
 	dedup_region_cache_release(c, three);
 	ASSERT(cached(c, 7, 5));
-	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(7, 6, 4, 3000)));
+	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, 6, 4, 3000)));
 	ASSERT(!cached(c, 7, 4) && cached(c, 7, 3) && cached(c, 7, 6));
 	ASSERT(four->data[2999] == 4 && four->ends[3] == 3000);
 	dedup_region_cache_release(c, four);
@@ -189,7 +190,7 @@ static void test_region_cache(void) {
 	ASSERT(dedup_region_cache_lookup(c, 9, 1, true, &r) == DEDUP_REGION_CLAIMED);
 	dedup_region_cache_abandon(c, 9, 1);
 	ASSERT(dedup_region_cache_wait(c, 9, 1, &r) == DEDUP_REGION_CLAIMED);
-	DedupCachedRegion *huge = region_new(9, 1, 1, 20000);
+	DedupCachedRegion *huge = region_new(c, 9, 1, 1, 20000);
 	ASSERT(dedup_region_cache_publish(c, huge) == huge && !cached(c, 9, 1));
 	dedup_region_cache_release(c, huge);
 	dedup_region_cache_free(c);
@@ -215,7 +216,7 @@ static void *loader_main(void *userdata) {
 			l->loads[off]++;
 			pthread_mutex_unlock(l->lock);
 			usleep(200);
-			r = dedup_region_cache_publish(l->c, region_new(1, off, 2, 1000));
+			r = dedup_region_cache_publish(l->c, region_new(l->c, 1, off, 2, 1000));
 		}
 		ASSERT(r && r->offset == off && r->data[999] == (uint8_t) off);
 		dedup_region_cache_release(l->c, r);
@@ -243,10 +244,102 @@ static void test_region_cache_threads(void) {
 	dedup_region_cache_free(c);
 }
 
+/* Entries let go of are kept, up to an eighth of the bound, and new entries of about their size reuse them. */
+static void test_region_cache_spares(void) {
+	size_t cost = dedup_cached_region_cost(4, 100000);
+	DedupRegionCacheStats st;
+	DedupRegionCache *c;
+	ASSERT_OK(dedup_region_cache_new(16 * cost, &c));
+
+	for (uint64_t off = 1; off <= 16; off++)
+		dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, off, 4, 100000)));
+	dedup_region_cache_stats(c, &st);
+	ASSERT(st.entries == 16 && st.spare_bytes == 0 && st.reused == 0);
+	/* The 17th evicts the oldest, which becomes a spare; the 18th is made in it. */
+	DedupCachedRegion *one;
+	ASSERT(dedup_region_cache_lookup(c, 7, 1, false, &one) == DEDUP_REGION_HIT);
+	dedup_region_cache_release(c, one);
+	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, 17, 4, 100000)));
+	dedup_region_cache_stats(c, &st);
+	ASSERT(st.spare_bytes > 0 && st.reused == 0 && !cached(c, 7, 2));
+	DedupCachedRegion *r = region_new(c, 7, 18, 4, 99000);
+	dedup_region_cache_stats(c, &st);
+	ASSERT(st.reused == 1 && st.spare_bytes == 0);
+	ASSERT(dedup_region_cache_publish(c, r) == r && r->data[98999] == 18 && r->ends[3] == 99000);
+	dedup_region_cache_release(c, r);
+	ASSERT(cached(c, 7, 18) && cached(c, 7, 1) && !cached(c, 7, 3));
+
+	/* (Publishing 18 evicted 3: a spare, taken by the next entry.)  Too small for a spare: a new allocation. */
+	dedup_region_cache_release(c, region_new(c, 8, 1, 4, 100000));
+	dedup_region_cache_stats(c, &st);
+	ASSERT(st.reused == 2 && st.spare_bytes > 0);
+	dedup_region_cache_release(c, region_new(c, 8, 2, 1, 1000));
+	dedup_region_cache_stats(c, &st);
+	ASSERT(st.reused == 2 && st.spare_bytes > 0);
+
+	/* Never more than an eighth of the bound kept: the third of these is freed. */
+	dedup_region_cache_release(c, region_new(c, 8, 3, 4, 100000));
+	dedup_region_cache_release(c, region_new(c, 8, 4, 4, 100000));
+	DedupCachedRegion *a = region_new(c, 8, 5, 4, 100000), *b = region_new(c, 8, 6, 4, 100000);
+	DedupCachedRegion *x = region_new(c, 8, 7, 4, 100000);
+	dedup_region_cache_release(c, a);
+	dedup_region_cache_release(c, b);
+	dedup_region_cache_release(c, x);
+	dedup_region_cache_stats(c, &st);
+	ASSERT(st.spare_bytes > 0 && st.spare_bytes <= st.max_bytes / 8 && st.bytes <= st.max_bytes);
+	dedup_region_cache_free(c);
+}
+
+typedef struct Churner {
+	DedupRegionCache *c;
+	unsigned seed;
+} Churner;
+
+/* Units of many sizes through a cache of a few entries: evicted entries are reused while others read theirs. */
+static void *churner_main(void *userdata) {
+	Churner *ch = userdata;
+	TestRng rng = { ch->seed };
+	for (unsigned k = 0; k < 3000; k++) {
+		uint64_t off = 1 + test_rng_next(&rng) % 40;
+		uint32_t size = 20000 + (uint32_t) (off * 500);
+		DedupCachedRegion *r;
+		DedupRegionLookup got = dedup_region_cache_lookup(ch->c, 1, off, true, &r);
+		if (got == DEDUP_REGION_BUSY)
+			got = dedup_region_cache_wait(ch->c, 1, off, &r);
+		if (got == DEDUP_REGION_CLAIMED)
+			r = dedup_region_cache_publish(ch->c, region_new(ch->c, 1, off, 2, size));
+		ASSERT(r && r->offset == off && r->plain_size == size && r->ends[1] == size);
+		for (uint32_t i = 0; i < size; i += 997)
+			ASSERT(r->data[i] == (uint8_t) off);
+		ASSERT(r->data[size - 1] == (uint8_t) off);
+		dedup_region_cache_release(ch->c, r);
+	}
+	return NULL;
+}
+
+static void test_region_cache_spares_threads(void) {
+	DedupRegionCache *c;
+	pthread_t t[4];
+	Churner ch[ELEMENTSOF(t)];
+	ASSERT_OK(dedup_region_cache_new(8 * dedup_cached_region_cost(2, 40000), &c));
+	for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+		ch[i] = (Churner) { .c = c, .seed = (unsigned) i + 1 };
+		ASSERT(pthread_create(&t[i], NULL, churner_main, ch + i) == 0);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(t); i++)
+		pthread_join(t[i], NULL);
+	DedupRegionCacheStats st;
+	dedup_region_cache_stats(c, &st);
+	ASSERT(st.reused > 0 && st.bytes <= st.max_bytes && st.spare_bytes <= st.max_bytes / 8);
+	dedup_region_cache_free(c);
+}
+
 int main(void) {
 	test_bloom();
 	test_locality();
 	test_region_cache();
 	test_region_cache_threads();
+	test_region_cache_spares();
+	test_region_cache_spares_threads();
 	return 0;
 }
