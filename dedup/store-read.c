@@ -455,8 +455,8 @@ static int place_reserve(StoreReadCtx *ctx, uint32_t count) {
  * was placed, 0 if its chunks are not exactly its entries (the caller
  * caches it instead), or a negative errno (damage is reported here).
  */
-static int unit_place(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf, uint32_t count,
-		      uint32_t plain_size) {
+static int unit_place(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const uint8_t *buf, uint64_t place,
+		      bool foreign, uint32_t count, uint32_t plain_size) {
 	const StoreSegment *seg = ctx->seg;
 	const DedupRecipeEntry *e = seg->rs->entries;
 	size_t first = ctx->i0 + u->first, last = ctx->i0 + u->last;
@@ -467,12 +467,13 @@ static int unit_place(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const u
 	int r = place_reserve(ctx, count);
 	if (r < 0)
 		return r;
-	r = store_unit_decode_into(u->region, buf, u->size, u->container, u->offset, s->verify_content, &ctx->dec,
+	/* As unit_load() decodes a cached one: at its place, another host's verified chunk by chunk. */
+	r = store_unit_decode_into(u->region, buf, u->size, place, u->offset, s->verify_content || foreign, &ctx->dec,
 				   ctx->out + (start - ctx->pos), plain_size, ctx->place_ends, ctx->place_ids, count);
 	if (r < 0) {
-		if (r != -ENOMEM)
+		if (r != -ENOMEM && r != -ENOKEY)
 			unit_damaged(s, u->container, u->offset, ctx->locs[u->first].chunk);
-		return r;
+		return r == -ENOKEY ? -EIO : r;
 	}
 	const DedupCachedRegion table = {
 		.plain_size = plain_size,
@@ -502,7 +503,7 @@ static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const ui
 	DedupCachedRegion *e = NULL;
 	int r = store_unit_sizes(u->region, buf, u->size, &count, &plain_size);
 	if (r >= 0 && u->direct) {
-		r = unit_place(s, ctx, u, buf, count, plain_size);
+		r = unit_place(s, ctx, u, buf, place, foreign, count, plain_size);
 		if (r != 0) {
 			if (r > 0)
 				u->state = DEDUP_REGION_HIT;
