@@ -264,7 +264,8 @@ static void pending_restore(StoreGlobal *g, DedupSegmentEntry *entries, size_t n
 	DedupSegmentEntry *p = malloc(MAX(total, (size_t) 1) * sizeof(*p));
 	if (p) {
 		memcpy(p, entries, n * sizeof(*p));
-		memcpy(p + n, g->pending, g->n_pending * sizeof(*p));
+		if (g->n_pending > 0)
+			memcpy(p + n, g->pending, g->n_pending * sizeof(*p));
 		free(g->pending);
 		g->pending = p;
 		g->n_pending = g->cap_pending = total;
@@ -507,7 +508,8 @@ static int merge(StoreGlobal *g, Loaded *l) {
 	GlobalEntry *merged = NULL;
 	int r;
 
-	qsort(l->items, l->n, sizeof(*l->items), entry_compare);
+	if (l->n > 0) /* only skipped segments (another key, damaged) may have been handled */
+		qsort(l->items, l->n, sizeof(*l->items), entry_compare);
 
 	pthread_rwlock_rdlock(&g->lookup_lock);
 	size_t n_old = g->n_entries;
