@@ -16,7 +16,10 @@
   tier, the bytes status gives each key add up to the tier's stored bytes;
 - fratierfs --drop-key drops the old key; the ring of the new key alone
   mounts and every file's SHA-256 is the original's; --drop-key refuses
-  the newest key."""
+  the newest key;
+- --recover-from of the capacity tier, just after the rekey, with the ring
+  of the new key alone restores every file: the tier's description was
+  sealed again under the new key."""
 
 import hashlib
 import json
@@ -260,6 +263,19 @@ def main():
                   "no log line of the rekey finished:\n" + fs.log_text()[-2000:])
         sums_add_up(res, fs, "after the rekey")
         check_files(res, fs, digests, "after the rekey")
+
+        # ---- recovery from the capacity tier with the new key alone, read while the daemon runs, right after
+        # the rekey: its description was sealed again under the new key when the rekey finished (not only at
+        # a later unmount) ----
+        newdir = os.path.join(base, "recovered")
+        os.makedirs(newdir)
+        p = subprocess.run([harness.daemon_path(), "--recover-from=" + os.path.join(data, "capacity"), "-o",
+                            "data=%s,key_file=%s" % (newdir, partial)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=600)
+        res.check(p.returncode == 0, "--recover-from with the new key alone: %s" % p.stdout[-600:])
+        rec = harness.Fratier(base=os.path.join(base, "rec"), data=newdir, options=["key_file=" + partial]).start()
+        check_files(res, rec, digests, "recovered with the new key alone")
+        rec.stop()
         fs.stop()
         fs = None
 
@@ -274,17 +290,6 @@ def main():
         fs.stop()
         fs = None
 
-        # ---- disaster recovery from the capacity tier with the new key alone: its description was sealed again ----
-        newdir = os.path.join(base, "recovered")
-        os.makedirs(newdir)
-        p = subprocess.run([harness.daemon_path(), "--recover-from=" + os.path.join(data, "capacity"), "-o",
-                            "data=%s,key_file=%s" % (newdir, key)], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=600)
-        res.check(p.returncode == 0, "--recover-from with the new key alone: %s" % p.stdout[-600:])
-        fs = harness.Fratier(base=base, data=newdir, options=["key_file=" + key]).start()
-        check_files(res, fs, digests, "recovered with the new key alone")
-        fs.stop()
-        fs = None
     except Exception:
         if fs is not None:
             sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
