@@ -211,8 +211,10 @@ def main():
         res.check(p.returncode != 0 and "newest" in p.stdout, "--drop-key of the newest key: %s" % p.stdout)
         before = snapshot(data)
         try:
-            harness.Fratier(base=base, config=conf, data=data, options=["key_file=" + partial]).start(timeout=30)
+            wrong = harness.Fratier(base=base, config=conf, data=data, options=["key_file=" + partial])
+            wrong.start(timeout=30)
             res.check(False, "mounted without a key data is still sealed under")
+            wrong.kill(check=False)
         except RuntimeError as e:
             msg = str(e)
             res.check("exited with 1" in msg, "without the old key: %s" % msg[-300:])
