@@ -414,8 +414,6 @@ static int add_key_status(Conn *c) {
 		if (r >= 0 && running)
 			r = control_add_u64(c, "total", rs.total);
 	}
-	if (r >= 0)
-		r = control_add_u64(c, "rekey_rewritten", rs.rewritten);
 	return r;
 }
 
@@ -511,6 +509,11 @@ int control_status(Conn *c) {
 		r = control_add_u64(c, "store_rate", tp_stored);
 	if (r >= 0)
 		r = control_add_u64(c, "errors_total", errors_total);
+	if (r >= 0) {
+		FsRekeyStatus rs;
+		fs_rekey_status_get(fs, &rs);
+		r = control_add_u64(c, "rekey_rewritten", rs.rewritten);
+	}
 	if (r >= 0)
 		r = control_census(c, &files);
 	if (r >= 0)

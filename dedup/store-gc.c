@@ -514,11 +514,12 @@ static bool is_rekey_candidate(DedupStore *s, const CatalogContainer *ct) {
 	return ct->keyed && !store_container_is_current(s, ct);
 }
 
-int dedup_store_rekey(DedupStore *s, int (*progress)(uint64_t done, uint64_t total, void *userdata), void *userdata,
-		      uint64_t *ret_rewritten, uint64_t *ret_skipped, uint64_t *ret_left) {
+int dedup_store_rekey(DedupStore *s, uint64_t max_bytes, int (*progress)(uint64_t done, uint64_t total, void *userdata),
+		      void *userdata, uint64_t *ret_rewritten, uint64_t *ret_skipped, uint64_t *ret_left) {
 	StoreContainerList l = {};
 	DedupGcStats st = {};
 	uint64_t total = 0, done = 0, left = 0;
+	bool cut = false;
 	int r;
 
 	/* Other hosts may reference any container of a store doing global dedup (see dedup_store_gc()). */
@@ -535,6 +536,11 @@ int dedup_store_rekey(DedupStore *s, int (*progress)(uint64_t done, uint64_t tot
 		const CatalogContainer *ct = l.items + i;
 		if (!is_rekey_candidate(s, ct))
 			continue;
+		if (max_bytes > 0 && done >= max_bytes) {
+			cut = true;
+			left++;
+			continue;
+		}
 		if (store_container_is_busy(s, ct->id)) { /* invariant 4 */
 			left++;
 			continue;
@@ -572,7 +578,7 @@ int dedup_store_rekey(DedupStore *s, int (*progress)(uint64_t done, uint64_t tot
 		*ret_skipped = st.containers_skipped;
 	if (ret_left)
 		*ret_left = left;
-	return r;
+	return r < 0 ? r : cut;
 }
 
 int dedup_store_gc(DedupStore *s, const DedupGcOptions *o, DedupGcStats *ret) {

@@ -494,14 +494,17 @@ int dedup_store_gc(DedupStore *s, const DedupGcOptions *o, DedupGcStats *ret);
  * pinned ones wait for the next run.  progress (optional) is called before
  * the first container and after each one with the bytes done and the
  * bytes the candidates hold; a negative return stops the run there and is
- * returned.  One rekey or collection runs at a time (the store's gc lock).
+ * returned.  One rekey or collection runs at a time (the store's gc lock):
+ * max_bytes (0: no limit) bounds the container bytes one call rewrites, so
+ * that a long rekey lets the collector in between two calls.
  * *ret_left (optional) gets the containers still recorded under another key.
- * Returns: 0, -EOPNOTSUPP on a store doing global dedup (other hosts may
- * reference its containers), the first error (containers whose chunks fail their checks
- * are skipped and stay: counted in *ret_skipped), or progress's.
+ * Returns: 0, 1 (stopped at max_bytes: call again), -EOPNOTSUPP on a
+ * store doing global dedup (other hosts may reference its containers), the
+ * first error (containers whose chunks fail their checks are skipped and
+ * stay: counted in *ret_skipped), or progress's.
  */
-int dedup_store_rekey(DedupStore *s, int (*progress)(uint64_t done, uint64_t total, void *userdata), void *userdata,
-		      uint64_t *ret_rewritten, uint64_t *ret_skipped, uint64_t *ret_left);
+int dedup_store_rekey(DedupStore *s, uint64_t max_bytes, int (*progress)(uint64_t done, uint64_t total, void *userdata),
+		      void *userdata, uint64_t *ret_rewritten, uint64_t *ret_skipped, uint64_t *ret_left);
 
 typedef struct DedupStoreStats {
 	uint64_t containers;

@@ -12,7 +12,8 @@
  *
  * A worker takes, in this order: a file due for sealing that no other
  * worker is sealing (two seals of one file would only race to the same
- * commit), then a turn of stream work.  The collector is a thread of its
+ * commit), then a turn of stream work.  The collector's thread also runs
+ * the rekeys tierctl asked for (run_rekeys()), between its collections.  The collector is a thread of its
  * own because it may wait long for writers to end (dedup_store_gc()); while
  * it waits no stream starts.
  */
@@ -29,6 +30,11 @@
 
 /* How long the collector waits for streams to end before it ends them. */
 #define GC_STREAM_PATIENCE_S 60
+/*
+ * Container bytes one pass of a rekey rewrites before the collector and the
+ * shared tiers' leases get their turn (a pass holds the tier's gc lock).
+ */
+#define FS_REKEY_PASS_BYTES (UINT64_C(1) << 30)
 
 static int64_t monotonic_ns(void) {
 	struct timespec ts;
@@ -248,9 +254,13 @@ static int rekey_progress(uint64_t done, uint64_t total, void *userdata) {
  * (under the newest key too) once nothing is left, and the request then
  * cleared.  A pass that leaves some (containers being written to, or
  * failing their checks, or a stop) keeps the request for the next beat or
- * the next mount.
+ * the next mount.  Each tier's pass stops after FS_REKEY_PASS_BYTES, so
+ * that the collector and the shared tiers' leases get their turns during a
+ * long rekey; returns whether one stopped so (the thread then runs another
+ * pass at once).
  */
-static void run_rekeys(Fs *fs) {
+static bool run_rekeys(Fs *fs) {
+	bool more = false;
 	for (uint32_t n = 0; n < tier_set_count(fs->tiers) && !atomic_load(&fs->seal_stopping); n++) {
 		int r = catalog_rekey_is_requested(fs->catalog, n);
 		if (r <= 0) {
@@ -267,7 +277,7 @@ static void run_rekeys(Fs *fs) {
 		atomic_store(&fs->rekey_done, 0);
 		atomic_store(&fs->rekey_total, 0);
 		atomic_store(&fs->rekey_tier, n + 1);
-		r = dedup_store_rekey(store, rekey_progress, &pace, &rewritten, &skipped, &left);
+		r = dedup_store_rekey(store, FS_REKEY_PASS_BYTES, rekey_progress, &pace, &rewritten, &skipped, &left);
 		atomic_store(&fs->rekey_tier, 0);
 		atomic_fetch_add(&fs->rekey_rewritten, rewritten);
 		const char *name = tier_set_config(fs->tiers, n)->name;
@@ -275,7 +285,11 @@ static void run_rekeys(Fs *fs) {
 			log_info("rekey of tier %u (%s) stopped with %llu containers rewritten, %llu left; it resumes at the "
 				 "next mount",
 				 (unsigned) n, name, (unsigned long long) rewritten, (unsigned long long) left);
-			return;
+			return false;
+		}
+		if (r == 1) {
+			more = true;
+			continue;
 		}
 		if (r < 0)
 			log_warning_errno(r, "Rekey of tier %u (%s) failed after %llu containers (it is tried again): %m",
@@ -307,6 +321,7 @@ static void run_rekeys(Fs *fs) {
 			 "older key",
 			 (unsigned) n, name, (unsigned long long) rewritten);
 	}
+	return more;
 }
 
 int fs_rekey_request(Fs *fs, uint32_t n) {
@@ -356,19 +371,20 @@ static void *gc_main(void *userdata) {
 	fs->rekey_wake = true;
 	while (!fs->seal_stop) {
 		int64_t now = monotonic_ns();
-		if (fs->rekey_wake) {
-			fs->rekey_wake = false;
-			pthread_mutex_unlock(&fs->seal_lock);
-			/* What is left waits for the collector's next beat. */
-			run_rekeys(fs);
-			pthread_mutex_lock(&fs->seal_lock);
-			continue;
-		}
 		if (retrying && now >= next_retry) {
 			pthread_mutex_unlock(&fs->seal_lock);
 			retrying = fs_tiers_retry(fs);
 			pthread_mutex_lock(&fs->seal_lock);
 			next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
+			continue;
+		}
+		/* A rekey asked for, or one cut short by its pass's bound; not while a collection is due. */
+		if (fs->rekey_wake && now < next_gc) {
+			fs->rekey_wake = false;
+			pthread_mutex_unlock(&fs->seal_lock);
+			bool more = run_rekeys(fs);
+			pthread_mutex_lock(&fs->seal_lock);
+			fs->rekey_wake |= more;
 			continue;
 		}
 		if (now < next_gc) {
@@ -399,8 +415,9 @@ static void *gc_main(void *userdata) {
 		pthread_mutex_unlock(&fs->seal_lock);
 		run_gc(fs);
 		atomic_store(&fs->gc_waiting, false);
-		run_rekeys(fs);
 		pthread_mutex_lock(&fs->seal_lock);
+		/* What a rekey left (containers being written to, a failure) is tried again at every beat. */
+		fs->rekey_wake = true;
 		next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
 	}
 	pthread_mutex_unlock(&fs->seal_lock);
