@@ -9,7 +9,10 @@
  *     every publish.
  *  2. A claim is a placeholder in the hash (`loading`, never in the LRU,
  *     costing nothing), at most one per key, and no filled entry has its
- *     key meanwhile; publish or abandon removes it and wakes every waiter.
+ *     key meanwhile; only its claimer removes it, by publish or abandon
+ *     given the claim itself (never looked up by key, which would end
+ *     another thread's claim for a caller loading without one), and that
+ *     wakes every waiter.
  *  3. A filled entry is let go exactly when it is not cached and its last
  *     reference is released (freed, or kept as a spare); a placeholder is
  *     freed when its claim ends.
@@ -18,6 +21,7 @@
  *     (a page fault per 4 KiB is most of what a new entry costs beside its
  *     decompression); they hold at most spare_max bytes.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,6 +33,11 @@
 #define ENTRY_OVERHEAD 128u
 /* Spares kept: this fraction of the cache's bound. */
 #define SPARE_DIVISOR 8u
+
+/* A claim is its placeholder, wrapped so that it can't be handed where an entry is expected, or the reverse. */
+struct DedupRegionClaim {
+	DedupCachedRegion placeholder;
+};
 
 struct DedupRegionCache {
 	pthread_mutex_t lock;
@@ -212,11 +221,13 @@ static DedupCachedRegion *uncache(DedupRegionCache *c, DedupCachedRegion *r) {
 	return r->refs == 0 ? r : NULL;
 }
 
-/* Under the lock: the hit, a new claim, or what is in the way. */
-static DedupRegionLookup lookup_locked(DedupRegionCache *c, uint64_t container, uint64_t offset, bool claim,
-				       DedupCachedRegion **ret) {
+/* Under the lock: the hit, a new claim (with ret_claim), or what is in the way. */
+static DedupRegionLookup lookup_locked(DedupRegionCache *c, uint64_t container, uint64_t offset,
+				       DedupRegionClaim **ret_claim, DedupCachedRegion **ret) {
 	DedupCachedRegion *r = find(c, container, offset);
 	*ret = NULL;
+	if (ret_claim)
+		*ret_claim = NULL;
 	if (r && r->loading)
 		return DEDUP_REGION_BUSY;
 	if (r) {
@@ -228,32 +239,33 @@ static DedupRegionLookup lookup_locked(DedupRegionCache *c, uint64_t container, 
 		return DEDUP_REGION_HIT;
 	}
 	c->misses++;
-	if (!claim)
+	if (!ret_claim)
 		return DEDUP_REGION_MISS;
-	DedupCachedRegion *placeholder = calloc(1, sizeof(*placeholder));
-	if (!placeholder)
+	DedupRegionClaim *claim = malloc(sizeof(*claim));
+	if (!claim)
 		/* Not claiming only costs a possible second load of the unit. */
 		return DEDUP_REGION_MISS;
-	*placeholder = (DedupCachedRegion) { .container = container, .offset = offset, .loading = true };
-	hash_insert(c, placeholder);
+	claim->placeholder = (DedupCachedRegion) { .container = container, .offset = offset, .loading = true };
+	hash_insert(c, &claim->placeholder);
+	*ret_claim = claim;
 	return DEDUP_REGION_CLAIMED;
 }
 
-DedupRegionLookup dedup_region_cache_lookup(DedupRegionCache *c, uint64_t container, uint64_t offset, bool claim,
-					    DedupCachedRegion **ret) {
+DedupRegionLookup dedup_region_cache_lookup(DedupRegionCache *c, uint64_t container, uint64_t offset,
+					    DedupRegionClaim **ret_claim, DedupCachedRegion **ret) {
 	pthread_mutex_lock(&c->lock);
-	DedupRegionLookup l = lookup_locked(c, container, offset, claim, ret);
+	DedupRegionLookup l = lookup_locked(c, container, offset, ret_claim, ret);
 	pthread_mutex_unlock(&c->lock);
 	return l;
 }
 
 DedupRegionLookup dedup_region_cache_wait(DedupRegionCache *c, uint64_t container, uint64_t offset,
-					  DedupCachedRegion **ret) {
+					  DedupRegionClaim **ret_claim, DedupCachedRegion **ret) {
 	DedupRegionLookup l;
 	bool waited = false;
 
 	pthread_mutex_lock(&c->lock);
-	while ((l = lookup_locked(c, container, offset, true, ret)) == DEDUP_REGION_BUSY) {
+	while ((l = lookup_locked(c, container, offset, ret_claim, ret)) == DEDUP_REGION_BUSY) {
 		if (!waited)
 			c->waits++;
 		waited = true;
@@ -263,24 +275,27 @@ DedupRegionLookup dedup_region_cache_wait(DedupRegionCache *c, uint64_t containe
 	return l;
 }
 
-/* Under the lock: removes the claim on r's key, if any; returns the placeholder to free. */
-static DedupCachedRegion *unclaim(DedupRegionCache *c, uint64_t container, uint64_t offset) {
-	DedupCachedRegion *p = find(c, container, offset);
-	if (!p || !p->loading)
-		return NULL;
-	hash_remove(c, p);
+/* Under the lock: ends the caller's claim (invariant 2), if it holds one. */
+static void unclaim(DedupRegionCache *c, DedupRegionClaim *claim) {
+	if (!claim)
+		return;
+	hash_remove(c, &claim->placeholder);
 	pthread_cond_broadcast(&c->loaded);
-	return p;
 }
 
-DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRegion *r) {
-	DedupCachedRegion *victims = NULL, *placeholder;
+DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRegion *r, DedupRegionClaim *claim) {
+	DedupCachedRegion *victims = NULL;
 	size_t cost = entry_cost(r);
 
+	assert(!claim || (claim->placeholder.container == r->container && claim->placeholder.offset == r->offset));
 	pthread_mutex_lock(&c->lock);
-	placeholder = unclaim(c, r->container, r->offset);
+	unclaim(c, claim);
 	c->loads++;
-	/* Published twice (a load without a claim raced another): the first copy stays. */
+	/*
+	 * Without a claim, the key may be another thread's claim (its claimer's
+	 * entry goes there: invariant 2) or an entry published meanwhile (a
+	 * load without a claim raced another): either way the first copy stays.
+	 */
 	if (cost <= c->max_bytes && !find(c, r->container, r->offset)) {
 		while (c->bytes + cost > c->max_bytes && c->lru_tail) {
 			DedupCachedRegion *dead = uncache(c, c->lru_tail);
@@ -297,7 +312,7 @@ DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRe
 	}
 	pthread_mutex_unlock(&c->lock);
 
-	free(placeholder);
+	free(claim);
 	while (victims) {
 		DedupCachedRegion *next = victims->hash_next;
 		free(victims);
@@ -306,11 +321,13 @@ DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRe
 	return r;
 }
 
-void dedup_region_cache_abandon(DedupRegionCache *c, uint64_t container, uint64_t offset) {
+void dedup_region_cache_abandon(DedupRegionCache *c, DedupRegionClaim *claim) {
+	if (!claim)
+		return;
 	pthread_mutex_lock(&c->lock);
-	DedupCachedRegion *placeholder = unclaim(c, container, offset);
+	unclaim(c, claim);
 	pthread_mutex_unlock(&c->lock);
-	free(placeholder);
+	free(claim);
 }
 
 void dedup_region_cache_release(DedupRegionCache *c, DedupCachedRegion *r) {

@@ -14,7 +14,11 @@
  * each unit once, a miss may *claim* the unit: the claimer loads it and
  * publishes it (or abandons the claim), and other threads asking for it
  * meanwhile wait for that instead of loading it a second time.  A thread
- * must not wait while it holds claims of its own (load yours first).
+ * must not wait while it holds claims of its own (load yours first).  A
+ * claim is ended only by the DedupRegionClaim its claimer was handed, never
+ * by the unit's key: a thread loading a unit without a claim (it asked for
+ * none, or there was no memory for one) can't end another thread's claim on
+ * it.
  *
  * Entries are reference counted: a reader holds a reference while it copies
  * out of one, and eviction only unlinks an entry, which is let go of when
@@ -76,40 +80,47 @@ size_t dedup_cached_region_cost(uint32_t count, uint32_t plain_size);
 DedupCachedRegion *dedup_cached_region_new(DedupRegionCache *c, uint64_t container, uint64_t offset, uint32_t count,
 					   uint32_t plain_size);
 
+/* A claim on a unit, held by the thread that made it until it publishes or abandons it; opaque. */
+typedef struct DedupRegionClaim DedupRegionClaim;
+
 typedef enum DedupRegionLookup {
 	DEDUP_REGION_HIT,     /* *ret holds the entry, with a reference */
-	DEDUP_REGION_CLAIMED, /* not cached: the caller loads it, then publishes or abandons */
+	DEDUP_REGION_CLAIMED, /* not cached, *ret_claim is the caller's: it loads it, then publishes or abandons */
 	DEDUP_REGION_BUSY,    /* another thread is loading it: wait (holding no claim) or skip it */
-	DEDUP_REGION_MISS,    /* not cached and claim was false */
+	DEDUP_REGION_MISS,    /* not cached and not claimed (none asked for, or no memory for one): load it
+			       * without a claim if it is wanted (publish with none), at worst a second time */
 } DedupRegionLookup;
 
 /*
- * Looks up the unit at (container, offset).  With claim, a miss claims it.
- * Can't fail.
+ * Looks up the unit at (container, offset).  With ret_claim, a miss claims
+ * it (CLAIMED) unless there is no memory for the claim (MISS); *ret_claim
+ * is the claim or NULL.  Without, a miss is MISS.  Can't fail.
  */
-DedupRegionLookup dedup_region_cache_lookup(DedupRegionCache *c, uint64_t container, uint64_t offset, bool claim,
-					    DedupCachedRegion **ret);
+DedupRegionLookup dedup_region_cache_lookup(DedupRegionCache *c, uint64_t container, uint64_t offset,
+					    DedupRegionClaim **ret_claim, DedupCachedRegion **ret);
 
 /*
  * Waits until no thread is loading the unit, then looks it up as
- * dedup_region_cache_lookup() with claim: HIT or CLAIMED (the loader gave
- * up, or it was evicted since: load it yourself).  The caller must hold no
- * claim.  Can't fail.
+ * dedup_region_cache_lookup() with ret_claim: HIT, CLAIMED (the loader gave
+ * up, or it was evicted since: load it yourself), or MISS (so, but no
+ * memory for a claim: load it without one).  The caller must hold no claim.
+ * Can't fail.
  */
 DedupRegionLookup dedup_region_cache_wait(DedupRegionCache *c, uint64_t container, uint64_t offset,
-					  DedupCachedRegion **ret);
+					  DedupRegionClaim **ret_claim, DedupCachedRegion **ret);
 
 /*
  * Inserts the filled entry r (made by dedup_cached_region_new(), the
- * caller's reference kept) in place of the caller's claim on its unit, if
- * any, and wakes the threads waiting for it.  An entry larger than the
- * whole cache is not inserted but still handed over.  Returns r.  Can't
- * fail.
+ * caller's reference kept) in place of claim, the caller's claim on its
+ * unit, and wakes the threads waiting for it.  Without a claim (NULL), r is
+ * inserted only if nothing has its unit's key: never over another thread's
+ * claim, nor over an entry already published.  An entry larger than the
+ * whole cache is not inserted.  Returns r, inserted or not.  Can't fail.
  */
-DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRegion *r);
+DedupCachedRegion *dedup_region_cache_publish(DedupRegionCache *c, DedupCachedRegion *r, DedupRegionClaim *claim);
 
-/* Gives up the caller's claim on (container, offset), waking its waiters. */
-void dedup_region_cache_abandon(DedupRegionCache *c, uint64_t container, uint64_t offset);
+/* Ends the caller's claim, waking its waiters.  Accepts NULL (no claim held: nothing happens). */
+void dedup_region_cache_abandon(DedupRegionCache *c, DedupRegionClaim *claim);
 
 /* Drops a reference from lookup/wait/new/publish.  Accepts NULL. */
 void dedup_region_cache_release(DedupRegionCache *c, DedupCachedRegion *r);

@@ -73,6 +73,8 @@ typedef struct StoreUnitRef {
 	bool needed;
 	DedupRegionLookup state;
 	DedupCachedRegion *held;
+	DedupRegionClaim *claim; /* the cache's claim on it, while state is CLAIMED */
+	bool load;      /* to be fetched and loaded by this read, with its claim or with none */
 	uint32_t first; /* the window entry that named it first (for damage reports) */
 	uint32_t last;  /* the window entry that named it last */
 	uint32_t n_entries; /* window entries naming it */
@@ -526,7 +528,8 @@ static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const ui
 			unit_damaged(s, u->container, u->offset, ctx->locs[u->first].chunk);
 		return r == -ENOKEY ? -EIO : r;
 	}
-	u->held = dedup_region_cache_publish(s->cache, e);
+	u->held = dedup_region_cache_publish(s->cache, e, u->claim);
+	u->claim = NULL;
 	u->state = DEDUP_REGION_HIT;
 	return 0;
 }
@@ -542,11 +545,12 @@ static int unit_order(const void *a, const void *b, void *userdata) {
 static void units_release(DedupStore *s, StoreReadCtx *ctx) {
 	for (size_t k = 0; k < ctx->n_units; k++) {
 		StoreUnitRef *u = ctx->units + k;
-		if (u->state == DEDUP_REGION_CLAIMED)
-			dedup_region_cache_abandon(s->cache, u->container, u->offset);
+		dedup_region_cache_abandon(s->cache, u->claim);
+		u->claim = NULL;
 		dedup_region_cache_release(s->cache, u->held);
 		u->held = NULL;
 		u->state = DEDUP_REGION_MISS;
+		u->load = false;
 	}
 	ctx->n_units = 0;
 }
@@ -636,18 +640,20 @@ static int locations_resolve(DedupStore *s, StoreReadCtx *ctx, StoreSegment *seg
 }
 
 /*
- * Reads and loads the claimed units, runs of units back to back in one
- * container with one pread each.  Returns 0, 1 if the epoch moved (the
- * caller starts over), or a negative errno (a needed unit failed).
+ * Reads and loads the units marked to load (each once: the mark is taken),
+ * runs of units back to back in one container with one pread each.
+ * Returns 0, 1 if the epoch moved (the caller starts over), or a negative
+ * errno (a needed unit failed).
  */
 static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 	size_t n = 0;
 	int r;
 
 	for (size_t k = 0; k < ctx->n_units; k++)
-		if (ctx->units[k].state == DEDUP_REGION_CLAIMED ||
-		    (ctx->units[k].direct && ctx->units[k].state == DEDUP_REGION_MISS))
+		if (ctx->units[k].load) {
+			ctx->units[k].load = false;
 			ctx->order[n++] = (uint32_t) k;
+		}
 	qsort_r(ctx->order, n, sizeof(*ctx->order), unit_order, ctx->units);
 
 	for (size_t a = 0; a < n;) {
@@ -700,7 +706,8 @@ static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 				return r == -ENOENT || r == -EUCLEAN ? -EIO : r;
 			for (size_t k = a; k < b; k++) {
 				StoreUnitRef *u = ctx->units + ctx->order[k];
-				dedup_region_cache_abandon(s->cache, u->container, u->offset);
+				dedup_region_cache_abandon(s->cache, u->claim);
+				u->claim = NULL;
 				u->state = DEDUP_REGION_MISS;
 			}
 			a = b;
@@ -715,7 +722,8 @@ static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 			if (r < 0) {
 				if (u->needed || r == -ENOMEM)
 					return r;
-				dedup_region_cache_abandon(s->cache, u->container, u->offset);
+				dedup_region_cache_abandon(s->cache, u->claim);
+				u->claim = NULL;
 				u->state = DEDUP_REGION_MISS;
 			}
 		}
@@ -770,17 +778,18 @@ retry:;
 	/*
 	 * Hits are held, misses claimed; units other threads are loading are
 	 * waited for below.  A miss that could not be claimed (no memory for the
-	 * claim) is loaded all the same, at worst a second time.  A direct miss
-	 * is not claimed: nobody else will want it soon (it lies inside this
-	 * read), and a claim would only cost a placeholder and a wake-up.
+	 * claim) is loaded all the same, without a claim (so it ends no other
+	 * thread's), at worst a second time.  A direct miss is not claimed:
+	 * nobody else will want it soon (it lies inside this read), and a claim
+	 * would only cost a placeholder and a wake-up.
 	 */
 	for (size_t k = 0; k < ctx->n_units; k++) {
 		StoreUnitRef *u = ctx->units + k;
-		u->state = dedup_region_cache_lookup(s->cache, u->container, u->offset, !u->direct, &u->held);
+		u->state = dedup_region_cache_lookup(s->cache, u->container, u->offset, u->direct ? NULL : &u->claim,
+						     &u->held);
 		if (u->state != DEDUP_REGION_MISS)
 			u->direct = false;
-		else if (!u->direct)
-			u->state = DEDUP_REGION_CLAIMED;
+		u->load = u->state == DEDUP_REGION_CLAIMED || u->state == DEDUP_REGION_MISS;
 	}
 	r = units_fetch(s, ctx, epoch);
 	if (r != 0) {
@@ -795,11 +804,11 @@ retry:;
 		StoreUnitRef *u = ctx->units + k;
 		if (u->state != DEDUP_REGION_BUSY || !u->needed)
 			continue;
-		u->state = dedup_region_cache_wait(s->cache, u->container, u->offset, &u->held);
+		u->state = dedup_region_cache_wait(s->cache, u->container, u->offset, &u->claim, &u->held);
 		if (u->state == DEDUP_REGION_HIT)
 			continue;
-		/* Its loader gave up (or it was evicted meanwhile): load it alone, the only claim held. */
-		u->state = DEDUP_REGION_CLAIMED;
+		/* Its loader gave up (or it was evicted meanwhile): load it alone, the only claim held if any. */
+		u->load = true;
 		r = units_fetch(s, ctx, epoch);
 		if (r != 0) {
 			units_release(s, ctx);

@@ -5,7 +5,7 @@
  * locality cache (exact hits, whole-container eviction within its bound,
  * ids listed under two containers) and the region cache (byte bound, LRU
  * order, entries surviving eviction while referenced, claims: one load per
- * unit whatever the number of threads asking).
+ * unit whatever the number of threads asking, ended by their claimer only).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -138,7 +138,7 @@ static DedupCachedRegion *region_new(DedupRegionCache *c, uint64_t container, ui
 
 static bool cached(DedupRegionCache *c, uint64_t container, uint64_t offset) {
 	DedupCachedRegion *r;
-	if (dedup_region_cache_lookup(c, container, offset, false, &r) != DEDUP_REGION_HIT)
+	if (dedup_region_cache_lookup(c, container, offset, NULL, &r) != DEDUP_REGION_HIT)
 		return false;
 	dedup_region_cache_release(c, r);
 	return true;
@@ -148,35 +148,36 @@ static void test_region_cache(void) {
 	size_t cost = dedup_cached_region_cost(4, 3000);
 	DedupRegionCacheStats st;
 	DedupRegionCache *c;
+	DedupRegionClaim *claim, *other;
 	DedupCachedRegion *r;
 	ASSERT_OK(dedup_region_cache_new(3 * cost + cost / 2, &c));
 
 	for (uint64_t off = 1; off <= 5; off++) {
-		ASSERT(dedup_region_cache_lookup(c, 7, off, true, &r) == DEDUP_REGION_CLAIMED && !r);
+		ASSERT(dedup_region_cache_lookup(c, 7, off, &claim, &r) == DEDUP_REGION_CLAIMED && claim && !r);
 		/* Claimed: another lookup is told to wait, not to load it too. */
-		ASSERT(dedup_region_cache_lookup(c, 7, off, true, &r) == DEDUP_REGION_BUSY);
-		r = dedup_region_cache_publish(c, region_new(c, 7, off, 4, 3000));
+		ASSERT(dedup_region_cache_lookup(c, 7, off, &other, &r) == DEDUP_REGION_BUSY && !other);
+		r = dedup_region_cache_publish(c, region_new(c, 7, off, 4, 3000), claim);
 		dedup_region_cache_release(c, r);
 		dedup_region_cache_stats(c, &st);
 		ASSERT(st.bytes <= st.max_bytes);
 	}
 	/* 3 of them fit: 3, 4, 5 remain; the same offset in another container is another unit. */
 	ASSERT(!cached(c, 7, 1) && !cached(c, 7, 2) && cached(c, 7, 3) && cached(c, 7, 5));
-	ASSERT(dedup_region_cache_lookup(c, 8, 5, false, &r) == DEDUP_REGION_MISS);
+	ASSERT(dedup_region_cache_lookup(c, 8, 5, NULL, &r) == DEDUP_REGION_MISS);
 
 	/* Holding 4, then using 3 and 5, leaves 4 the oldest; a held entry outlives its eviction. */
 	DedupCachedRegion *four, *three;
-	ASSERT(dedup_region_cache_lookup(c, 7, 4, false, &four) == DEDUP_REGION_HIT);
-	ASSERT(dedup_region_cache_lookup(c, 7, 3, false, &three) == DEDUP_REGION_HIT);
+	ASSERT(dedup_region_cache_lookup(c, 7, 4, NULL, &four) == DEDUP_REGION_HIT);
+	ASSERT(dedup_region_cache_lookup(c, 7, 3, NULL, &three) == DEDUP_REGION_HIT);
 	dedup_region_cache_release(c, three);
 	ASSERT(cached(c, 7, 5));
-	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, 6, 4, 3000)));
+	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, 6, 4, 3000), NULL));
 	ASSERT(!cached(c, 7, 4) && cached(c, 7, 3) && cached(c, 7, 6));
 	ASSERT(four->data[2999] == 4 && four->ends[3] == 3000);
 	dedup_region_cache_release(c, four);
 
 	/* The chunks of an entry: by offset in the region, length and id. */
-	ASSERT(dedup_region_cache_lookup(c, 7, 6, false, &r) == DEDUP_REGION_HIT);
+	ASSERT(dedup_region_cache_lookup(c, 7, 6, NULL, &r) == DEDUP_REGION_HIT);
 	DedupChunkId id2;
 	memset(id2.bytes, 2, sizeof(id2.bytes));
 	ASSERT(dedup_cached_region_find(r, 750, 750, &id2) == 1);
@@ -187,12 +188,48 @@ static void test_region_cache(void) {
 	dedup_region_cache_release(c, r);
 
 	/* An abandoned claim can be claimed again; bigger than the cache: handed over, not cached. */
-	ASSERT(dedup_region_cache_lookup(c, 9, 1, true, &r) == DEDUP_REGION_CLAIMED);
-	dedup_region_cache_abandon(c, 9, 1);
-	ASSERT(dedup_region_cache_wait(c, 9, 1, &r) == DEDUP_REGION_CLAIMED);
+	ASSERT(dedup_region_cache_lookup(c, 9, 1, &claim, &r) == DEDUP_REGION_CLAIMED);
+	dedup_region_cache_abandon(c, claim);
+	ASSERT(dedup_region_cache_wait(c, 9, 1, &claim, &r) == DEDUP_REGION_CLAIMED);
 	DedupCachedRegion *huge = region_new(c, 9, 1, 1, 20000);
-	ASSERT(dedup_region_cache_publish(c, huge) == huge && !cached(c, 9, 1));
+	ASSERT(dedup_region_cache_publish(c, huge, claim) == huge && !cached(c, 9, 1));
 	dedup_region_cache_release(c, huge);
+	dedup_region_cache_free(c);
+}
+
+/*
+ * A claim is ended by its claimer only: a reader loading a unit without a
+ * claim (a direct read, or no memory for one) ends no other thread's claim
+ * on it, neither by publishing its copy nor by giving up.
+ */
+static void test_region_cache_claim_owner(void) {
+	DedupRegionClaim *a, *b;
+	DedupRegionCache *c;
+	DedupCachedRegion *r;
+	ASSERT_OK(dedup_region_cache_new(1 << 20, &c));
+
+	/* B misses without claiming; A claims it since, and C waits for A. */
+	ASSERT(dedup_region_cache_lookup(c, 10, 1, NULL, &r) == DEDUP_REGION_MISS && !r);
+	ASSERT(dedup_region_cache_lookup(c, 10, 1, &a, &r) == DEDUP_REGION_CLAIMED && a);
+	DedupCachedRegion *copy_b = region_new(c, 10, 1, 2, 1000);
+	copy_b->data[0] = 0xbb;
+	/* B's copy is handed back, not cached over A's claim, which still holds C off. */
+	ASSERT(dedup_region_cache_publish(c, copy_b, NULL) == copy_b && copy_b->data[0] == 0xbb);
+	ASSERT(dedup_region_cache_lookup(c, 10, 1, &b, &r) == DEDUP_REGION_BUSY && !b && !r);
+	dedup_region_cache_abandon(c, NULL);
+	ASSERT(dedup_region_cache_lookup(c, 10, 1, &b, &r) == DEDUP_REGION_BUSY && !b && !r);
+	/* A's copy is the one cached, and C finds it. */
+	DedupCachedRegion *copy_a = region_new(c, 10, 1, 2, 1000);
+	dedup_region_cache_release(c, dedup_region_cache_publish(c, copy_a, a));
+	ASSERT(dedup_region_cache_wait(c, 10, 1, &b, &r) == DEDUP_REGION_HIT && r == copy_a && !b);
+	ASSERT(r->data[0] == 1);
+	dedup_region_cache_release(c, r);
+	dedup_region_cache_release(c, copy_b);
+
+	/* With nothing in the way, a copy loaded without a claim is cached. */
+	ASSERT(dedup_region_cache_lookup(c, 10, 2, NULL, &r) == DEDUP_REGION_MISS);
+	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 10, 2, 2, 1000), NULL));
+	ASSERT(cached(c, 10, 2));
 	dedup_region_cache_free(c);
 }
 
@@ -208,15 +245,16 @@ static void *loader_main(void *userdata) {
 	Loader *l = userdata;
 	for (uint64_t off = 1; off <= l->units; off++) {
 		DedupCachedRegion *r;
-		DedupRegionLookup got = dedup_region_cache_lookup(l->c, 1, off, true, &r);
+		DedupRegionClaim *claim;
+		DedupRegionLookup got = dedup_region_cache_lookup(l->c, 1, off, &claim, &r);
 		if (got == DEDUP_REGION_BUSY)
-			got = dedup_region_cache_wait(l->c, 1, off, &r);
+			got = dedup_region_cache_wait(l->c, 1, off, &claim, &r);
 		if (got == DEDUP_REGION_CLAIMED) {
 			pthread_mutex_lock(l->lock);
 			l->loads[off]++;
 			pthread_mutex_unlock(l->lock);
 			usleep(200);
-			r = dedup_region_cache_publish(l->c, region_new(l->c, 1, off, 2, 1000));
+			r = dedup_region_cache_publish(l->c, region_new(l->c, 1, off, 2, 1000), claim);
 		}
 		ASSERT(r && r->offset == off && r->data[999] == (uint8_t) off);
 		dedup_region_cache_release(l->c, r);
@@ -252,20 +290,20 @@ static void test_region_cache_spares(void) {
 	ASSERT_OK(dedup_region_cache_new(16 * cost, &c));
 
 	for (uint64_t off = 1; off <= 16; off++)
-		dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, off, 4, 100000)));
+		dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, off, 4, 100000), NULL));
 	dedup_region_cache_stats(c, &st);
 	ASSERT(st.entries == 16 && st.spare_bytes == 0 && st.reused == 0);
 	/* The 17th evicts the oldest, which becomes a spare; the 18th is made in it. */
 	DedupCachedRegion *one;
-	ASSERT(dedup_region_cache_lookup(c, 7, 1, false, &one) == DEDUP_REGION_HIT);
+	ASSERT(dedup_region_cache_lookup(c, 7, 1, NULL, &one) == DEDUP_REGION_HIT);
 	dedup_region_cache_release(c, one);
-	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, 17, 4, 100000)));
+	dedup_region_cache_release(c, dedup_region_cache_publish(c, region_new(c, 7, 17, 4, 100000), NULL));
 	dedup_region_cache_stats(c, &st);
 	ASSERT(st.spare_bytes > 0 && st.reused == 0 && !cached(c, 7, 2));
 	DedupCachedRegion *r = region_new(c, 7, 18, 4, 99000);
 	dedup_region_cache_stats(c, &st);
 	ASSERT(st.reused == 1 && st.spare_bytes == 0);
-	ASSERT(dedup_region_cache_publish(c, r) == r && r->data[98999] == 18 && r->ends[3] == 99000);
+	ASSERT(dedup_region_cache_publish(c, r, NULL) == r && r->data[98999] == 18 && r->ends[3] == 99000);
 	dedup_region_cache_release(c, r);
 	ASSERT(cached(c, 7, 18) && cached(c, 7, 1) && !cached(c, 7, 3));
 
@@ -303,11 +341,12 @@ static void *churner_main(void *userdata) {
 		uint64_t off = 1 + test_rng_next(&rng) % 40;
 		uint32_t size = 20000 + (uint32_t) (off * 500);
 		DedupCachedRegion *r;
-		DedupRegionLookup got = dedup_region_cache_lookup(ch->c, 1, off, true, &r);
+		DedupRegionClaim *claim;
+		DedupRegionLookup got = dedup_region_cache_lookup(ch->c, 1, off, &claim, &r);
 		if (got == DEDUP_REGION_BUSY)
-			got = dedup_region_cache_wait(ch->c, 1, off, &r);
+			got = dedup_region_cache_wait(ch->c, 1, off, &claim, &r);
 		if (got == DEDUP_REGION_CLAIMED)
-			r = dedup_region_cache_publish(ch->c, region_new(ch->c, 1, off, 2, size));
+			r = dedup_region_cache_publish(ch->c, region_new(ch->c, 1, off, 2, size), claim);
 		ASSERT(r && r->offset == off && r->plain_size == size && r->ends[1] == size);
 		for (uint32_t i = 0; i < size; i += 997)
 			ASSERT(r->data[i] == (uint8_t) off);
@@ -338,6 +377,7 @@ int main(void) {
 	test_bloom();
 	test_locality();
 	test_region_cache();
+	test_region_cache_claim_owner();
 	test_region_cache_threads();
 	test_region_cache_spares();
 	test_region_cache_spares_threads();
