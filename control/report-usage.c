@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/strvec.h"
 #include "control/control-internal.h"
 
 typedef struct Group {
@@ -53,32 +54,13 @@ static int64_t day_of(int64_t t_ns) {
 	return t_ns >= 0 ? t_ns / day : -((-t_ns + day - 1) / day);
 }
 
-typedef struct NameVec {
-	char **names;
-	size_t n, cap;
-} NameVec;
-
 /* The index of name in v, added if new: group keys of report --by database. */
-static int64_t name_index(NameVec *v, const char *name) {
+static int64_t name_index(StrVec *v, const char *name) {
 	for (size_t i = 0; i < v->n; i++)
 		if (strcmp(v->names[i], name) == 0)
 			return (int64_t) i;
-	if (v->n == v->cap) {
-		size_t cap = MAX(v->cap * 2, (size_t) 8);
-		char **p = realloc(v->names, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		v->names = p;
-		v->cap = cap;
-	}
-	v->names[v->n] = strdup(name);
-	return v->names[v->n] ? (int64_t) v->n++ : -ENOMEM;
-}
-
-static void name_vec_done(NameVec *v) {
-	for (size_t i = 0; i < v->n; i++)
-		free(v->names[i]);
-	free(v->names);
+	int r = strvec_push(v, name);
+	return r < 0 ? r : (int64_t) v->n - 1;
 }
 
 /*
@@ -86,7 +68,7 @@ static void name_vec_done(NameVec *v) {
  * sees it in the recovery area; else, for an archived log kept elsewhere,
  * the name in its header; else "unknown".
  */
-static int database_key(Conn *c, NameVec *names, const FileRow *f) {
+static int database_key(Conn *c, StrVec *names, const FileRow *f) {
 	_cleanup_free_ char *path = NULL;
 	char db[CATALOG_NAME_MAX + 1] = "unknown";
 	CatalogArchivelog a;
@@ -101,7 +83,7 @@ static int database_key(Conn *c, NameVec *names, const FileRow *f) {
 }
 
 static int group_by_name(const void *a, const void *b, void *userdata) {
-	const NameVec *names = userdata;
+	const StrVec *names = userdata;
 	return strcmp(names->names[((const Group *) a)->key], names->names[((const Group *) b)->key]);
 }
 
@@ -318,7 +300,7 @@ static int add_tier_classes(Conn *c, const FileVec *files) {
 int control_report(Conn *c, const CtlRequest *req) {
 	FileVec files = {};
 	GroupVec groups = {};
-	NameVec names = {};
+	StrVec names = {};
 	FsPolicyOutlook outlook;
 	/* Per host of a shared tier: what the tier holds, not this catalog's files (hosts.c). */
 	if (req->by == CTL_REPORT_BY_HOST)
@@ -400,7 +382,7 @@ int control_report(Conn *c, const CtlRequest *req) {
 			r = control_add_u64(c, "chunk_stored", (uint64_t) (g->attributed + 0.5));
 	}
 	free(groups.items);
-	name_vec_done(&names);
+	strvec_done(&names);
 	if (r >= 0)
 		r = add_moved_rows(c);
 	if (r >= 0)

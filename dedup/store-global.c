@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "common/macros.h"
+#include "common/strvec.h"
 #include "dedup/store-internal.h"
 
 #define GLOBAL_ID_PREFIX 16u
@@ -336,35 +337,6 @@ int dedup_store_publish(DedupStore *s) {
 
 /* ---- the merged lookup ---- */
 
-typedef struct NameVec {
-	char **names;
-	size_t n, cap;
-} NameVec;
-
-static void namevec_done(NameVec *v) {
-	for (size_t i = 0; i < v->n; i++)
-		free(v->names[i]);
-	free(v->names);
-	*v = (NameVec) {};
-}
-
-static int namevec_push(const char *name, void *userdata) {
-	NameVec *v = userdata;
-	if (v->n == v->cap) {
-		size_t cap = MAX(v->cap * 2, (size_t) 16);
-		char **p = realloc(v->names, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		v->names = p;
-		v->cap = cap;
-	}
-	v->names[v->n] = strdup(name);
-	if (!v->names[v->n])
-		return -ENOMEM;
-	v->n++;
-	return 0;
-}
-
 static bool epoch_seen(const GlobalHost *h, uint64_t epoch) {
 	size_t lo = 0, hi = h->n_seen;
 	while (lo < hi) {
@@ -556,7 +528,7 @@ static int merge(StoreGlobal *g, Loaded *l) {
 }
 
 typedef struct HostList {
-	NameVec names;
+	StrVec names;
 	const char *self;
 } HostList;
 
@@ -564,7 +536,7 @@ static int host_collect(const char *host, void *userdata) {
 	HostList *h = userdata;
 	if (strcmp(host, h->self) == 0)
 		return 0;
-	return namevec_push(host, &h->names);
+	return strvec_push(&h->names, host);
 }
 
 void store_global_refresh(DedupStore *s) {
@@ -591,14 +563,14 @@ void store_global_refresh(DedupStore *s) {
 	for (size_t i = 0; i < hosts.names.n; i++) {
 		const char *host = hosts.names.names[i];
 		char dir[DEDUP_BACKEND_NAME_MAX + 1];
-		NameVec objects = {};
+		StrVec objects = {};
 		uint32_t ix;
 
 		pthread_rwlock_wrlock(&g->lookup_lock);
 		int r = host_index(g, host, &ix);
 		pthread_rwlock_unlock(&g->lookup_lock);
-		if (r < 0 || sh->object_name(host, "i", dir) < 0 || dedup_backend_list(sh->root, dir, namevec_push, &objects) < 0) {
-			namevec_done(&objects);
+		if (r < 0 || sh->object_name(host, "i", dir) < 0 || dedup_backend_list(sh->root, dir, strvec_collect, &objects) < 0) {
+			strvec_done(&objects);
 			continue;
 		}
 		size_t dir_len = strlen(dir);
@@ -625,7 +597,7 @@ void store_global_refresh(DedupStore *s) {
 			}
 			room -= l.n - before;
 		}
-		namevec_done(&objects);
+		strvec_done(&objects);
 	}
 	if (l.n_marks > 0)
 		(void) merge(g, &l);
@@ -639,7 +611,7 @@ out:
 	free(l.items);
 	free(l.hosts);
 	free(l.epochs);
-	namevec_done(&hosts.names);
+	strvec_done(&hosts.names);
 	pthread_mutex_unlock(&g->refresh_lock);
 }
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/macros.h"
+#include "common/strvec.h"
 #include "tier/backend-dir.h"
 #include "tier/shared.h"
 
@@ -389,46 +390,17 @@ int tier_shared_retire(DedupBackend *b, const char *host, const uint8_t writer[s
 	return rec.state == TIER_HOST_RETIRED ? 0 : -EAGAIN;
 }
 
-typedef struct NameVec {
-	char **names;
-	size_t n, cap;
-} NameVec;
-
-static void name_vec_done(NameVec *v) {
-	for (size_t i = 0; i < v->n; i++)
-		free(v->names[i]);
-	free(v->names);
-	*v = (NameVec) {};
-}
-
-static int collect_name(const char *name, void *userdata) {
-	NameVec *v = userdata;
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? 2 * v->cap : 64;
-		char **p = reallocarray(v->names, cap, sizeof(char *));
-		if (!p)
-			return -ENOMEM;
-		v->names = p;
-		v->cap = cap;
-	}
-	v->names[v->n] = strdup(name);
-	if (!v->names[v->n])
-		return -ENOMEM;
-	v->n++;
-	return 0;
-}
-
 static int compare_hosts(const void *a, const void *b) {
 	return strcmp(((const TierSharedHost *) a)->host, ((const TierSharedHost *) b)->host);
 }
 
 int tier_shared_hosts_list(DedupBackend *b, uint64_t now, TierSharedHost **ret, size_t *ret_n) {
-	_cleanup_(name_vec_done) NameVec names = {};
+	_cleanup_(strvec_done) StrVec names = {};
 	_cleanup_free_ TierSharedHost *hosts = NULL;
 	size_t n = 0;
 
 	/* Names first: the listing's callback may not call into the backend. */
-	int r = dedup_backend_list(b, "hosts", collect_name, &names);
+	int r = dedup_backend_list(b, "hosts", strvec_collect, &names);
 	if (r < 0)
 		return r;
 	hosts = calloc(names.n + 1, sizeof(*hosts));
@@ -560,13 +532,13 @@ static int compare_usage(const void *a, const void *b) {
 }
 
 int tier_shared_usage(DedupBackend *b, TierSharedUsage **ret, size_t *ret_n) {
-	_cleanup_(name_vec_done) NameVec names = {};
+	_cleanup_(strvec_done) StrVec names = {};
 	_cleanup_free_ TierSharedUsage *rows = NULL;
 	size_t n = 0, cap = 0;
 
-	int r = dedup_backend_list(b, "h", collect_name, &names);
+	int r = dedup_backend_list(b, "h", strvec_collect, &names);
 	if (r >= 0)
-		r = dedup_backend_list(b, "hosts", collect_name, &names);
+		r = dedup_backend_list(b, "hosts", strvec_collect, &names);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < names.n; i++) {
