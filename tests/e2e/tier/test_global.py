@@ -28,11 +28,9 @@ backups instead of one).
 
 import errno
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 
 import harness
@@ -201,26 +199,7 @@ def run(res, tmp, filer, root):
 
 
 def main():
-    nfs = "--nfs" in sys.argv[1:]
-    if nfs:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
-        import ganesha
-        ganesha.enter_private_namespace()
-    harness.require_fuse()
-    res = harness.Results("e2e-global-nfs" if nfs else "e2e-global")
-    tmp = tempfile.mkdtemp(prefix="fratier-global-", dir=os.environ.get("FRATIER_TMP"))
-    try:
-        if nfs:
-            with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
-                run(res, tmp, srv.url, srv.export)
-        else:
-            filer = os.path.join(tmp, "filer")
-            os.makedirs(filer)
-            run(res, tmp, filer, os.path.join(filer, "containers"))
-    finally:
-        if not os.environ.get("FRATIER_KEEP"):
-            shutil.rmtree(tmp, ignore_errors=True)
-    res.finish()
+    tc.shared_filer_main("e2e-global", run)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import harness
@@ -206,26 +205,7 @@ def run(res, tmp, filer, root):
 
 
 def main():
-    nfs = "--nfs" in sys.argv[1:]
-    if nfs:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
-        import ganesha
-        ganesha.enter_private_namespace()
-    harness.require_fuse()
-    res = harness.Results("e2e-shared-nfs" if nfs else "e2e-shared")
-    tmp = tempfile.mkdtemp(prefix="fratier-shared-", dir=os.environ.get("FRATIER_TMP"))
-    try:
-        if nfs:
-            with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
-                run(res, tmp, srv.url, srv.export)
-        else:
-            filer = os.path.join(tmp, "filer")
-            os.makedirs(filer)
-            run(res, tmp, filer, os.path.join(filer, "containers"))
-    finally:
-        if not os.environ.get("FRATIER_KEEP"):
-            shutil.rmtree(tmp, ignore_errors=True)
-    res.finish()
+    tc.shared_filer_main("e2e-shared", run)
 
 
 if __name__ == "__main__":

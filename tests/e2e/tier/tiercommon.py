@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dedup"))
@@ -143,3 +144,29 @@ def nfs_mount(tmp, url, filer_keys=""):
         f.write("[fratier]\ndata_dir = %s\n\n[tier hot]\n\n[tier capacity]\n\n"
                 "[tier filer]\nrole = nfs\npath = %s\n%s" % (data, url, filer_keys))
     return harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
+
+
+def shared_filer_main(name, run):
+    """run(res, tmp, tier path, the tier's object root) on a plain directory,
+    or, with --nfs, on an nfs-ganesha export in a namespace of its own; the
+    test is named NAME or NAME-nfs."""
+    nfs = "--nfs" in sys.argv[1:]
+    if nfs:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nfs"))
+        import ganesha
+        ganesha.enter_private_namespace()
+    harness.require_fuse()
+    res = harness.Results(name + "-nfs" if nfs else name)
+    tmp = tempfile.mkdtemp(prefix="fratier-%s-" % name, dir=os.environ.get("FRATIER_TMP"))
+    try:
+        if nfs:
+            with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
+                run(res, tmp, srv.url, srv.export)
+        else:
+            filer = os.path.join(tmp, "filer")
+            os.makedirs(filer)
+            run(res, tmp, filer, os.path.join(filer, "containers"))
+    finally:
+        if not os.environ.get("FRATIER_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+    res.finish()
