@@ -244,26 +244,13 @@ int tier_shared_read_host(DedupBackend *b, const char *host, TierHostRecord *ret
 	return strcmp(ret->host, host) == 0 ? 0 : -EBADMSG;
 }
 
-/*
- * Invariant 1: written and synced under the writer's own name (the
- * instance of the daemon writing: the host's own, or a retiring host's),
- * then renamed into place.
- */
-static int write_host(DedupBackend *b, const TierHostRecord *rec, const uint8_t writer[static TIER_HOST_INSTANCE_SIZE]) {
-	char name[TIER_HOST_OBJECT_NAME_MAX], tmp[TIER_HOST_OBJECT_NAME_MAX], hex[2 * TIER_HOST_INSTANCE_SIZE + 1];
-	char buf[TIER_HOST_RECORD_MAX];
+/* Writes buf to tmp, syncs it and renames it onto name: readers see the old object or the new one, whole. */
+static int replace_whole(DedupBackend *b, const char *tmp, const char *name, const char *buf, size_t len) {
 	DedupBackendFile *f = NULL;
-
-	int n = tier_host_record_format(rec, buf);
-	if (n < 0)
-		return n;
-	host_object_name(rec->host, name);
-	instance_to_hex(writer, hex);
-	snprintf(tmp, sizeof(tmp), "hosts/%s.host.%s.tmp", rec->host, hex);
 	int r = dedup_backend_open_write(b, tmp, true, 0, &f);
 	if (r < 0)
 		return r;
-	r = dedup_backend_file_pwrite(b, f, buf, (size_t) n, 0);
+	r = dedup_backend_file_pwrite(b, f, buf, len, 0);
 	if (r >= 0)
 		r = dedup_backend_file_sync(b, f);
 	dedup_backend_file_close(b, f);
@@ -272,6 +259,24 @@ static int write_host(DedupBackend *b, const TierHostRecord *rec, const uint8_t 
 	if (r < 0)
 		(void) dedup_backend_unlink(b, tmp);
 	return r;
+}
+
+/*
+ * Invariant 1: written and synced under the writer's own name (the
+ * instance of the daemon writing: the host's own, or a retiring host's),
+ * then renamed into place.
+ */
+static int write_host(DedupBackend *b, const TierHostRecord *rec, const uint8_t writer[static TIER_HOST_INSTANCE_SIZE]) {
+	char name[TIER_HOST_OBJECT_NAME_MAX], tmp[TIER_HOST_OBJECT_NAME_MAX], hex[2 * TIER_HOST_INSTANCE_SIZE + 1];
+	char buf[TIER_HOST_RECORD_MAX];
+
+	int n = tier_host_record_format(rec, buf);
+	if (n < 0)
+		return n;
+	host_object_name(rec->host, name);
+	instance_to_hex(writer, hex);
+	snprintf(tmp, sizeof(tmp), "hosts/%s.host.%s.tmp", rec->host, hex);
+	return replace_whole(b, tmp, name, buf, (size_t) n);
 }
 
 int tier_shared_register(DedupBackend *b, const char *host, const uint8_t instance[static TIER_HOST_INSTANCE_SIZE],
@@ -473,24 +478,12 @@ int tier_host_summary_format(const TierHostSummary *s, char buf[static TIER_HOST
 
 int tier_shared_summary_put(DedupBackend *b, const TierHostSummary *s) {
 	char buf[TIER_HOST_SUMMARY_MAX];
-	DedupBackendFile *f = NULL;
 
 	int n = tier_host_summary_format(s, buf);
 	if (n < 0)
 		return n;
 	/* The host's own directory: no other instance writes there while this one holds the lease. */
-	int r = dedup_backend_open_write(b, SUMMARY_TMP_NAME, true, 0, &f);
-	if (r < 0)
-		return r;
-	r = dedup_backend_file_pwrite(b, f, buf, (size_t) n, 0);
-	if (r >= 0)
-		r = dedup_backend_file_sync(b, f);
-	dedup_backend_file_close(b, f);
-	if (r >= 0)
-		r = dedup_backend_rename(b, SUMMARY_TMP_NAME, SUMMARY_NAME);
-	if (r < 0)
-		(void) dedup_backend_unlink(b, SUMMARY_TMP_NAME);
-	return r;
+	return replace_whole(b, SUMMARY_TMP_NAME, SUMMARY_NAME, buf, (size_t) n);
 }
 
 int tier_shared_summary_get(DedupBackend *b, const char *host, TierHostSummary *ret) {
