@@ -244,7 +244,7 @@ static int rekey_progress(uint64_t done, uint64_t total, void *userdata) {
 	atomic_store(&p->fs->rekey_done, done);
 	atomic_store(&p->fs->rekey_total, total);
 	if (done > 0)
-		fs_throttle_pace(&p->fs->throttle, FS_THROTTLE_GC, &p->unit);
+		fs_throttle_pace(&p->fs->throttle, FS_THROTTLE_REKEY, &p->unit);
 	return atomic_load(&p->fs->seal_stopping) ? -ECANCELED : 0;
 }
 

@@ -31,6 +31,7 @@ typedef enum FsThrottleKind {
 	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()) */
 	FS_THROTTLE_MIGRATE, /* moves between tiers, the policy's and tierctl's */
 	FS_THROTTLE_GC,      /* the collector thread's runs */
+	FS_THROTTLE_REKEY,   /* rekeys, run on the collector's thread */
 	_FS_THROTTLE_KIND_MAX,
 } FsThrottleKind;
 

@@ -263,6 +263,8 @@ def main():
         res.check(old_id not in kb and kb.get(new_id, 0) > 0, "tier 1 after the rekey: %s" % kb)
         res.check("rekey of tier 1 (capacity) finished" in fs.log_text(),
                   "no log line of the rekey finished:\n" + fs.log_text()[-2000:])
+        paced = sum(int(st.get("throttle_rekey_%s" % what, 0)) for what in ("busy", "idle"))
+        res.check(paced > 0, "the rekey was paced under a kind of its own: throttle_rekey_busy + _idle = %d" % paced)
         sums_add_up(res, fs, "after the rekey")
         check_files(res, fs, digests, "after the rekey")
 
