@@ -231,7 +231,7 @@ typedef enum StoreVerify {
 	 * whole by its GCM tag (header fields, table with every id and length,
 	 * payload, place): its chunks are what the writer that computed those
 	 * ids sealed, as a plain region's are only if re-hashed, an XXH3
-	 * checksum being no MAC (docs/SECURITY.md, "What a read checks").
+	 * checksum being no MAC (docs/SECURITY.md, "What a read checks (sealed regions)").
 	 */
 	STORE_VERIFY_UNSEALED = 2,
 } StoreVerify;
