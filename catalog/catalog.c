@@ -93,6 +93,8 @@ typedef enum StatementId {
 	STMT_REKEY_SET,
 	STMT_REKEY_CLEAR,
 	STMT_REKEY_GET,
+	STMT_DESCRIPTION_SET,
+	STMT_DESCRIPTION_GET,
 	STMT_RECIPE_PUT,
 	STMT_RECIPE_FIND,
 	STMT_RECIPE_ALL,
@@ -206,6 +208,8 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_REKEY_SET] = "INSERT OR IGNORE INTO rekeys (tier, requested) VALUES (?, ?)",
 	[STMT_REKEY_CLEAR] = "DELETE FROM rekeys WHERE tier = ?",
 	[STMT_REKEY_GET] = "SELECT 1 FROM rekeys WHERE tier = ?",
+	[STMT_DESCRIPTION_SET] = "INSERT OR REPLACE INTO descriptions (tier, generation, present) VALUES (?, ?, ?)",
+	[STMT_DESCRIPTION_GET] = "SELECT generation, present FROM descriptions WHERE tier = ?",
 	[STMT_RECIPE_PUT] = "INSERT OR REPLACE INTO recipes (ino, offset, segment) VALUES (?, ?, ?)",
 	[STMT_RECIPE_FIND] = "SELECT offset, segment FROM recipes WHERE ino = ? AND offset <= ? "
 			     "ORDER BY offset DESC LIMIT 1",
@@ -388,6 +392,17 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"CREATE TABLE rekeys ("
 	"  tier INTEGER PRIMARY KEY,"
 	"  requested INTEGER NOT NULL);",
+
+	/*
+	 * 10 -> 11: the generation of the last description written to each
+	 * lower tier (present 0: removed since, the tier being too full), so
+	 * that an older copy put back is told from the current one (tierctl
+	 * scrub).  No row: none written since the upgrade, nothing to compare.
+	 */
+	"CREATE TABLE descriptions ("
+	"  tier INTEGER PRIMARY KEY,"
+	"  generation INTEGER NOT NULL,"
+	"  present INTEGER NOT NULL);",
 };
 
 struct Catalog {
@@ -2328,6 +2343,40 @@ int catalog_rekey_is_requested(Catalog *c, uint32_t tier) {
 		sqlite3_bind_int64(s, 1, tier);
 		int rc = sqlite3_step(s);
 		r = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : catalog_result(rc);
+		finish(s);
+	}
+	unlock(c);
+	return r;
+}
+
+int catalog_description_set(Catalog *c, uint32_t tier, uint64_t generation, bool present) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DESCRIPTION_SET);
+	int r = s ? 0 : catalog_result(sqlite3_errcode(c->db));
+	if (s) {
+		sqlite3_bind_int64(s, 1, tier);
+		sqlite3_bind_int64(s, 2, (int64_t) generation);
+		sqlite3_bind_int(s, 3, present);
+		r = step_done(c, s);
+	}
+	unlock(c);
+	return r;
+}
+
+int catalog_description_get(Catalog *c, uint32_t tier, uint64_t *ret_generation, bool *ret_present) {
+	lock(c);
+	sqlite3_stmt *s = stmt(c, STMT_DESCRIPTION_GET);
+	int r;
+	if (!s)
+		r = catalog_result(sqlite3_errcode(c->db));
+	else {
+		sqlite3_bind_int64(s, 1, tier);
+		int rc = sqlite3_step(s);
+		r = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+		if (r == 0) {
+			*ret_generation = (uint64_t) sqlite3_column_int64(s, 0);
+			*ret_present = sqlite3_column_int(s, 1) != 0;
+		}
 		finish(s);
 	}
 	unlock(c);

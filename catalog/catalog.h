@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 10
+#define CATALOG_SCHEMA_VERSION 11
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -420,6 +420,13 @@ int catalog_key_usage_foreach(Catalog *c,
  */
 int catalog_rekey_set(Catalog *c, uint32_t tier, bool requested);
 int catalog_rekey_is_requested(Catalog *c, uint32_t tier);
+/*
+ * The generation of the last description written to tier (present) or
+ * removed from it (not present): set records it, get reads it back.
+ * Returns: 0, -ENOENT (get: none recorded), or -errno.
+ */
+int catalog_description_set(Catalog *c, uint32_t tier, uint64_t generation, bool present);
+int catalog_description_get(Catalog *c, uint32_t tier, uint64_t *ret_generation, bool *ret_present);
 /* Whether any chunk is stored on any tier.  Returns: 1, 0, or -errno. */
 int catalog_chunks_any(Catalog *c);
 

@@ -143,8 +143,52 @@ static int scrub_tier(Conn *c, DedupStore *store, uint32_t tier, bool one_of_sev
 	return r;
 }
 
+/* A lower tier whose description is not the one the catalog recorded last. */
+typedef struct ScrubDescription {
+	uint32_t tier;
+	const char *problem;
+} ScrubDescription;
+
+/*
+ * Checks the description of lower tier t (tier_set_description_check()) and
+ * writes a bad one again from the catalog: an older copy put back would
+ * otherwise be what a disaster recovery restores.  Returns 1 and *ret if it
+ * was bad, 0 if not (or it could not be read for another reason: logged).
+ */
+static int scrub_description(TierSet *tiers, uint32_t t, ScrubDescription *ret) {
+	uint64_t found, recorded;
+	int r = tier_set_description_check(tiers, t, &found, &recorded);
+	switch (r) {
+	case 0:
+		return 0;
+	case -ESTALE:
+		ret->problem = "older than the last one written (replaced by an older copy)";
+		break;
+	case -ENOENT:
+		ret->problem = "missing";
+		break;
+	case -EBADMSG:
+		ret->problem = "damaged, changed, or not this tier's";
+		break;
+	default:
+		log_warning_errno(r, "scrub: the description of tier %u could not be checked: %m", (unsigned) t);
+		return 0;
+	}
+	ret->tier = t;
+	log_error("scrub: the description of tier %u is %s (generation %llu, the catalog recorded %llu): "
+		  "writing it again from the catalog",
+		  (unsigned) t, ret->problem, (unsigned long long) found, (unsigned long long) recorded);
+	tier_set_describe_again(tiers, t);
+	r = tier_set_describe(tiers, t);
+	if (r < 0)
+		log_error_errno(r, "scrub: tier %u: the description could not be written again: %m", (unsigned) t);
+	return 1;
+}
+
 int control_scrub(Conn *c, const CtlRequest *req) {
-	const TierSet *tiers = fs_tiers(c->fs);
+	TierSet *tiers = fs_tiers(c->fs);
+	ScrubDescription bad[CTL_TIER_MAX + 1];
+	size_t n_bad = 0;
 	uint32_t n_tiers = tier_set_count(tiers);
 	uint32_t first = 0, end = n_tiers;
 	ScrubDamage d = {};
@@ -171,6 +215,8 @@ int control_scrub(Conn *c, const CtlRequest *req) {
 			continue;
 		}
 		r = scrub_tier(c, store, t, end - first > 1, &d);
+		if (r >= 0 && t > 0 && scrub_description(tiers, t, &bad[n_bad]) > 0)
+			n_bad++;
 	}
 	atomic_store(&c->ctl->scrub_running, false);
 	if (r == -ECANCELED)
@@ -191,6 +237,13 @@ int control_scrub(Conn *c, const CtlRequest *req) {
 		r = control_add_u64(c, "damaged_files", d.damaged_files);
 	if (r >= 0)
 		r = control_add_u64(c, "tiers", end - first - n_unreachable);
+	for (size_t i = 0; r >= 0 && i < n_bad; i++) {
+		r = control_row(c, "description");
+		if (r >= 0)
+			r = control_add_u64(c, "tier", bad[i].tier);
+		if (r >= 0)
+			r = control_add(c, "problem", bad[i].problem);
+	}
 	for (size_t i = 0; r >= 0 && i < n_unreachable; i++) {
 		r = control_row(c, "unreachable");
 		if (r >= 0)

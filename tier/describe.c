@@ -221,20 +221,33 @@ static int attrs_of(const CatalogInode *ci, const char *path, TierFileAttrs *a) 
 	return 0;
 }
 
-/* Writes the description of d's files (TierSet.describe_lock held). */
-static int describe_write(Describe *d, DedupStore *store) {
+/*
+ * The generation of tier n's next description or removal: the wall clock,
+ * but always above the one the catalog last recorded (a clock stepped
+ * back must not make a new description look older than an old one).
+ */
+static uint64_t next_generation(TierSet *s, uint32_t n) {
+	struct timespec now;
+	uint64_t last = 0;
+	bool present;
+	clock_gettime(CLOCK_REALTIME, &now);
+	uint64_t g = (uint64_t) now.tv_sec * 1000000000 + (uint64_t) now.tv_nsec;
+	if (catalog_description_get(s->catalog, n, &last, &present) < 0)
+		last = 0;
+	return MAX(g, last + 1);
+}
+
+/* Writes the description of d's files, of generation `generation` (TierSet.describe_lock held). */
+static int describe_write(Describe *d, DedupStore *store, uint64_t generation) {
 	_cleanup_free_ uint8_t *blob = malloc(TIER_FILE_ATTRS_SIZE_MAX);
 	_cleanup_free_ TierFileAttrs *a = malloc(sizeof(*a));
 	DedupDescribeWriter *w = NULL;
-	struct timespec now;
 	size_t len;
 	int r;
 
 	if (!blob || !a)
 		return -ENOMEM;
-	/* The generation only tells descriptions apart in reports: the wall clock will do. */
-	clock_gettime(CLOCK_REALTIME, &now);
-	r = dedup_describe_begin(store, (uint64_t) now.tv_sec * 1000000000 + (uint64_t) now.tv_nsec, &w);
+	r = dedup_describe_begin(store, generation, &w);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; r >= 0 && i < d->n_dirs; i++) {
@@ -324,7 +337,11 @@ int tier_set_describe(TierSet *s, uint32_t n) {
 		r = 0;
 		goto out;
 	}
-	r = describe_write(&d, store);
+	uint64_t generation = next_generation(s, n);
+	r = describe_write(&d, store, generation);
+	/* Recorded once the description is durable: the one on the tier is never older than the catalog says. */
+	if (r >= 0)
+		r = catalog_description_set(s->catalog, n, generation, true);
 	if (r == -ENOSPC) {
 		/*
 		 * A full tier must stay collectable, and collecting it under a
@@ -333,6 +350,9 @@ int tier_set_describe(TierSet *s, uint32_t n) {
 		 * the collection, with room again, writes a new one.
 		 */
 		r = dedup_describe_remove(store);
+		/* From now on any description found there is an older one put back. */
+		if (r >= 0)
+			r = catalog_description_set(s->catalog, n, next_generation(s, n), false);
 		if (r >= 0)
 			r = 1;
 		s->tiers[n].described = 0;
@@ -355,4 +375,46 @@ void tier_set_describe_again(TierSet *s, uint32_t n) {
 	if (n < s->n_tiers)
 		s->tiers[n].described = 0;
 	pthread_mutex_unlock(&s->describe_lock);
+}
+
+int tier_set_description_check(TierSet *s, uint32_t n, uint64_t *ret_found, uint64_t *ret_recorded) {
+	DedupStore *store = tier_set_store(s, n);
+	DedupDescriptionInfo info = {};
+	_cleanup_free_ void *buf = NULL;
+	uint64_t recorded = 0;
+	bool present = false;
+	size_t len;
+	int r;
+
+	if (n == 0 || !store)
+		return -ENXIO;
+	/* Under the lock a rewrite holds from the write to the catalog's record of it: never half of one seen. */
+	pthread_mutex_lock(&s->describe_lock);
+	r = catalog_description_get(s->catalog, n, &recorded, &present);
+	if (r == -ENOENT) {
+		/* None written since the catalog could record it: nothing to compare with. */
+		r = 0;
+		goto out;
+	}
+	if (r < 0)
+		goto out;
+	r = dedup_description_load_keys(tier_set_backend(s, n), store, &buf, &len);
+	if (r == -ENOENT) {
+		r = present ? -ENOENT : 0;
+		goto out;
+	}
+	if (r >= 0)
+		r = dedup_description_parse(buf, len, NULL, NULL, &info);
+	if (r < 0)
+		goto out;
+	/* The tier number and the generation are authenticated with a sealed description's contents. */
+	if (info.tier != n)
+		r = -EBADMSG;
+	else if (!present || info.generation < recorded)
+		r = -ESTALE;
+out:
+	pthread_mutex_unlock(&s->describe_lock);
+	*ret_found = info.generation;
+	*ret_recorded = recorded;
+	return r;
 }

@@ -126,6 +126,18 @@ int tier_set_summary(const TierSet *s, uint32_t n, const char *host, TierHostSum
 int tier_set_describe(TierSet *s, uint32_t n);
 /* Makes the next tier_set_describe() of tier n write the description even if what it lists is the same. */
 void tier_set_describe_again(TierSet *s, uint32_t n);
+/*
+ * Checks that the description on lower tier n is the one the catalog
+ * recorded last (a generation authenticated with a sealed description's
+ * contents; tier_set_describe() records it once the description is
+ * durable).  *ret_found gets the generation of the one found (0: none or
+ * unreadable), *ret_recorded the catalog's.  Returns: 0 (the same or
+ * newer, or none recorded), -ESTALE (older than recorded, or found where
+ * the last one was removed: an older copy put back), -ENOENT (missing),
+ * -EBADMSG (damaged, changed, another key's, or another tier's), -ENOKEY,
+ * -ENXIO (the tier is not open), or another error reading it.
+ */
+int tier_set_description_check(TierSet *s, uint32_t n, uint64_t *ret_found, uint64_t *ret_recorded);
 
 /*
  * Opens the storage of a lower tier named by spec, as a tier's `path` in the

@@ -508,7 +508,7 @@ static void test_archivelogs(void) {
 	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
 		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -549,7 +549,7 @@ static void test_pins(void) {
 
 	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -623,7 +623,7 @@ static void test_history(void) {
 
 	/* A version 4 catalog (before history) is upgraded in place, with no samples. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -663,7 +663,7 @@ static void test_staging_tier(void) {
 
 	/* Version 5 never read a raw file's tier: whatever it held, the upgrade puts the file on the hot tier. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -769,6 +769,14 @@ static void test_regions_upgrade(void) {
 	CHECK(catalog_rekey_set(c, 1, true) == 0 && catalog_rekey_set(c, 1, true) == 0);
 	CHECK(catalog_rekey_is_requested(c, 1) == 1 && catalog_rekey_is_requested(c, 2) == 0);
 	CHECK(catalog_rekey_set(c, 1, false) == 0 && catalog_rekey_is_requested(c, 1) == 0);
+	/* Schema 11: no description recorded after the upgrade; the last one recorded per tier replaces the one before. */
+	uint64_t gen;
+	bool present;
+	CHECK(catalog_description_get(c, 1, &gen, &present) == -ENOENT);
+	CHECK(catalog_description_set(c, 1, 1000, true) == 0 && catalog_description_set(c, 2, 5, true) == 0);
+	CHECK(catalog_description_set(c, 1, 2000, false) == 0);
+	CHECK(catalog_description_get(c, 1, &gen, &present) == 0 && gen == 2000 && !present);
+	CHECK(catalog_description_get(c, 2, &gen, &present) == 0 && gen == 5 && present);
 	CHECK(catalog_check(c) == 0);
 	catalog_close(c);
 	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = %d", p6, CATALOG_SCHEMA_VERSION);

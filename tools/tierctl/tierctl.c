@@ -1171,11 +1171,16 @@ static int run_scrub(TierctlMount *mount, char **args, int n_args) {
 		_cleanup_free_ size_t *away = tierctl_rows(m, "unreachable", &n);
 		for (size_t i = 0; away && i < n; i++)
 			printf("tier %s is not reachable: not verified (see tierctl status)\n", tierctl_get(m, away[i], "tier"));
+		_cleanup_free_ size_t *descs = tierctl_rows(m, "description", &n);
+		for (size_t i = 0; descs && i < n; i++)
+			printf("tier %s: its description is %s: written again from the catalog\n",
+			       tierctl_get(m, descs[i], "tier"), tierctl_get(m, descs[i], "problem"));
 	}
-	size_t n_away;
+	size_t n_away, n_descs;
 	free(tierctl_rows(m, "unreachable", &n_away));
+	free(tierctl_rows(m, "description", &n_descs));
 	tierctl_reply_done(&reply);
-	return damaged || n_away ? TIERCTL_EXIT_PARTIAL : 0;
+	return damaged || n_away || n_descs ? TIERCTL_EXIT_PARTIAL : 0;
 }
 
 static int run_rekey(TierctlMount *mount, char **args, int n_args) {

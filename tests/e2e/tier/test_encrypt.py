@@ -19,7 +19,9 @@
   containers, a container truncated, a container replaced by an older copy
   of itself.  Each time the affected file reads EIO, tierctl scrub lists
   it (and only files already damaged), every other file reads byte-exact,
-  and the daemon keeps serving.
+  and the daemon keeps serving.  Then the tier's description replaced by
+  an older copy of itself (genuine, sealed under the key): tierctl scrub
+  names it as older than the catalog's and writes it again.
 
 The victims are found from outside: the key file gives the id subkey
 (HKDF-SHA-256, docs/FORMAT.md "Key file"), so each block's keyed chunk id,
@@ -341,6 +343,9 @@ def main():
             for n in names:
                 with open(os.path.join(d, n), "rb") as f:
                     replay[os.path.join(d, n)] = f.read()
+        description = os.path.join(data, "capacity", "containers", "d", "description.ftd")
+        with open(description, "rb") as f:
+            old_description = f.read()
         fs = harness.Fratier(base=base, config=conf, data=data).start()
         try:
             migrate(res, fs, "capacity", "m6.bkp")
@@ -427,6 +432,28 @@ def main():
                 f.write(old)
         tamper(res, base, conf, data, files, damaged, "replay of an older container", {"m6.bkp", "m7.bkp"},
                put_back)
+
+        # Replay of the description: the copy taken before m6 and m7 moved down, which lists neither.
+        # Sealed and genuine, it opens under the key; its generation (authenticated) is older than
+        # the one the catalog recorded: scrub says so and writes it again from the catalog.
+        with open(description, "wb") as f:
+            f.write(old_description)
+        fs = harness.Fratier(base=base, config=conf, data=data).start()
+        try:
+            rc, sc, listed, err = scrub(fs, "--tier", "1")
+            desc = sc.get("description", [])
+            res.check(rc == EXIT_PARTIAL and len(desc) == 1 and desc[0].get("tier") == 1
+                      and "older" in desc[0].get("problem", ""),
+                      "replay of an older description: scrub %d %r %r" % (rc, sc, err))
+            with open(description, "rb") as f:
+                res.check(f.read() != old_description, "the replayed description was not written again")
+            rc, sc, listed, err = scrub(fs, "--tier", "1")
+            res.check(not sc.get("description") and listed <= damaged,
+                      "the description written again is still not the catalog's: %d %r %r" % (rc, sc, err))
+            check_files(res, fs, files, damaged, "replay of an older description")
+        finally:
+            fs.stop()
+        print("replay of an older description: listed by scrub and written again from the catalog", flush=True)
         res.check(len(damaged) < len(files), "every file damaged: nothing shows that others are unaffected")
     finally:
         if not os.environ.get("FRATIER_KEEP"):
