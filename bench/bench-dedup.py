@@ -488,6 +488,7 @@ class Bench:
         self.phases = []
         self.hashes = {}
         self.native = []
+        self.native_copy_s = []  # per run: wall s of a plain copy of every phase
         self.cache = PageCache()
         self.load_start = os.getloadavg()
 
@@ -648,6 +649,26 @@ class Bench:
         self.native.append(mbs)
         return mbs
 
+    def native_copy(self):
+        """Wall s of the same copy (1 MiB writes, fsync before close) of every phase into a
+        plain directory of the workdir's disk, cold cache per phase: what the target of a
+        sealed ingest is a multiple of."""
+        dst_root = os.path.join(self.work, 'native-copy')
+        total = 0.0
+        for p in self.phases:
+            pairs = []
+            for e in p.files:
+                dst = os.path.join(dst_root, e['path'])
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                pairs += [self.source(p, e), dst]
+            self.drop_caches()
+            wall, _, _ = self.run_measured(['/usr/bin/python3', '-c', IO_CHILD, 'copy'] + pairs,
+                                           os.path.join(self.logs, 'native-copy.log'))
+            total += wall
+        shutil.rmtree(dst_root, ignore_errors=True)
+        self.native_copy_s.append(total)
+        return total
+
     def logical(self):
         return sum(p.logical for p in self.phases)
 
@@ -657,6 +678,8 @@ class Bench:
         self.print_header()
         print(f'\nnative read of the FRA (cold cache, 1 MiB reads): '
               f'{self.native_read():.1f} MB/s', flush=True)
+        print(f'plain copy of every phase to the workdir\'s disk (1 MiB writes, fsync before '
+              f'close, cold cache): {self.native_copy():.1f} s', flush=True)
         hdr = f'\n{"tool":<9} {"phase":<8} {"logical MiB":>11} {"wall s":>8} {"MB/s":>8} ' \
               f'{"CPU s":>8} {"added MiB":>10} {"reduction":>9}  notes'
         print(hdr)
@@ -691,6 +714,7 @@ class Bench:
             self.tool = None
             shutil.rmtree(tool.dir, ignore_errors=True)
         print(f'\nnative read of the FRA again (cold cache): {self.native_read():.1f} MB/s')
+        print(f'plain copy again: {self.native_copy():.1f} s')
         self.print_summary()
 
     def print_row(self, tool, phase, logical, r):
@@ -741,6 +765,7 @@ class Bench:
     def print_summary(self):
         logical = self.logical()
         native = sum(self.native) / len(self.native)
+        copy_s = sum(self.native_copy_s) / len(self.native_copy_s)
         days = [p for p in self.phases if p.name.startswith('day')]
         day2 = days[1].name if len(days) > 1 else None
         backups = [p.name for p in self.phases]
@@ -757,20 +782,24 @@ class Bench:
                 'rcpu': rs.cpu,
                 'rss': t.peak_rss,
                 'bmbs': logical / MB / b_wall,
+                'bcopy': b_wall / copy_s,
                 'rmbs': logical / MB / rs.wall,
                 'rnat': logical / MB / rs.wall / native,
             }
         print(f'\nsummary: {mib(logical):.1f} MiB logical; MB = 10^6 bytes; stored = du of '
               f'the store after all phases; native read {native:.1f} MB/s '
-              f'(mean of {len(self.native)})')
+              f'(mean of {len(self.native)}); plain copy {copy_s:.1f} s '
+              f'({logical / MB / copy_s:.1f} MB/s, mean of {len(self.native_copy_s)}); '
+              f'backup / copy = every phase\'s backup (for fratier: copy + until sealed) '
+              f'over the plain copy')
         hdr = f'{"tool":<20} {"stored MiB":>10} {"reduction":>9} {"day-2 red.":>10} ' \
-              f'{"backup MB/s":>11} {"backup CPU s":>12} {"restore MB/s":>12} ' \
+              f'{"backup MB/s":>11} {"backup / copy":>13} {"backup CPU s":>12} {"restore MB/s":>12} ' \
               f'{"vs native":>9} {"restore CPU s":>13} {"peak RSS MiB":>12}'
         print(hdr)
         print('-' * len(hdr))
         for name, r in rows.items():
             print(f'{name:<20} {mib(r["stored"]):>10.1f} {fmt_x(r["red"]):>9} '
-                  f'{fmt_x(r["day2"]):>10} {r["bmbs"]:>11.1f} {r["bcpu"]:>12.1f} '
+                  f'{fmt_x(r["day2"]):>10} {r["bmbs"]:>11.1f} {fmt_x(r["bcopy"]):>13} {r["bcpu"]:>12.1f} '
                   f'{r["rmbs"]:>12.1f} {r["rnat"]:>9.2f} {r["rcpu"]:>13.1f} '
                   f'{mib(r["rss"]):>12.1f}')
         for t in self.tools:
@@ -779,7 +808,7 @@ class Bench:
             mg, rs = t.results['migrate'], t.results['restore-cap']
             print(f'{t.name + " (capacity)":<20} {mib(t.stored_migrated):>10.1f} '
                   f'{fmt_x(logical / t.stored_migrated):>9} {"":>10} '
-                  f'{logical / MB / mg.wall:>11.1f} {mg.cpu:>12.1f} '
+                  f'{logical / MB / mg.wall:>11.1f} {"":>13} {mg.cpu:>12.1f} '
                   f'{logical / MB / rs.wall:>12.1f} {logical / MB / rs.wall / native:>9.2f} '
                   f'{rs.cpu:>13.1f} {"":>12}   (after tierctl migrate --to 1 + gc; '
                   f'backup columns: the migration)')
@@ -814,7 +843,8 @@ class Bench:
             return
         # (label, key, higher is better, format)
         metrics = [('reduction', 'red', True, fmt_x), ('day-2 reduction', 'day2', True, fmt_x),
-                   ('backup MB/s', 'bmbs', True, fmt), ('backup CPU s', 'bcpu', False, fmt),
+                   ('backup MB/s', 'bmbs', True, fmt), ('backup / plain copy', 'bcopy', False, fmt_x),
+                   ('backup CPU s', 'bcpu', False, fmt),
                    ('restore MB/s', 'rmbs', True, fmt), ('restore CPU s', 'rcpu', False, fmt),
                    ('peak RSS MiB', 'rss', False, lambda v: fmt(mib(v)))]
         for p in self.phases:
@@ -824,7 +854,7 @@ class Bench:
             metrics.append((f'{p.name} MB/s', f'mbs-{p.name}', True, fmt))
         print('\nfratier against the best peer (ratio > 1: fratier better for MB/s and '
               'reduction; < 1: fratier better for CPU and RSS)')
-        hdr = f'{"metric":<16} {"fratier":>10} {"best peer":>10}  {"(which)":<10} ' \
+        hdr = f'{"metric":<20} {"fratier":>10} {"best peer":>10}  {"(which)":<10} ' \
               f'{"fratier/best":>12}'
         print(hdr)
         print('-' * len(hdr))
@@ -834,7 +864,7 @@ class Bench:
                 continue
             best, who = max(cand) if higher else min(cand)
             ratio = fr[key] / best if best else None
-            print(f'{label:<16} {f(fr[key]):>10} {f(best):>10}  {who:<10} {fmt(ratio, 2):>12}')
+            print(f'{label:<20} {f(fr[key]):>10} {f(best):>10}  {who:<10} {fmt(ratio, 2):>12}')
 
 
 def main():

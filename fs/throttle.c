@@ -21,6 +21,17 @@
  * foreground itself, so under heavy load the background gets less than s
  * of its unloaded throughput.  That errs on the foreground's side.
  *
+ * Seals are charged less: only the time their thread was blocked (reading
+ * a staging file the page cache no longer holds, waiting for the encoders,
+ * a lock or the disk), not the time it ran or waited for a CPU.  Their CPU
+ * is already arbitrated, exactly and without idling a core, by the
+ * scheduler: the seal workers and encoders run at nice 10, so a writer at
+ * nice 0 takes whatever CPU it needs first.  Charging the CPU time as well
+ * kept a seal off the core a writer leaves free, so a long copy left almost
+ * all of its sealing for after its end (bench/README.md, "Sealing beside
+ * the writer").  Moves and the collector keep the whole unit: their
+ * resource is mostly a disk or a filer, which nothing else arbitrates.
+ *
  * Invariants:
  *  1. FUSE requests never wait here: they only store a timestamp
  *     (fs_throttle_foreground(), lock-free).
@@ -43,6 +54,11 @@
  *     background's) or the throttle is stopped; after fs_throttle_stop()
  *     nothing waits, so unmount is never held up.
  */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <unistd.h>
+
 #include "common/macros.h"
 #include "fs/throttle.h"
 
@@ -106,8 +122,41 @@ bool fs_throttle_foreground_is_busy(FsThrottle *t) {
 	return foreground_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_IDLE_NS);
 }
 
+/*
+ * The calling thread's time on a CPU plus its time runnable on a run queue
+ * (the first two fields of /proc/thread-self/schedstat), or -1 when the
+ * kernel does not say (then the whole unit is charged).  Three syscalls a
+ * unit of 1 MiB or more: nothing next to the unit.
+ */
+static int64_t thread_sched_ns(void) {
+	char buf[96];
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	(void) close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	uint64_t run, runnable;
+	if (sscanf(buf, "%" SCNu64 " %" SCNu64, &run, &runnable) != 2 || run + runnable > INT64_MAX)
+		return -1;
+	return (int64_t) (run + runnable);
+}
+
+static void unit_start(FsThrottleUnit *u, int64_t now) {
+	u->start_ns = now;
+	u->start_sched_ns = thread_sched_ns();
+}
+
 void fs_throttle_begin(FsThrottleUnit *u) {
-	u->start_ns = clock_ns(CLOCK_MONOTONIC);
+	unit_start(u, clock_ns(CLOCK_MONOTONIC));
+}
+
+int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns) {
+	if (k != FS_THROTTLE_SEAL || sched_ns < 0)
+		return wall_ns;
+	return wall_ns > sched_ns ? wall_ns - sched_ns : 0;
 }
 
 static struct timespec ns_to_timespec(int64_t ns) {
@@ -121,13 +170,17 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 	/* Busy during the unit, or in the idle window before it: the unit competed with it. */
 	if (!foreground_since(t, u->start_ns - FS_THROTTLE_IDLE_NS)) {
 		atomic_fetch_add_explicit(&c->idle_units, 1, memory_order_relaxed);
-		u->start_ns = now;
+		unit_start(u, now);
 		return;
 	}
 	atomic_fetch_add_explicit(&c->busy_units, 1, memory_order_relaxed);
+	if (k == FS_THROTTLE_SEAL) {
+		int64_t sched = thread_sched_ns();
+		work = fs_throttle_charge_ns(k, work, sched >= 0 && u->start_sched_ns >= 0 ? sched - u->start_sched_ns : -1);
+	}
 	int64_t delay = fs_throttle_delay_ns(work, t->share);
 	if (delay == 0) {
-		u->start_ns = now;
+		unit_start(u, now);
 		return;
 	}
 
@@ -154,7 +207,7 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 		atomic_fetch_add_explicit(&c->waits, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&c->wait_ns, (uint64_t) (end - now), memory_order_relaxed);
 	}
-	u->start_ns = end;
+	unit_start(u, end);
 }
 
 const char *fs_throttle_kind_to_string(FsThrottleKind k) {

@@ -28,7 +28,7 @@
 #define FS_THROTTLE_DELAY_MAX_NS (INT64_C(2) * 1000000000)
 
 typedef enum FsThrottleKind {
-	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()) */
+	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()): charged only their time blocked */
 	FS_THROTTLE_MIGRATE, /* moves between tiers, the policy's and tierctl's */
 	FS_THROTTLE_GC,      /* the collector thread's runs */
 	FS_THROTTLE_REKEY,   /* rekeys, run on the collector's thread */
@@ -62,6 +62,7 @@ typedef struct FsThrottle {
 /* A worker's current unit of work: from the last pace (or begin) to the next. */
 typedef struct FsThrottleUnit {
 	int64_t start_ns;            /* CLOCK_MONOTONIC */
+	int64_t start_sched_ns;      /* the thread's time on a CPU or runnable then; -1: unknown */
 } FsThrottleUnit;
 
 /*
@@ -84,6 +85,13 @@ static inline void fs_throttle_foreground(FsThrottle *t) {
  * capped at FS_THROTTLE_DELAY_MAX_NS; 0 for share >= 100 or no work.
  */
 int64_t fs_throttle_delay_ns(int64_t work_ns, unsigned share);
+/*
+ * What a unit of kind k that took wall_ns is charged, a pure function: a
+ * seal only the part of it its thread spent neither on a CPU nor runnable
+ * (sched_ns: the time it did, -1 if unknown: then all of wall_ns); the
+ * other kinds all of it.  Never negative for wall_ns >= 0.
+ */
+int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns);
 
 /* share: percent, 1..100 (100 = never wait). */
 void fs_throttle_init(FsThrottle *t, unsigned share);
@@ -98,10 +106,11 @@ bool fs_throttle_foreground_is_busy(FsThrottle *t);
 void fs_throttle_begin(FsThrottleUnit *u);
 /*
  * Ends the unit u of kind k and starts the next: if the foreground was
- * busy during it (or just before), waits as fs_throttle_delay_ns() says,
- * on one timeline shared by all workers, and stops waiting early if the
- * foreground goes idle or the throttle is stopped.  Call with no lock
- * held that a FUSE request may need (see throttle.c).
+ * busy during it (or just before), waits as fs_throttle_delay_ns() says
+ * of the unit's time (a seal's: only the time its thread was blocked, see
+ * throttle.c), on one timeline shared by all workers, and stops waiting
+ * early if the foreground goes idle or the throttle is stopped.  Call with
+ * no lock held that a FUSE request may need (see throttle.c).
  */
 void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u);
 

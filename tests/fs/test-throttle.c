@@ -28,6 +28,19 @@ static void test_delay(void) {
 	}
 }
 
+static void test_charge(void) {
+	/* A seal is charged its time blocked only: off the CPU and off the run queue. */
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 70) == 30);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 100) == 0);
+	/* The two clocks are read apart: more scheduled time than wall time is no time blocked, not a negative one. */
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 130) == 0);
+	/* Unknown (no schedstat): all of it, as before. */
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1) == 100);
+	/* Moves and the collector: all of it, whatever the CPU did. */
+	assert(fs_throttle_charge_ns(FS_THROTTLE_MIGRATE, 100, 70) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_GC, 100, 70) == 100);
+}
+
 static void test_idle(void) {
 	FsThrottle t = {};
 	FsThrottleUnit u;
@@ -83,6 +96,7 @@ static void test_names(void) {
 
 int main(void) {
 	test_delay();
+	test_charge();
 	test_idle();
 	test_share_100();
 	test_stopped();
