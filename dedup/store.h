@@ -121,6 +121,13 @@ typedef struct DedupShared {
 	 * returned.  cb may not call into root.
 	 */
 	int (*hosts)(DedupBackend *root, int (*cb)(const char *host, void *userdata), void *userdata);
+	/*
+	 * As hosts, for collection: every host that may still hold references
+	 * (a record that is damaged included: only `retired` leaves out; one
+	 * that cannot be read fails the listing).
+	 */
+	int (*holders)(DedupBackend *root, int (*cb)(const char *host, void *userdata), void *userdata);
+	uint64_t lease_s; /* this host's lease, written into its reference publications */
 } DedupShared;
 
 /* Entries of other hosts' segments held in memory at most (DedupStoreOptions.global_entries). */
@@ -240,6 +247,11 @@ typedef struct DedupGlobalStats {
 	uint64_t foreign_hits;       /* chunks found there and referenced instead of stored, since open */
 	uint64_t foreign_bytes;      /* their plain bytes */
 	uint64_t foreign_containers; /* other hosts' containers this host's chunks point into */
+	uint64_t foreign_refused;    /* found there in a container its host condemned: stored again, since open */
+	uint64_t condemnations_bad;  /* condemnations that did not load (their host's segments wait) */
+	uint64_t condemned_waiting;  /* this host's condemned containers the last collection could not delete yet */
+	char blocked_by[33];         /* a host it waited for ("" if none): not retired, and its latest reference
+				      * publication lists one of them or has not acknowledged its condemnation */
 } DedupGlobalStats;
 
 /* The store's global dedup figures; the counters are since open.  Cheap; can't fail. */
@@ -457,6 +469,8 @@ typedef struct DedupGcStats {
 	uint64_t bytes_freed;          /* container bytes removed (compacted and deleted) */
 	uint64_t orphans_deleted;      /* container objects the catalog did not know */
 	uint64_t containers_skipped;   /* compaction candidates left alone because a unit failed its checks */
+	uint64_t containers_condemned; /* shared tier: emptied containers condemned (k/EPOCH.ftk) by this collection */
+	uint64_t containers_waiting;   /* shared tier: condemned containers another host still holds (or has not acknowledged) */
 } DedupGcStats;
 
 /*
