@@ -187,10 +187,11 @@ typedef struct DedupStoreOptions {
 	 * segments of the chunks it registers, looks chunks it would store up
 	 * in the other hosts' segments first and references them instead
 	 * (foreign chunks, read through shared->root and verified as every
-	 * chunk of a lower tier), and never deletes or compacts a container of
-	 * its own (another host may reference it: docs/SHARED.md, "Safe
-	 * collection").  Other hosts' segments made under other keys
-	 * (dedup_segment_keys()) are skipped and counted.
+	 * chunk of a lower tier), and deletes a container of its own only by
+	 * the collection protocol across hosts (another host may reference
+	 * it: docs/SHARED.md, "Safe collection"; dedup_store_gc()).  Other
+	 * hosts' segments made under other keys (dedup_segment_keys()) are
+	 * skipped and counted.
 	 */
 	const DedupShared *shared;
 	size_t global_entries; /* bound of the merged lookup of other hosts' segments, in entries */
@@ -488,6 +489,12 @@ typedef struct DedupGcStats {
  * collection leaves at most garbage.  One collection runs at a time.
  * (!) The deleting part waits for a moment when no writer is alive (new
  * writers are not held back meanwhile): a long-lived writer delays it.
+ * On a store doing global dedup (DedupStoreOptions.shared) a container
+ * left without chunks is condemned instead (k/EPOCH.ftk), compaction keeps
+ * the emptied container for the same, and each collection publishes the
+ * store's references (r/EPOCH.ftr) and deletes the condemned containers
+ * every other host that is not retired acknowledged and does not
+ * reference (docs/SHARED.md, "Safe collection").
  * o == NULL means DEDUP_GC_OPTIONS_DEFAULT; ret may be NULL.
  * Returns: 0, -EINVAL, or the first error (what was done before it stays
  * done and is counted in *ret).
