@@ -195,6 +195,22 @@ static uint64_t count_objects(const char *host, const char *dir, const char *suf
 	return count_below(path, suffix);
 }
 
+/* A temporary of host's, as a crash before its rename leaves it: longer than what will be written there. */
+static void leftover(const char *host, const char *name) {
+	char path[512];
+	snprintf(path, sizeof(path), "%s/h/%s/%s", shared_dir, host, name);
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	(void) mkdir(path, 0755);
+	*slash = '/';
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ASSERT(fd >= 0);
+	uint8_t junk[64 * 1024];
+	memset(junk, 0xa5, sizeof(junk));
+	ASSERT(write(fd, junk, sizeof(junk)) == (ssize_t) sizeof(junk));
+	close(fd);
+}
+
 static void gc(Host *h, DedupGcStats *ret) {
 	DedupGcStats st;
 	ASSERT_OK(dedup_store_gc(h->e.store, NULL, &st));
@@ -233,10 +249,12 @@ static void test_collect(Host *a, Host **others, size_t n, uint64_t ino_b, uint6
 	/* b and c let go, and publish so; h publishes its acknowledgement. */
 	env_drop(&b->e, ino_b);
 	env_drop(&c->e, ino_c);
+	leftover("b", "r/0000000000000002.ftr.tmp"); /* the same of a publication */
 	gc(b, NULL);
 	gc(c, NULL);
 	gc(&h, NULL);
 	ASSERT(count_objects("b", "r", ".ftr") == 1); /* the older publication went after the newer was durable */
+	ASSERT(count_objects("b", "r", ".tmp") == 0 && count_objects("a", "k", ".tmp") == 0);
 
 	/* g (closed after the first tests) never published: it holds everything until it is retired. */
 	gc(a, &st);
@@ -315,6 +333,8 @@ int main(void) {
 
 	/* The first host's collector keeps what it published, though it references none of it any more. */
 	env_drop(&a.e, ino_a);
+	/* What a crash in the middle of writing the condemnation would leave: it is overwritten, not appended to. */
+	leftover("a", "k/0000000000000001.ftk.tmp");
 	DedupGcStats gc;
 	ASSERT_OK(dedup_store_gc(a.e.store, NULL, &gc));
 	ASSERT(gc.chunks_deleted > 0 && gc.containers_deleted == 0 && gc.containers_compacted == 0);
