@@ -8,24 +8,28 @@
  *
  * Lock order (take only in this order; release in any):
  *
- *   publish_lock, refresh_lock  (store-global.c) one publication of this
- *                           host's segment, one loading of other hosts',
- *                           at a time: taken with no other lock held
+ *   publish_lock            (store-global.c) one publication of this
+ *                           host's segment at a time: taken with no other
+ *                           lock held
  *   gc_lock                 one collection at a time
- *   refs_lock               (store-global.c) a foreign chunk's condemnation
- *                           check and its recording (shared), against the
- *                           acknowledgements of a reference publication
- *                           (exclusive)
+ *   refresh_lock            (store-global.c) one loading of other hosts'
+ *                           objects at a time: writers only try it, the
+ *                           collector takes it under gc_lock
  *   writer exclusion        not a lock held across calls: a state in
  *                           writers_lock (n_writers / exclusive), see
  *                           store_writers_enter() and store_exclusive_begin()
+ *   refs_lock               (store-global.c) a foreign chunk's condemnation
+ *                           check and its recording (shared, by a writer),
+ *                           against the acknowledgements of a reference
+ *                           publication (exclusive, by the collector outside
+ *                           writer exclusion)
  *   append_lock             the open container, in-memory containers, pins
  *   catalog lock            (catalog_begin() or any catalog call)
  *   io_lock                 shared around every pread of a container object,
  *                           exclusive around unlinking one; nothing else is
  *                           taken while it is held
  *   read_lock, writers_lock, encode_lock, flight_lock, the region cache, the
- *   locality cache, global dedup's lookup_lock, pending_lock and map_lock,
+ *   locality cache, global dedup's lookup_lock, pending_lock, map_lock and own_lock,
  *   the backend's own locks  leaves
  *
  * (!) A thread holding a claim on a unit of the region cache holds no lock
