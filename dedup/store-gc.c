@@ -32,6 +32,11 @@
  *     switch; their chunks are gathered again into regions sealed under
  *     the store's key where they land, and the new container is recorded
  *     under it (a store never appends to a container of another key).
+ *  6. On a store doing global dedup no container is deleted or unlinked
+ *     here: one left without chunks (by phase 1, or emptied by compaction,
+ *     which keeps its row) is condemned, and store_global_collect()
+ *     deletes it once every other host released it (store-global.c,
+ *     invariant 7).
  *
  * Steps of one collection:
  *
@@ -39,6 +44,12 @@
  *   remove orphan objects --> remove containers without chunks --> rebuild
  *   the filter if full --> exclusive_end --> compact each sparse container
  *   (copy or compress again, fsync, move + delete row, sync, unlink)
+ *
+ * With global dedup, "remove containers without chunks" is "condemn" and
+ * exclusive_end is followed by store_global_collect() (write the
+ * condemnation, publish references, delete what the other hosts
+ * released); compaction keeps the row and skips the unlink, and the moved
+ * chunks are published again after the collection.
  */
 #include <errno.h>
 #include <limits.h>
@@ -503,7 +514,7 @@ static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *
 		r = catalog_chunk_move(s->catalog, &c.to[k]);
 	if (r >= 0)
 		r = store_pins_commit_sizes(s, &c.pins);
-	/* Global dedup: other hosts may reference it; the next collection condemns it, emptied (invariant 6). */
+	/* Global dedup: other hosts may reference it; the next collection condemns it, emptied (store-global.c, invariant 7). */
 	if (r >= 0 && !s->global)
 		r = catalog_container_delete(s->catalog, ct->id);
 	if (r < 0) {
@@ -659,6 +670,9 @@ int dedup_store_gc(DedupStore *s, const DedupGcOptions *o, DedupGcStats *ret) {
 	if (r >= 0 && opts.live_threshold > 0.0)
 		r = compact(s, &opts, &st);
 	pthread_mutex_unlock(&s->gc_lock);
+	/* Where compaction moved chunks to, for the other hosts now (a failure waits for the next publication). */
+	if (s->global && st.containers_compacted > 0)
+		(void) dedup_store_publish(s);
 	/*
 	 * The rows deleted free catalog pages: give them back now (best effort,
 	 * space only; a reader holding the WAL makes it wait for the next time).

@@ -1212,7 +1212,19 @@ int store_global_lookup(DedupStore *s, const DedupChunkId *id, StoreGlobalHit *r
 				hi = mid;
 		}
 		if (lo < g->n_entries && prefix_compare(g->entries[lo].id, id->bytes) == 0) {
-			const GlobalEntry *e = g->entries + lo;
+			/*
+			 * A chunk its host moved (compaction) is listed at its old
+			 * place, condemned, and at its new one: the latter, if loaded.
+			 */
+			size_t at = lo;
+			for (size_t x = lo; x < g->n_entries && prefix_compare(g->entries[x].id, id->bytes) == 0; x++) {
+				const GlobalHost *h = g->hosts + g->entries[x].host;
+				if (!u64_find(h->condemned, h->n_condemned, g->entries[x].container, NULL)) {
+					at = x;
+					break;
+				}
+			}
+			const GlobalEntry *e = g->entries + at;
 			*ret = (StoreGlobalHit) {
 				.host = g->hosts[e->host].name,
 				.container = e->container,

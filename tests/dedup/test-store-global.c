@@ -279,6 +279,52 @@ static void test_collect(Host *a, Host **others, size_t n, uint64_t ino_b, uint6
 	host_close(&h);
 }
 
+/*
+ * Compaction on a shared tier: k's half-dead container is copied, not
+ * unlinked, and condemned by the next collection while b references it;
+ * a new host finds the moved chunks at their new place.
+ */
+static void test_compact(Host *b) {
+	TestRng rng = { 0x4b };
+	const size_t part = 256 * KiB;
+	uint8_t *x1 = test_malloc(part), *x2 = test_malloc(part);
+	test_rng_fill(&rng, x1, part);
+	test_rng_fill(&rng, x2, part);
+	Host k, m;
+	DedupGcStats st;
+	DedupWriterStats ws;
+
+	host_open(&k, "k", false);
+	uint64_t k1 = env_seal(&k.e, x1, part, &rng, NULL), k2 = env_seal(&k.e, x2, part, &rng, NULL);
+	/* More than the rest of the container: it fills and is sealed (an open one is never compacted). */
+	uint8_t *x3 = test_malloc(4 * part);
+	test_rng_fill(&rng, x3, 4 * part);
+	(void) env_seal(&k.e, x3, 4 * part, &rng, NULL);
+	free(x3);
+	gc(b, NULL); /* loads k's segment now, not at b's next refresh */
+	uint64_t b1 = env_seal(&b->e, x1, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == part);
+	env_drop(&k.e, k2);
+	uint64_t before = count_objects("k", "c", ".ftc");
+	DedupGcOptions o = { .live_threshold = 0.9 };
+	ASSERT_OK(dedup_store_gc(k.e.store, &o, &st));
+	ASSERT(st.containers_compacted == 1 && st.containers_deleted == 0);
+	ASSERT(count_objects("k", "c", ".ftc") == before + 1); /* the copy beside the old one */
+	ASSERT_OK(dedup_store_gc(k.e.store, &o, &st));
+	ASSERT(st.containers_condemned == 1 && st.containers_waiting >= 1 && st.containers_compacted == 0);
+	env_check_file(&k.e, k1, x1, part, &rng);
+	env_check_file(&b->e, b1, x1, part, &rng);
+
+	host_open(&m, "m", false);
+	uint64_t m1 = env_seal(&m.e, x1, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == part && ws.new_bytes == 0);
+	env_check_file(&m.e, m1, x1, part, &rng);
+	host_close(&m);
+	host_close(&k);
+	free(x1);
+	free(x2);
+}
+
 int main(void) {
 	const size_t len = 6 * MiB;
 	TestRng rng = { 0x61 };
@@ -436,6 +482,7 @@ int main(void) {
 	}
 
 	test_collect(&a, (Host *[]) { &b, &c, &d, &e, &f }, 5, ino_b, ino_c, ino_d, data, len, condemned);
+	test_compact(&b);
 
 	free(buf);
 	host_close(&f);
