@@ -1112,10 +1112,16 @@ static void refresh(DedupStore *s, bool force) {
 		pthread_mutex_lock(&g->refresh_lock);
 	else if (pthread_mutex_trylock(&g->refresh_lock) != 0)
 		return; /* another thread is at it: the lookup as it is will do */
-	uint64_t now = now_ms();
-	if (!force && g->refreshed_ms != 0 && now - g->refreshed_ms < DEDUP_STORE_GLOBAL_REFRESH_MS)
-		goto out;
-	g->refreshed_ms = now;
+	/*
+	 * The collector's refresh (force) leaves the writers' pace alone: a
+	 * writer starting right after it still loads what was published since.
+	 */
+	if (!force) {
+		uint64_t now = now_ms();
+		if (g->refreshed_ms != 0 && now - g->refreshed_ms < DEDUP_STORE_GLOBAL_REFRESH_MS)
+			goto out;
+		g->refreshed_ms = now;
+	}
 
 	/* Best effort throughout: what cannot be read now is tried at the next refresh. */
 	if (sh->hosts(sh->root, host_collect, &hosts) < 0)
