@@ -1108,10 +1108,12 @@ static void refresh(DedupStore *s, bool force) {
 		return;
 	const DedupShared *sh = s->opts.shared;
 	HostList hosts = { .self = sh->host };
-	if (force)
-		pthread_mutex_lock(&g->refresh_lock);
-	else if (pthread_mutex_trylock(&g->refresh_lock) != 0)
-		return; /* another thread is at it: the lookup as it is will do */
+	/*
+	 * A writer waits for a refresh under way rather than skip it: the
+	 * collector's may have listed the hosts before what the writer's file
+	 * needs was published, and a writer refreshes only as it starts.
+	 */
+	pthread_mutex_lock(&g->refresh_lock);
 	/*
 	 * The collector's refresh (force) leaves the writers' pace alone: a
 	 * writer starting right after it still loads what was published since.

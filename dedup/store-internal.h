@@ -13,8 +13,9 @@
  *                           lock held
  *   gc_lock                 one collection at a time
  *   refresh_lock            (store-global.c) one loading of other hosts'
- *                           objects at a time: writers only try it, the
- *                           collector takes it under gc_lock
+ *                           objects at a time: writers take it as they
+ *                           start, the collector under gc_lock, neither
+ *                           waiting for writer exclusion while holding it
  *   writer exclusion        not a lock held across calls: a state in
  *                           writers_lock (n_writers / exclusive), see
  *                           store_writers_enter() and store_exclusive_begin()
