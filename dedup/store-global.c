@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "common/macros.h"
 #include "common/strvec.h"
@@ -123,6 +124,7 @@ struct StoreGlobal {
 	uint64_t *own_ids, *own_epochs; /* protected by own_lock: this host's condemned containers by id (epoch 0: not written yet) */
 	size_t n_own, cap_own;
 	uint64_t next_k, next_r;        /* protected by gc_lock */
+	uint64_t last_refs;             /* protected by gc_lock: what the last publication said (a hash), 0 before one */
 	char blocked_by[DEDUP_SEGMENT_HOST_MAX + 1]; /* protected by own_lock: a host the last collection waited for */
 	uint64_t waiting;               /* protected by own_lock: condemned containers the last collection kept */
 
@@ -888,11 +890,19 @@ static int refs_publish(DedupStore *s) {
 	snprintf(h.host, sizeof(h.host), "%s", s->opts.shared->host);
 	char name[DEDUP_REFS_NAME_MAX];
 	r = dedup_refs_format(&h, acks.v, refs.v, &buf);
-	if (r >= 0)
-		r = object_write(s, dedup_refs_name(h.epoch, name), buf, (size_t) dedup_refs_size(h.n_acks, h.n_refs));
+	if (r < 0)
+		goto out;
+	/* The same acks and references as the last one: it says it all already (no new object each collection). */
+	size_t size = (size_t) dedup_refs_size(h.n_acks, h.n_refs);
+	uint64_t said = XXH3_64bits_withSeed(buf + DEDUP_REFS_HEADER_SIZE, size - DEDUP_REFS_HEADER_SIZE - DEDUP_REFS_TRAILER_SIZE,
+					     (uint64_t) h.n_acks << 32 | h.n_refs) | 1;
+	if (said == g->last_refs)
+		goto out;
+	r = object_write(s, dedup_refs_name(h.epoch, name), buf, size);
 	if (r < 0)
 		goto out;
 	g->next_r++;
+	g->last_refs = said;
 
 	/* Invariant 8: the older ones only now. */
 	Epochs old = { .parse = dedup_refs_name_parse };
