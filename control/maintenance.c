@@ -50,6 +50,10 @@ int control_gc(Conn *c) {
 		q = control_add_u64(c, "orphans_deleted", st.orphans_deleted);
 	if (q >= 0)
 		q = control_add_u64(c, "containers_skipped", st.containers_skipped);
+	if (q >= 0)
+		q = control_add_u64(c, "containers_condemned", st.containers_condemned);
+	if (q >= 0)
+		q = control_add_u64(c, "containers_waiting", st.containers_waiting);
 	if (r < 0)
 		return control_fail(c, r, "collection failed: %s (what was done before stays done)", strerror(-r));
 	return q;

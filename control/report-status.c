@@ -103,6 +103,14 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 				r = control_add_u64(c, "global_foreign_bytes", gs.foreign_bytes);
 			if (r >= 0)
 				r = control_add_u64(c, "global_foreign_containers", gs.foreign_containers);
+			if (r >= 0)
+				r = control_add_u64(c, "global_foreign_refused", gs.foreign_refused);
+			if (r >= 0)
+				r = control_add_u64(c, "global_condemnations_bad", gs.condemnations_bad);
+			if (r >= 0)
+				r = control_add_u64(c, "global_condemned_waiting", gs.condemned_waiting);
+			if (r >= 0)
+				r = control_add(c, "global_blocked_by", gs.blocked_by);
 		}
 	}
 	if (r >= 0 && t->backend == TIER_BACKEND_NFS && backend) {

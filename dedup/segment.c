@@ -105,8 +105,7 @@ static bool entry_is_valid(const DedupSegmentEntry *e) {
 	       e->frame_size <= e->region_size && (uint64_t) e->region_offset + e->plain_size <= DEDUP_REGION_PLAIN_MAX;
 }
 
-/* A host name on a shared tier, as common/config.h's config_host_name_is_valid() (not linked into dedup/). */
-static bool host_is_valid(const char *host) {
+bool dedup_host_name_is_valid(const char *host) {
 	size_t n = strlen(host);
 	if (n == 0 || n > DEDUP_SEGMENT_HOST_MAX)
 		return false;
@@ -119,7 +118,7 @@ static bool host_is_valid(const char *host) {
 }
 
 int dedup_segment_format(const DedupSegmentHeader *h, const DedupSegmentEntry *entries, size_t n, uint8_t **ret) {
-	if (n > DEDUP_SEGMENT_ENTRIES_MAX || (h->flags & ~DEDUP_SEGMENT_FLAG_KEYED_IDS) || !host_is_valid(h->host))
+	if (n > DEDUP_SEGMENT_ENTRIES_MAX || (h->flags & ~DEDUP_SEGMENT_FLAG_KEYED_IDS) || !dedup_host_name_is_valid(h->host))
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		if (!entry_is_valid(entries + i) ||
@@ -187,7 +186,7 @@ int dedup_segment_parse(const void *buf, size_t len, DedupSegmentHeader *ret) {
 		if (p[H_HOST + i] != 0)
 			return -EBADMSG;
 	memcpy(h.host, p + H_HOST, host_len);
-	if (!host_is_valid(h.host))
+	if (!dedup_host_name_is_valid(h.host))
 		return -EBADMSG;
 
 	DedupSegmentEntry prev = {}, e;

@@ -64,6 +64,9 @@ typedef struct DedupSegmentHeader {
 	char host[DEDUP_SEGMENT_HOST_MAX + 1];
 } DedupSegmentHeader;
 
+/* A host name on a shared tier, as common/config.h's config_host_name_is_valid() (not linked into dedup/). */
+bool dedup_host_name_is_valid(const char *host);
+
 /* The stored size of a segment of count entries. */
 static inline uint64_t dedup_segment_size(uint64_t count) {
 	return DEDUP_SEGMENT_HEADER_SIZE + count * DEDUP_SEGMENT_ENTRY_SIZE + DEDUP_SEGMENT_TRAILER_SIZE;

@@ -32,6 +32,11 @@
  *     switch; their chunks are gathered again into regions sealed under
  *     the store's key where they land, and the new container is recorded
  *     under it (a store never appends to a container of another key).
+ *  6. On a store doing global dedup no container is deleted or unlinked
+ *     here: one left without chunks (by phase 1, or emptied by compaction,
+ *     which keeps its row) is condemned, and store_global_collect()
+ *     deletes it once every other host released it (store-global.c,
+ *     invariant 7).
  *
  * Steps of one collection:
  *
@@ -39,6 +44,12 @@
  *   remove orphan objects --> remove containers without chunks --> rebuild
  *   the filter if full --> exclusive_end --> compact each sparse container
  *   (copy or compress again, fsync, move + delete row, sync, unlink)
+ *
+ * With global dedup, "remove containers without chunks" is "condemn" and
+ * exclusive_end is followed by store_global_collect() (write the
+ * condemnation, publish references, delete what the other hosts
+ * released); compaction keeps the row and skips the unlink, and the moved
+ * chunks are published again after the collection.
  */
 #include <errno.h>
 #include <limits.h>
@@ -115,6 +126,41 @@ static int delete_dead_chunks(DedupStore *s, DedupGcStats *st) {
 	return r;
 }
 
+/*
+ * Global dedup, under writer exclusion: seals and condemns this host's
+ * containers left without chunks (store-global.c, invariant 7).  No writer
+ * is alive, so none is pinned; the open one is closed for good if empty.
+ */
+static int condemn_empty(DedupStore *s) {
+	StoreContainerList l = {};
+	int r = store_containers_list(s, &l);
+	for (size_t i = 0; r >= 0 && i < l.n; i++) {
+		CatalogContainer ct = l.items[i];
+		if (ct.live_bytes > 0 || store_global_condemned_own(s, ct.id))
+			continue;
+		r = store_container_has_chunks(s, ct.id);
+		if (r != 0)
+			continue; /* dead chunks a drop made after the scan: next time */
+		store_container_forget(s, ct.id);
+		if (!ct.full) {
+			ct.full = true;
+			r = catalog_begin(s->catalog);
+			if (r < 0)
+				break;
+			r = catalog_container_update(s->catalog, &ct);
+			if (r < 0) {
+				catalog_rollback(s->catalog);
+				break;
+			}
+			r = catalog_commit(s->catalog);
+		}
+		if (r >= 0)
+			r = store_global_condemn(s, ct.id);
+	}
+	free(l.items);
+	return r;
+}
+
 /* Phase 1, under writer exclusion: everything that deletes. */
 static int collect(DedupStore *s, DedupGcStats *st) {
 	IdVec objects = {}, unlink = {};
@@ -149,11 +195,14 @@ static int collect(DedupStore *s, DedupGcStats *st) {
 	if (s->global) {
 		/*
 		 * Global dedup: another host may reference any container this one
-		 * published, and until the collection protocol of docs/SHARED.md
-		 * proves none does, they all stay (a leak, never a loss).  Rows of
-		 * other hosts' containers no chunk points into any more go.
+		 * published.  One left without chunks is condemned here, and
+		 * deleted after this phase only once every other host released
+		 * it (invariant 6).  Rows of other hosts' containers no chunk
+		 * points into any more go.
 		 */
 		r = catalog_containers_foreign_prune(s->catalog, s->tier, NULL);
+		if (r >= 0)
+			r = condemn_empty(s);
 		goto filter;
 	}
 	r = store_containers_list(s, &l);
@@ -382,6 +431,23 @@ static int compaction_unit(Compaction *c, uint64_t container, size_t k0, size_t 
 	return 0;
 }
 
+/* Global dedup: where the moved chunks are now, for the next segment (without memory: unpublished, not lost). */
+static void compaction_publish(DedupStore *s, const Compaction *c) {
+	for (size_t k = 0; k < c->v.n; k++) {
+		const CatalogChunk *to = c->to + k;
+		DedupSegmentEntry e = {
+			.container = to->container,
+			.offset = to->offset,
+			.region_size = to->region_size,
+			.region_offset = to->region_offset,
+			.plain_size = to->plain_size,
+			.frame_size = to->frame_size,
+		};
+		memcpy(e.id.bytes, to->digest, DEDUP_CHUNK_ID_SIZE);
+		(void) store_global_note(s, &e, 1);
+	}
+}
+
 static void compaction_done(Compaction *c) {
 	store_pins_release(c->s, &c->pins);
 	free(c->pins.pins);
@@ -448,7 +514,8 @@ static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *
 		r = catalog_chunk_move(s->catalog, &c.to[k]);
 	if (r >= 0)
 		r = store_pins_commit_sizes(s, &c.pins);
-	if (r >= 0)
+	/* Global dedup: other hosts may reference it; the next collection condemns it, emptied (store-global.c, invariant 7). */
+	if (r >= 0 && !s->global)
 		r = catalog_container_delete(s->catalog, ct->id);
 	if (r < 0) {
 		catalog_rollback(s->catalog);
@@ -462,6 +529,10 @@ static int compact_one(DedupStore *s, const CatalogContainer *ct, DedupGcStats *
 	store_pins_release(s, &c.pins);
 
 	st->containers_compacted++;
+	if (s->global) {
+		compaction_publish(s, &c);
+		goto out;
+	}
 	st->bytes_freed += ct->size;
 	r = store_unlink_containers(s, &ct->id, 1);
 out:
@@ -593,10 +664,15 @@ int dedup_store_gc(DedupStore *s, const DedupGcOptions *o, DedupGcStats *ret) {
 	store_exclusive_begin(s);
 	r = collect(s, &st);
 	store_exclusive_end(s);
-	/* Global dedup: no container of this host is rewritten either (see collect()). */
-	if (r >= 0 && opts.live_threshold > 0.0 && !s->global)
+	/* Global dedup: what phase 1 condemned, and what the other hosts released. */
+	if (r >= 0 && s->global)
+		r = store_global_collect(s, &st);
+	if (r >= 0 && opts.live_threshold > 0.0)
 		r = compact(s, &opts, &st);
 	pthread_mutex_unlock(&s->gc_lock);
+	/* Where compaction moved chunks to, for the other hosts now (a failure waits for the next publication). */
+	if (s->global && st.containers_compacted > 0)
+		(void) dedup_store_publish(s);
 	/*
 	 * The rows deleted free catalog pages: give them back now (best effort,
 	 * space only; a reader holding the WAL makes it wait for the next time).

@@ -25,6 +25,26 @@
  *     bound are not loaded, and counted, never half loaded.
  *  5. Reads of other hosts' objects go through opts.shared->root and
  *     nothing is ever written, renamed or unlinked there.
+ *  6. Collection across hosts (docs/SHARED.md, "Safe collection"): a
+ *     host's condemnations are loaded in epoch order without a gap, and
+ *     its segments only once every condemnation listed is (so no entry of
+ *     a condemned container is ever usable before its condemnation);
+ *     k_ack is the last epoch of the unbroken run.  A foreign chunk is
+ *     recorded only if its container is not condemned, under refs_lock
+ *     shared until the row committed; a reference publication reads the
+ *     acks under refs_lock exclusive, then the catalog's foreign
+ *     containers: every reference committed before is listed, every one
+ *     after was checked against at least what it acknowledges.
+ *  7. This host's condemned containers are emptied and sealed in the
+ *     catalog before they are condemned (under writer exclusion: nothing
+ *     is added to them after), their chunks are never published after,
+ *     and one is deleted only when every other host that is not retired
+ *     has a reference publication acknowledging its condemnation and not
+ *     listing it (a host without one, or whose one does not parse, holds
+ *     everything).  Condemnations are never removed: the segments naming
+ *     those containers stay too.
+ *  8. A reference publication is named only once durable, and older ones
+ *     are removed only after that.
  *
  * The merged lookup keeps 56 bytes per entry: the first 16 bytes of the id
  * (the filter's probes and the search key; 128 bits make a false match
@@ -36,9 +56,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "common/macros.h"
 #include "common/strvec.h"
+#include "dedup/refs.h"
 #include "dedup/store-internal.h"
 
 #define GLOBAL_ID_PREFIX 16u
@@ -53,11 +75,17 @@ typedef struct GlobalEntry {
 	uint32_t host;
 } GlobalEntry;
 
-/* A host seen on the tier, and the epochs of its segments already handled (loaded or skipped for good). */
+/*
+ * A host seen on the tier, the epochs of its segments already handled
+ * (loaded or skipped for good), and the containers it condemned.
+ */
 typedef struct GlobalHost {
 	char name[DEDUP_SEGMENT_HOST_MAX + 1];
 	uint64_t *seen; /* sorted */
 	size_t n_seen, cap_seen;
+	uint64_t *condemned; /* sorted: its containers of every condemnation 1..k_ack */
+	size_t n_condemned, cap_condemned;
+	uint64_t k_ack; /* every condemnation of it up to this epoch is loaded (invariant 6) */
 } GlobalHost;
 
 typedef struct GlobalForeign {
@@ -90,8 +118,18 @@ struct StoreGlobal {
 	GlobalForeign *map; /* protected by map_lock: sorted by local */
 	size_t n_map, cap_map;
 
+	pthread_rwlock_t refs_lock; /* see store_global_refs_enter() */
+
+	pthread_mutex_t own_lock;
+	uint64_t *own_ids, *own_epochs; /* protected by own_lock: this host's condemned containers by id (epoch 0: not written yet) */
+	size_t n_own, cap_own;
+	uint64_t next_k, next_r;        /* protected by gc_lock */
+	uint64_t last_refs;             /* protected by gc_lock: what the last publication said (a hash), 0 before one */
+	char blocked_by[DEDUP_SEGMENT_HOST_MAX + 1]; /* protected by own_lock: a host the last collection waited for */
+	uint64_t waiting;               /* protected by own_lock: condemned containers the last collection kept */
+
 	/* Counters: atomic. */
-	uint64_t published, loaded, other_key, bad, over_bound, hits, hit_bytes, loaded_hosts;
+	uint64_t published, loaded, other_key, bad, over_bound, hits, hit_bytes, loaded_hosts, refused, condemned_bad;
 };
 
 static uint64_t now_ms(void) {
@@ -102,6 +140,38 @@ static uint64_t now_ms(void) {
 
 static int prefix_compare(const uint8_t *a, const uint8_t *b) {
 	return memcmp(a, b, GLOBAL_ID_PREFIX);
+}
+
+static int u64_push(uint64_t **v, size_t *n, size_t *cap, uint64_t x) {
+	if (*n == *cap) {
+		size_t c = MAX(*cap * 2, (size_t) 64);
+		uint64_t *p = realloc(*v, c * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		*v = p;
+		*cap = c;
+	}
+	(*v)[(*n)++] = x;
+	return 0;
+}
+
+static bool u64_find(const uint64_t *v, size_t n, uint64_t x, size_t *ret) {
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (ret)
+		*ret = lo;
+	return lo < n && v[lo] == x;
+}
+
+static int u64_cmp(const void *a, const void *b) {
+	uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+	return x < y ? -1 : x > y;
 }
 
 /* ---- foreign containers ---- */
@@ -310,6 +380,15 @@ int dedup_store_publish(DedupStore *s) {
 	size_t n = g->n_pending;
 	g->n_pending = g->cap_pending = 0;
 	pthread_mutex_unlock(&g->pending_lock);
+
+	/* Invariant 7: nothing of a condemned container (its chunks died after they were noted). */
+	pthread_mutex_lock(&g->own_lock);
+	size_t kept = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!u64_find(g->own_ids, g->n_own, entries[i].container, NULL))
+			entries[kept++] = entries[i];
+	n = kept;
+	pthread_mutex_unlock(&g->own_lock);
 
 	for (size_t i = 0; i < n && r >= 0; i += DEDUP_SEGMENT_ENTRIES_MAX) {
 		size_t k = dedup_segment_entries_sort(entries + i, MIN(n - i, (size_t) DEDUP_SEGMENT_ENTRIES_MAX));
@@ -527,6 +606,498 @@ static int merge(StoreGlobal *g, Loaded *l) {
 	return r;
 }
 
+/* ---- condemnations ---- */
+
+typedef struct Epochs {
+	uint64_t *v;
+	size_t n, cap;
+	uint64_t past; /* only epochs past this one */
+	int (*parse)(const char *name, uint64_t *ret);
+} Epochs;
+
+static int epochs_collect(const char *name, void *userdata) {
+	Epochs *e = userdata;
+	const char *slash = strrchr(name, '/');
+	uint64_t epoch;
+	if (e->parse(slash ? slash + 1 : name, &epoch) < 0 || epoch <= e->past)
+		return 0; /* a .tmp being written, or not ours to judge */
+	return u64_push(&e->v, &e->n, &e->cap, epoch);
+}
+
+/* Reads object of root whole (at most max bytes) into a new buffer. */
+static int object_read(DedupBackend *b, const char *object, uint64_t max, uint8_t **ret, size_t *ret_size) {
+	uint64_t size;
+	int r = dedup_backend_size(b, object, &size);
+	if (r < 0)
+		return r;
+	if (size > max)
+		return -EBADMSG;
+	uint8_t *buf = malloc(MAX((size_t) size, (size_t) 1));
+	if (!buf)
+		return -ENOMEM;
+	r = dedup_backend_pread_full(b, object, buf, (size_t) size, 0);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	*ret = buf;
+	*ret_size = (size_t) size;
+	return 0;
+}
+
+/*
+ * Loads host's condemnations past its k_ack, in epoch order (invariant 6).
+ * Returns 0 when every one listed is loaded, <0 when one is missing from
+ * the run, damaged or unreadable (its segments wait: tried again later).
+ * Only the refreshing thread (refresh_lock) changes condemned and k_ack.
+ */
+static int condemnations_load(DedupStore *s, const char *host, uint32_t ix) {
+	StoreGlobal *g = s->global;
+	const DedupShared *sh = s->opts.shared;
+	char dir[DEDUP_BACKEND_NAME_MAX + 1], name[DEDUP_REFS_NAME_MAX], object[DEDUP_BACKEND_NAME_MAX + 1];
+	GlobalHost *h = g->hosts + ix;
+	Epochs e = { .past = h->k_ack, .parse = dedup_condemn_name_parse };
+
+	int r = sh->object_name(host, "k", dir);
+	if (r >= 0)
+		r = dedup_backend_list(sh->root, dir, epochs_collect, &e);
+	if (r >= 0 && e.n > 0)
+		qsort(e.v, e.n, sizeof(*e.v), u64_cmp);
+	for (size_t i = 0; r >= 0 && i < e.n; i++) {
+		DedupCondemnHeader k;
+		uint8_t *buf = NULL;
+		size_t size;
+		if (e.v[i] != h->k_ack + 1) {
+			r = -EBADMSG; /* a gap: never made by a host (epochs only grow by one), so damage */
+			break;
+		}
+		r = sh->object_name(host, dedup_condemn_name(e.v[i], name), object);
+		if (r >= 0)
+			r = object_read(sh->root, object, dedup_condemn_size(DEDUP_REFS_MAX), &buf, &size);
+		if (r >= 0 && (dedup_condemn_parse(buf, size, &k) < 0 || strcmp(k.host, host) != 0 || k.epoch != e.v[i]))
+			r = -EBADMSG;
+		if (r == -EBADMSG)
+			__atomic_add_fetch(&g->condemned_bad, 1, __ATOMIC_RELAXED);
+		/* The merged array, built beside the old one: the writers' checks go on meanwhile. */
+		uint64_t *merged = NULL;
+		size_t n = 0;
+		if (r >= 0) {
+			merged = malloc((h->n_condemned + (size_t) k.count) * sizeof(*merged));
+			if (!merged)
+				r = -ENOMEM;
+		}
+		if (r >= 0) {
+			size_t a = 0;
+			uint64_t b = 0;
+			while (a < h->n_condemned || b < k.count) {
+				uint64_t x = b < k.count ? dedup_condemn_get(buf, b) : UINT64_MAX;
+				if (a < h->n_condemned && h->condemned[a] <= x) {
+					if (h->condemned[a] == x)
+						b++;
+					merged[n++] = h->condemned[a++];
+				} else {
+					merged[n++] = x;
+					b++;
+				}
+			}
+			pthread_rwlock_wrlock(&g->lookup_lock);
+			free(h->condemned);
+			h->condemned = merged;
+			h->n_condemned = h->cap_condemned = n;
+			h->k_ack = e.v[i];
+			pthread_rwlock_unlock(&g->lookup_lock);
+		}
+		free(buf);
+	}
+	free(e.v);
+	return r;
+}
+
+void store_global_refs_enter(DedupStore *s) {
+	if (s->global)
+		pthread_rwlock_rdlock(&s->global->refs_lock);
+}
+
+void store_global_refs_leave(DedupStore *s) {
+	if (s->global)
+		pthread_rwlock_unlock(&s->global->refs_lock);
+}
+
+bool store_global_condemned(DedupStore *s, const StoreGlobalHit *hit) {
+	StoreGlobal *g = s->global;
+	pthread_rwlock_rdlock(&g->lookup_lock);
+	const GlobalHost *h = g->hosts + hit->host_ix;
+	bool found = u64_find(h->condemned, h->n_condemned, hit->container, NULL);
+	pthread_rwlock_unlock(&g->lookup_lock);
+	if (found)
+		__atomic_add_fetch(&g->refused, 1, __ATOMIC_RELAXED);
+	return found;
+}
+
+/* Adds (id, epoch) to this host's condemned set, or sets the epoch of one there.  Under own_lock. */
+static int own_add(StoreGlobal *g, uint64_t id, uint64_t epoch) {
+	size_t at;
+	if (u64_find(g->own_ids, g->n_own, id, &at)) {
+		g->own_epochs[at] = epoch;
+		return 0;
+	}
+	if (g->n_own == g->cap_own) {
+		size_t cap = MAX(g->cap_own * 2, (size_t) 64);
+		uint64_t *a = realloc(g->own_ids, cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		g->own_ids = a;
+		a = realloc(g->own_epochs, cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		g->own_epochs = a;
+		g->cap_own = cap;
+	}
+	memmove(g->own_ids + at + 1, g->own_ids + at, (g->n_own - at) * sizeof(*g->own_ids));
+	memmove(g->own_epochs + at + 1, g->own_epochs + at, (g->n_own - at) * sizeof(*g->own_epochs));
+	g->own_ids[at] = id;
+	g->own_epochs[at] = epoch;
+	g->n_own++;
+	return 0;
+}
+
+bool store_global_condemned_own(DedupStore *s, uint64_t id) {
+	StoreGlobal *g = s->global;
+	if (!g)
+		return false;
+	pthread_mutex_lock(&g->own_lock);
+	bool found = u64_find(g->own_ids, g->n_own, id, NULL);
+	pthread_mutex_unlock(&g->own_lock);
+	return found;
+}
+
+int store_global_condemn(DedupStore *s, uint64_t id) {
+	StoreGlobal *g = s->global;
+	pthread_mutex_lock(&g->own_lock);
+	int r = own_add(g, id, 0);
+	pthread_mutex_unlock(&g->own_lock);
+	return r;
+}
+
+/* Writes buf as object name of the store's own view: .tmp, synced, renamed (invariants 1 and 8). */
+static int object_write(DedupStore *s, const char *name, const uint8_t *buf, size_t size) {
+	char tmp[DEDUP_BACKEND_NAME_MAX + 1];
+	DedupBackendFile *f = NULL;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	int r = dedup_backend_open_write(s->backend, tmp, true, 0, &f);
+	if (r < 0)
+		return r;
+	r = dedup_backend_file_pwrite(s->backend, f, buf, size, 0);
+	if (r >= 0)
+		r = dedup_backend_file_sync(s->backend, f);
+	dedup_backend_file_close(s->backend, f);
+	if (r >= 0)
+		r = dedup_backend_rename(s->backend, tmp, name);
+	if (r < 0) {
+		(void) dedup_backend_unlink(s->backend, tmp);
+		return r;
+	}
+	__atomic_add_fetch(&s->bytes_sent, size, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* The condemnation of every container store_global_condemn() took since the last one.  Under gc_lock. */
+static int condemn_write(DedupStore *s, DedupGcStats *st) {
+	StoreGlobal *g = s->global;
+	uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&g->own_lock);
+	for (size_t i = 0; r >= 0 && i < g->n_own; i++)
+		if (g->own_epochs[i] == 0)
+			r = u64_push(&ids, &n, &cap, g->own_ids[i]);
+	pthread_mutex_unlock(&g->own_lock);
+	for (size_t i = 0; r >= 0 && i < n; i += DEDUP_REFS_MAX) {
+		size_t k = MIN(n - i, (size_t) DEDUP_REFS_MAX);
+		DedupCondemnHeader h = { .epoch = g->next_k };
+		char name[DEDUP_REFS_NAME_MAX];
+		uint8_t *buf = NULL;
+		snprintf(h.host, sizeof(h.host), "%s", s->opts.shared->host);
+		r = dedup_condemn_format(&h, ids + i, k, &buf);
+		if (r >= 0)
+			r = object_write(s, dedup_condemn_name(h.epoch, name), buf, (size_t) dedup_condemn_size(k));
+		free(buf);
+		if (r < 0)
+			break; /* they stay at epoch 0: condemned by the next collection */
+		g->next_k++;
+		pthread_mutex_lock(&g->own_lock);
+		for (size_t x = i; x < i + k; x++)
+			(void) own_add(g, ids[x], h.epoch); /* there already: no allocation */
+		pthread_mutex_unlock(&g->own_lock);
+		st->containers_condemned += k;
+	}
+	free(ids);
+	return r;
+}
+
+typedef struct RefsBuild {
+	DedupRefsEntry *v;
+	size_t n, cap;
+} RefsBuild;
+
+static int refs_push(RefsBuild *b, const char *host, uint64_t value) {
+	if (b->n == b->cap) {
+		size_t cap = MAX(b->cap * 2, (size_t) 64);
+		DedupRefsEntry *p = realloc(b->v, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		b->v = p;
+		b->cap = cap;
+	}
+	DedupRefsEntry *e = b->v + b->n++;
+	*e = (DedupRefsEntry) { .value = value };
+	snprintf(e->host, sizeof(e->host), "%s", host);
+	return 0;
+}
+
+static int refs_collect(uint64_t id, const char *host, uint64_t remote, void *userdata) {
+	(void) id;
+	return refs_push(userdata, host, remote);
+}
+
+/* This host's reference publication r/EPOCH.ftr (invariants 6 and 8).  Under gc_lock. */
+static int refs_publish(DedupStore *s) {
+	StoreGlobal *g = s->global;
+	RefsBuild acks = {}, refs = {};
+	uint8_t *buf = NULL;
+	int r = 0;
+
+	pthread_rwlock_wrlock(&g->refs_lock);
+	pthread_rwlock_rdlock(&g->lookup_lock);
+	for (size_t i = 0; r >= 0 && i < g->n_hosts; i++)
+		if (g->hosts[i].k_ack > 0)
+			r = refs_push(&acks, g->hosts[i].name, g->hosts[i].k_ack);
+	pthread_rwlock_unlock(&g->lookup_lock);
+	pthread_rwlock_unlock(&g->refs_lock);
+	if (r >= 0)
+		r = catalog_containers_foreach_foreign(s->catalog, s->tier, refs_collect, &refs);
+	if (r < 0)
+		goto out;
+	DedupRefsHeader h = {
+		.epoch = g->next_r,
+		.written = (uint64_t) time(NULL),
+		.n_acks = (uint32_t) dedup_refs_entries_sort(acks.v, acks.n),
+		.n_refs = (uint32_t) dedup_refs_entries_sort(refs.v, refs.n),
+	};
+	h.lease_until = h.written + s->opts.shared->lease_s;
+	snprintf(h.host, sizeof(h.host), "%s", s->opts.shared->host);
+	char name[DEDUP_REFS_NAME_MAX];
+	r = dedup_refs_format(&h, acks.v, refs.v, &buf);
+	if (r < 0)
+		goto out;
+	/* The same acks and references as the last one: it says it all already (no new object each collection). */
+	size_t size = (size_t) dedup_refs_size(h.n_acks, h.n_refs);
+	uint64_t said = XXH3_64bits_withSeed(buf + DEDUP_REFS_HEADER_SIZE, size - DEDUP_REFS_HEADER_SIZE - DEDUP_REFS_TRAILER_SIZE,
+					     (uint64_t) h.n_acks << 32 | h.n_refs) | 1;
+	if (said == g->last_refs)
+		goto out;
+	r = object_write(s, dedup_refs_name(h.epoch, name), buf, size);
+	if (r < 0)
+		goto out;
+	g->next_r++;
+	g->last_refs = said;
+
+	/* Invariant 8: the older ones only now. */
+	Epochs old = { .parse = dedup_refs_name_parse };
+	if (dedup_backend_list(s->backend, "r", epochs_collect, &old) >= 0)
+		for (size_t i = 0; i < old.n; i++)
+			if (old.v[i] < h.epoch)
+				(void) dedup_backend_unlink(s->backend, dedup_refs_name(old.v[i], name));
+	free(old.v);
+out:
+	free(buf);
+	free(acks.v);
+	free(refs.v);
+	return r;
+}
+
+/* What another host's latest reference publication says of this host. */
+typedef struct Holder {
+	char host[DEDUP_SEGMENT_HOST_MAX + 1];
+	bool published;    /* a publication that parsed */
+	uint64_t ack;      /* of this host's condemnations */
+	uint64_t *refs;    /* this host's containers it references, sorted */
+	size_t n_refs, cap_refs;
+} Holder;
+
+typedef struct Holders {
+	Holder *v;
+	size_t n, cap;
+	const char *self;
+} Holders;
+
+static int holder_collect(const char *host, void *userdata) {
+	Holders *h = userdata;
+	if (strcmp(host, h->self) == 0)
+		return 0;
+	if (h->n == h->cap) {
+		size_t cap = MAX(h->cap * 2, (size_t) 16);
+		Holder *p = realloc(h->v, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		h->v = p;
+		h->cap = cap;
+	}
+	Holder *x = h->v + h->n++;
+	*x = (Holder) {};
+	snprintf(x->host, sizeof(x->host), "%s", host);
+	return 0;
+}
+
+/* Reads holder's latest publication; one that is missing or does not parse leaves it unpublished (it holds all). */
+static int holder_read(DedupStore *s, Holder *x) {
+	const DedupShared *sh = s->opts.shared;
+	char dir[DEDUP_BACKEND_NAME_MAX + 1], name[DEDUP_REFS_NAME_MAX], object[DEDUP_BACKEND_NAME_MAX + 1];
+	Epochs e = { .parse = dedup_refs_name_parse };
+	DedupRefsHeader h;
+	uint8_t *buf = NULL;
+	size_t size;
+
+	if (!dedup_host_name_is_valid(x->host))
+		return 0; /* a record's name dedup/ cannot use: it holds all */
+	int r = sh->object_name(x->host, "r", dir);
+	if (r >= 0)
+		r = dedup_backend_list(sh->root, dir, epochs_collect, &e);
+	if (r < 0 || e.n == 0)
+		goto out;
+	uint64_t latest = 0;
+	for (size_t i = 0; i < e.n; i++)
+		latest = MAX(latest, e.v[i]);
+	r = sh->object_name(x->host, dedup_refs_name(latest, name), object);
+	if (r >= 0)
+		r = object_read(sh->root, object, dedup_refs_size(DEDUP_REFS_ACKS_MAX, DEDUP_REFS_MAX), &buf, &size);
+	if (r == -ENOENT || r == -EBADMSG)
+		r = 0; /* replaced meanwhile, or too large to be one: unpublished this time */
+	if (r < 0 || !buf || dedup_refs_parse(buf, size, &h) < 0 || strcmp(h.host, x->host) != 0 || h.epoch != latest)
+		goto out;
+	for (uint32_t i = 0; i < h.n_acks; i++) {
+		DedupRefsEntry a;
+		dedup_refs_ack_get(buf, i, &a);
+		if (strcmp(a.host, sh->host) == 0)
+			x->ack = a.value;
+	}
+	for (uint32_t i = 0; r >= 0 && i < h.n_refs; i++) {
+		DedupRefsEntry a;
+		dedup_refs_ref_get(buf, &h, i, &a);
+		if (strcmp(a.host, sh->host) == 0)
+			r = u64_push(&x->refs, &x->n_refs, &x->cap_refs, a.value); /* ascending: the entries are sorted */
+	}
+	if (r >= 0)
+		x->published = true;
+out:
+	free(buf);
+	free(e.v);
+	return r;
+}
+
+/*
+ * Deletes this host's condemned containers every other host released
+ * (invariant 7): rows first, then objects (store-gc.c, invariant 2).
+ */
+static int condemned_release(DedupStore *s, DedupGcStats *st) {
+	StoreGlobal *g = s->global;
+	const DedupShared *sh = s->opts.shared;
+	Holders hs = { .self = sh->host };
+	uint64_t *ids = NULL, *epochs = NULL, *gone = NULL;
+	size_t n = 0, cap = 0, n_gone = 0, cap_gone = 0, waiting = 0;
+	char blocked[DEDUP_SEGMENT_HOST_MAX + 1] = "";
+	int r = 0;
+
+	pthread_mutex_lock(&g->own_lock);
+	if (g->n_own > 0) {
+		ids = malloc(g->n_own * sizeof(*ids));
+		epochs = malloc(g->n_own * sizeof(*epochs));
+		if (ids && epochs) {
+			memcpy(ids, g->own_ids, g->n_own * sizeof(*ids));
+			memcpy(epochs, g->own_epochs, g->n_own * sizeof(*epochs));
+			n = cap = g->n_own;
+		} else
+			r = -ENOMEM;
+	}
+	pthread_mutex_unlock(&g->own_lock);
+	if (r < 0 || n == 0)
+		goto out;
+
+	r = sh->holders(sh->root, holder_collect, &hs);
+	for (size_t i = 0; r >= 0 && i < hs.n; i++)
+		r = holder_read(s, hs.v + i);
+	if (r < 0)
+		goto out;
+
+	r = catalog_begin(s->catalog);
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		const char *holder = NULL;
+		CatalogContainer ct;
+		if (epochs[i] == 0)
+			continue; /* not condemned yet: its condemnation failed to be written */
+		for (size_t k = 0; !holder && k < hs.n; k++) {
+			const Holder *x = hs.v + k;
+			if (!x->published || x->ack < epochs[i] || u64_find(x->refs, x->n_refs, ids[i], NULL))
+				holder = x->host;
+		}
+		r = catalog_container_get(s->catalog, ids[i], &ct);
+		if (r == -ENOENT) {
+			r = u64_push(&gone, &n_gone, &cap_gone, ids[i]); /* deleted before a crash: only the object may be left */
+			continue;
+		}
+		if (r < 0)
+			break;
+		if (holder) {
+			if (waiting++ == 0)
+				snprintf(blocked, sizeof(blocked), "%s", holder);
+			continue;
+		}
+		r = catalog_container_delete(s->catalog, ids[i]);
+		if (r >= 0)
+			r = u64_push(&gone, &n_gone, &cap_gone, ids[i]);
+		if (r >= 0) {
+			st->containers_deleted++;
+			st->bytes_freed += ct.size;
+		}
+	}
+	if (r < 0) {
+		catalog_rollback(s->catalog);
+		goto out;
+	}
+	r = catalog_commit(s->catalog);
+	if (r >= 0)
+		r = store_unlink_containers(s, gone, n_gone);
+	if (r >= 0) {
+		pthread_mutex_lock(&g->own_lock);
+		for (size_t i = 0; i < n_gone; i++) {
+			size_t at;
+			if (!u64_find(g->own_ids, g->n_own, gone[i], &at))
+				continue;
+			memmove(g->own_ids + at, g->own_ids + at + 1, (g->n_own - at - 1) * sizeof(*g->own_ids));
+			memmove(g->own_epochs + at, g->own_epochs + at + 1, (g->n_own - at - 1) * sizeof(*g->own_epochs));
+			g->n_own--;
+		}
+		pthread_mutex_unlock(&g->own_lock);
+	}
+out:
+	pthread_mutex_lock(&g->own_lock);
+	g->waiting = waiting;
+	memcpy(g->blocked_by, blocked, sizeof(blocked));
+	pthread_mutex_unlock(&g->own_lock);
+	st->containers_waiting += waiting;
+	for (size_t i = 0; i < hs.n; i++)
+		free(hs.v[i].refs);
+	free(hs.v);
+	free(ids);
+	free(epochs);
+	free(gone);
+	return r;
+}
+
 typedef struct HostList {
 	StrVec names;
 	const char *self;
@@ -539,7 +1110,7 @@ static int host_collect(const char *host, void *userdata) {
 	return strvec_push(&h->names, host);
 }
 
-void store_global_refresh(DedupStore *s) {
+static void refresh(DedupStore *s, bool force) {
 	StoreGlobal *g = s->global;
 	Loaded l = {};
 
@@ -547,12 +1118,22 @@ void store_global_refresh(DedupStore *s) {
 		return;
 	const DedupShared *sh = s->opts.shared;
 	HostList hosts = { .self = sh->host };
-	if (pthread_mutex_trylock(&g->refresh_lock) != 0)
-		return; /* another thread is at it: the lookup as it is will do */
-	uint64_t now = now_ms();
-	if (g->refreshed_ms != 0 && now - g->refreshed_ms < DEDUP_STORE_GLOBAL_REFRESH_MS)
-		goto out;
-	g->refreshed_ms = now;
+	/*
+	 * A writer waits for a refresh under way rather than skip it: the
+	 * collector's may have listed the hosts before what the writer's file
+	 * needs was published, and a writer refreshes only as it starts.
+	 */
+	pthread_mutex_lock(&g->refresh_lock);
+	/*
+	 * The collector's refresh (force) leaves the writers' pace alone: a
+	 * writer starting right after it still loads what was published since.
+	 */
+	if (!force) {
+		uint64_t now = now_ms();
+		if (g->refreshed_ms != 0 && now - g->refreshed_ms < DEDUP_STORE_GLOBAL_REFRESH_MS)
+			goto out;
+		g->refreshed_ms = now;
+	}
 
 	/* Best effort throughout: what cannot be read now is tried at the next refresh. */
 	if (sh->hosts(sh->root, host_collect, &hosts) < 0)
@@ -569,7 +1150,9 @@ void store_global_refresh(DedupStore *s) {
 		pthread_rwlock_wrlock(&g->lookup_lock);
 		int r = host_index(g, host, &ix);
 		pthread_rwlock_unlock(&g->lookup_lock);
-		if (r < 0 || sh->object_name(host, "i", dir) < 0 || dedup_backend_list(sh->root, dir, strvec_collect, &objects) < 0) {
+		/* Invariant 6: no segment of a host whose condemnations are not all loaded. */
+		if (r < 0 || condemnations_load(s, host, ix) < 0 || sh->object_name(host, "i", dir) < 0 ||
+		    dedup_backend_list(sh->root, dir, strvec_collect, &objects) < 0) {
 			strvec_done(&objects);
 			continue;
 		}
@@ -615,6 +1198,21 @@ out:
 	pthread_mutex_unlock(&g->refresh_lock);
 }
 
+void store_global_refresh(DedupStore *s) {
+	refresh(s, false);
+}
+
+int store_global_collect(DedupStore *s, DedupGcStats *st) {
+	int r = condemn_write(s, st);
+	/* The others' newest condemnations first: what this publication acknowledges. */
+	refresh(s, true);
+	int q = refs_publish(s);
+	if (r >= 0)
+		r = q;
+	q = condemned_release(s, st);
+	return r < 0 ? r : q;
+}
+
 int store_global_lookup(DedupStore *s, const DedupChunkId *id, StoreGlobalHit *ret) {
 	StoreGlobal *g = s->global;
 	int found = 0;
@@ -632,7 +1230,19 @@ int store_global_lookup(DedupStore *s, const DedupChunkId *id, StoreGlobalHit *r
 				hi = mid;
 		}
 		if (lo < g->n_entries && prefix_compare(g->entries[lo].id, id->bytes) == 0) {
-			const GlobalEntry *e = g->entries + lo;
+			/*
+			 * A chunk its host moved (compaction) is listed at its old
+			 * place, condemned, and at its new one: the latter, if loaded.
+			 */
+			size_t at = lo;
+			for (size_t x = lo; x < g->n_entries && prefix_compare(g->entries[x].id, id->bytes) == 0; x++) {
+				const GlobalHost *h = g->hosts + g->entries[x].host;
+				if (!u64_find(h->condemned, h->n_condemned, g->entries[x].container, NULL)) {
+					at = x;
+					break;
+				}
+			}
+			const GlobalEntry *e = g->entries + at;
 			*ret = (StoreGlobalHit) {
 				.host = g->hosts[e->host].name,
 				.container = e->container,
@@ -641,6 +1251,7 @@ int store_global_lookup(DedupStore *s, const DedupChunkId *id, StoreGlobalHit *r
 				.region_offset = e->region_offset,
 				.plain_size = e->plain_size,
 				.frame_size = e->frame_size,
+				.host_ix = e->host,
 			};
 			found = 1;
 		}
@@ -656,6 +1267,54 @@ void store_global_count_hit(DedupStore *s, uint32_t plain_size) {
 
 /* ---- open, free, stats ---- */
 
+/*
+ * This host's condemnations: the containers still in the catalog wait for
+ * release at their epoch; the next epochs are past every condemnation and
+ * publication there.  A condemnation of its own that does not parse
+ * condemns nothing more (its containers are condemned again, under a new
+ * epoch, by the next collection).
+ */
+static int own_load(DedupStore *s) {
+	StoreGlobal *g = s->global;
+	Epochs k = { .parse = dedup_condemn_name_parse }, rr = { .parse = dedup_refs_name_parse };
+	char name[DEDUP_REFS_NAME_MAX];
+
+	int r = dedup_backend_list(s->backend, "k", epochs_collect, &k);
+	if (r >= 0)
+		r = dedup_backend_list(s->backend, "r", epochs_collect, &rr);
+	g->next_k = g->next_r = 1;
+	for (size_t i = 0; r >= 0 && i < rr.n; i++)
+		g->next_r = MAX(g->next_r, rr.v[i] + 1);
+	for (size_t i = 0; r >= 0 && i < k.n; i++) {
+		DedupCondemnHeader h;
+		uint8_t *buf = NULL;
+		size_t size;
+		g->next_k = MAX(g->next_k, k.v[i] + 1);
+		r = object_read(s->backend, dedup_condemn_name(k.v[i], name), dedup_condemn_size(DEDUP_REFS_MAX), &buf, &size);
+		if (r == -EBADMSG || (r >= 0 && dedup_condemn_parse(buf, size, &h) < 0)) {
+			__atomic_add_fetch(&g->condemned_bad, 1, __ATOMIC_RELAXED);
+			free(buf);
+			r = 0;
+			continue;
+		}
+		for (uint64_t x = 0; r >= 0 && x < h.count; x++) {
+			CatalogContainer ct;
+			uint64_t id = dedup_condemn_get(buf, x);
+			r = catalog_container_get(s->catalog, id, &ct);
+			if (r == -ENOENT) {
+				r = 0; /* released */
+				continue;
+			}
+			if (r >= 0)
+				r = own_add(g, id, k.v[i]);
+		}
+		free(buf);
+	}
+	free(k.v);
+	free(rr.v);
+	return r;
+}
+
 static int max_epoch(const char *name, void *userdata) {
 	uint64_t epoch;
 	if (dedup_segment_name_parse(name, &epoch) >= 0 && epoch >= *(uint64_t *) userdata)
@@ -670,7 +1329,7 @@ int store_global_open(DedupStore *s) {
 
 	if (!sh)
 		return 0;
-	if (!sh->host || !sh->root || !sh->object_name || !sh->hosts)
+	if (!sh->host || !sh->root || !sh->object_name || !sh->hosts || !sh->holders)
 		return -EINVAL;
 	StoreGlobal *g = calloc(1, sizeof(*g));
 	if (!g)
@@ -680,6 +1339,8 @@ int store_global_open(DedupStore *s) {
 	pthread_mutex_init(&g->refresh_lock, NULL);
 	pthread_rwlock_init(&g->lookup_lock, NULL);
 	pthread_mutex_init(&g->map_lock, NULL);
+	pthread_rwlock_init(&g->refs_lock, NULL);
+	pthread_mutex_init(&g->own_lock, NULL);
 	s->global = g;
 
 	g->keyed = s->opts.id_key != NULL;
@@ -694,6 +1355,9 @@ int store_global_open(DedupStore *s) {
 	/* Invariant 1: past every segment of this host, whatever a crash left. */
 	g->next_epoch = 1;
 	r = dedup_backend_list(s->backend, "i", max_epoch, &g->next_epoch);
+	if (r < 0)
+		return r;
+	r = own_load(s);
 	if (r < 0)
 		return r;
 
@@ -711,13 +1375,19 @@ void store_global_free(DedupStore *s) {
 	if (!g)
 		return;
 	if (g->hosts)
-		for (size_t i = 0; i < g->n_hosts; i++)
+		for (size_t i = 0; i < g->n_hosts; i++) {
 			free(g->hosts[i].seen);
+			free(g->hosts[i].condemned);
+		}
 	free(g->hosts);
 	free(g->entries);
 	dedup_bloom_free(g->filter);
 	free(g->pending);
 	free(g->map);
+	free(g->own_ids);
+	free(g->own_epochs);
+	pthread_mutex_destroy(&g->own_lock);
+	pthread_rwlock_destroy(&g->refs_lock);
 	pthread_mutex_destroy(&g->map_lock);
 	pthread_rwlock_destroy(&g->lookup_lock);
 	pthread_mutex_destroy(&g->refresh_lock);
@@ -752,4 +1422,10 @@ void dedup_store_global_stats(DedupStore *s, DedupGlobalStats *ret) {
 	pthread_mutex_lock(&g->map_lock);
 	ret->foreign_containers = g->n_map;
 	pthread_mutex_unlock(&g->map_lock);
+	ret->foreign_refused = __atomic_load_n(&g->refused, __ATOMIC_RELAXED);
+	ret->condemnations_bad = __atomic_load_n(&g->condemned_bad, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&g->own_lock);
+	ret->condemned_waiting = g->waiting;
+	memcpy(ret->blocked_by, g->blocked_by, sizeof(ret->blocked_by));
+	pthread_mutex_unlock(&g->own_lock);
 }

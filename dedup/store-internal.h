@@ -8,20 +8,29 @@
  *
  * Lock order (take only in this order; release in any):
  *
- *   publish_lock, refresh_lock  (store-global.c) one publication of this
- *                           host's segment, one loading of other hosts',
- *                           at a time: taken with no other lock held
+ *   publish_lock            (store-global.c) one publication of this
+ *                           host's segment at a time: taken with no other
+ *                           lock held
  *   gc_lock                 one collection at a time
+ *   refresh_lock            (store-global.c) one loading of other hosts'
+ *                           objects at a time: writers take it as they
+ *                           start, the collector under gc_lock, neither
+ *                           waiting for writer exclusion while holding it
  *   writer exclusion        not a lock held across calls: a state in
  *                           writers_lock (n_writers / exclusive), see
  *                           store_writers_enter() and store_exclusive_begin()
+ *   refs_lock               (store-global.c) a foreign chunk's condemnation
+ *                           check and its recording (shared, by a writer),
+ *                           against the acknowledgements of a reference
+ *                           publication (exclusive, by the collector outside
+ *                           writer exclusion)
  *   append_lock             the open container, in-memory containers, pins
  *   catalog lock            (catalog_begin() or any catalog call)
  *   io_lock                 shared around every pread of a container object,
  *                           exclusive around unlinking one; nothing else is
  *                           taken while it is held
  *   read_lock, writers_lock, encode_lock, flight_lock, the region cache, the
- *   locality cache, global dedup's lookup_lock, pending_lock and map_lock,
+ *   locality cache, global dedup's lookup_lock, pending_lock, map_lock and own_lock,
  *   the backend's own locks  leaves
  *
  * (!) A thread holding a claim on a unit of the region cache holds no lock
@@ -453,6 +462,7 @@ typedef struct StoreGlobalHit {
 	uint64_t container; /* its id on that host */
 	uint64_t offset;
 	uint32_t region_size, region_offset, plain_size, frame_size;
+	uint32_t host_ix; /* for store_global_condemned() */
 } StoreGlobalHit;
 
 /* At open, with opts.shared: the next epoch, the foreign containers.  -ENOMEM or a catalog/backend error. */
@@ -475,6 +485,28 @@ int store_global_container(DedupStore *s, uint64_t local, DedupBackend **ret_roo
 int store_global_note(DedupStore *s, const DedupSegmentEntry *entries, size_t n);
 /* A foreign chunk referenced instead of stored. */
 void store_global_count_hit(DedupStore *s, uint32_t plain_size);
+/*
+ * Collection across hosts (store-global.c, docs/SHARED.md "Safe
+ * collection").  A writer holds the reference lock (shared) from the
+ * condemnation check of a foreign chunk until the transaction recording it
+ * committed; a reference publication takes it exclusive to read the
+ * condemnations it acknowledges.
+ */
+void store_global_refs_enter(DedupStore *s);
+void store_global_refs_leave(DedupStore *s);
+/* Whether hit's container is condemned by its host, as far as loaded (counted as refused).  Under the reference lock. */
+bool store_global_condemned(DedupStore *s, const StoreGlobalHit *hit);
+/* Whether this host condemned (or is condemning) its container id. */
+bool store_global_condemned_own(DedupStore *s, uint64_t id);
+/* Under writer exclusion: container id (emptied, sealed in the catalog) is to be condemned.  -ENOMEM. */
+int store_global_condemn(DedupStore *s, uint64_t id);
+/*
+ * After a collection's phase 1, under gc_lock: writes the condemnation of
+ * what store_global_condemn() took, loads the other hosts' objects,
+ * publishes this host's references, and deletes the condemned containers
+ * every other host released.
+ */
+int store_global_collect(DedupStore *s, DedupGcStats *st);
 
 /* store-write.c: the frame bytes of the distinct chunks of a finished writer's file. */
 int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret);

@@ -254,9 +254,22 @@ static int foreign_lookup(DedupWriter *w, const DedupChunkId *id, size_t len, ui
 	/* A plain size that does not fit is a lie or another chunk: not this one. */
 	if (!s->global || store_global_lookup(s, id, &hit) == 0 || hit.plain_size != len)
 		return 0;
+	/*
+	 * Collection across hosts (store-global.c, invariant 6): not in a
+	 * container its host condemned, checked and recorded under the
+	 * reference lock, which a reference publication takes to read what it
+	 * acknowledges.
+	 */
+	store_global_refs_enter(s);
+	if (store_global_condemned(s, &hit)) {
+		store_global_refs_leave(s);
+		return 0;
+	}
 	r = catalog_begin(s->catalog);
-	if (r < 0)
+	if (r < 0) {
+		store_global_refs_leave(s);
 		return r;
+	}
 	r = catalog_container_foreign(s->catalog, s->tier, hit.host, hit.container, &container);
 	if (r >= 0) {
 		CatalogChunk ch = {
@@ -282,9 +295,11 @@ static int foreign_lookup(DedupWriter *w, const DedupChunkId *id, size_t len, ui
 	}
 	if (r < 0) {
 		catalog_rollback(s->catalog);
+		store_global_refs_leave(s);
 		return r;
 	}
 	r = catalog_commit(s->catalog);
+	store_global_refs_leave(s);
 	if (r < 0)
 		return r;
 	/* Invariant 3 of store-global.c: only now that the row is committed. */

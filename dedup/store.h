@@ -121,6 +121,13 @@ typedef struct DedupShared {
 	 * returned.  cb may not call into root.
 	 */
 	int (*hosts)(DedupBackend *root, int (*cb)(const char *host, void *userdata), void *userdata);
+	/*
+	 * As hosts, for collection: every host that may still hold references
+	 * (a record that is damaged included: only `retired` leaves out; one
+	 * that cannot be read fails the listing).
+	 */
+	int (*holders)(DedupBackend *root, int (*cb)(const char *host, void *userdata), void *userdata);
+	uint64_t lease_s; /* this host's lease, written into its reference publications */
 } DedupShared;
 
 /* Entries of other hosts' segments held in memory at most (DedupStoreOptions.global_entries). */
@@ -180,10 +187,11 @@ typedef struct DedupStoreOptions {
 	 * segments of the chunks it registers, looks chunks it would store up
 	 * in the other hosts' segments first and references them instead
 	 * (foreign chunks, read through shared->root and verified as every
-	 * chunk of a lower tier), and never deletes or compacts a container of
-	 * its own (another host may reference it: docs/SHARED.md, "Safe
-	 * collection").  Other hosts' segments made under other keys
-	 * (dedup_segment_keys()) are skipped and counted.
+	 * chunk of a lower tier), and deletes a container of its own only by
+	 * the collection protocol across hosts (another host may reference
+	 * it: docs/SHARED.md, "Safe collection"; dedup_store_gc()).  Other
+	 * hosts' segments made under other keys (dedup_segment_keys()) are
+	 * skipped and counted.
 	 */
 	const DedupShared *shared;
 	size_t global_entries; /* bound of the merged lookup of other hosts' segments, in entries */
@@ -240,6 +248,11 @@ typedef struct DedupGlobalStats {
 	uint64_t foreign_hits;       /* chunks found there and referenced instead of stored, since open */
 	uint64_t foreign_bytes;      /* their plain bytes */
 	uint64_t foreign_containers; /* other hosts' containers this host's chunks point into */
+	uint64_t foreign_refused;    /* found there in a container its host condemned: stored again, since open */
+	uint64_t condemnations_bad;  /* condemnations that did not load (their host's segments wait) */
+	uint64_t condemned_waiting;  /* this host's condemned containers the last collection could not delete yet */
+	char blocked_by[33];         /* a host it waited for ("" if none): not retired, and its latest reference
+				      * publication lists one of them or has not acknowledged its condemnation */
 } DedupGlobalStats;
 
 /* The store's global dedup figures; the counters are since open.  Cheap; can't fail. */
@@ -457,6 +470,8 @@ typedef struct DedupGcStats {
 	uint64_t bytes_freed;          /* container bytes removed (compacted and deleted) */
 	uint64_t orphans_deleted;      /* container objects the catalog did not know */
 	uint64_t containers_skipped;   /* compaction candidates left alone because a unit failed its checks */
+	uint64_t containers_condemned; /* shared tier: emptied containers condemned (k/EPOCH.ftk) by this collection */
+	uint64_t containers_waiting;   /* shared tier: condemned containers another host still holds (or has not acknowledged) */
 } DedupGcStats;
 
 /*
@@ -474,6 +489,12 @@ typedef struct DedupGcStats {
  * collection leaves at most garbage.  One collection runs at a time.
  * (!) The deleting part waits for a moment when no writer is alive (new
  * writers are not held back meanwhile): a long-lived writer delays it.
+ * On a store doing global dedup (DedupStoreOptions.shared) a container
+ * left without chunks is condemned instead (k/EPOCH.ftk), compaction keeps
+ * the emptied container for the same, and each collection publishes the
+ * store's references (r/EPOCH.ftr) and deletes the condemned containers
+ * every other host that is not retired acknowledged and does not
+ * reference (docs/SHARED.md, "Safe collection").
  * o == NULL means DEDUP_GC_OPTIONS_DEFAULT; ret may be NULL.
  * Returns: 0, -EINVAL, or the first error (what was done before it stays
  * done and is counted in *ret).

@@ -125,6 +125,8 @@ int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret) {
 		sum.bytes_freed += st.bytes_freed;
 		sum.orphans_deleted += st.orphans_deleted;
 		sum.containers_skipped += st.containers_skipped;
+		sum.containers_condemned += st.containers_condemned;
+		sum.containers_waiting += st.containers_waiting;
 		if (r == -ECANCELED)
 			break; /* asked to stop: the other tiers too */
 	}

@@ -6,6 +6,7 @@
  * tier's root, and never names "h/" or "hosts/" itself: the layout of the
  * shared tier stays tier/'s.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +55,33 @@ static int host_name_collect(const char *object, void *userdata) {
 	return 0;
 }
 
-int tier_shared_hosts(DedupBackend *b, int (*cb)(const char *host, void *userdata), void *userdata) {
+/*
+ * holders: a record that cannot be read might be a live host's, so it is
+ * one (a damaged record) or the whole listing fails (an I/O error); a host
+ * leaves the list only by a record that reads `retired`.
+ */
+static int hosts_visit(DedupBackend *b, bool holders, int (*cb)(const char *host, void *userdata), void *userdata) {
 	HostNames h = {};
 	int r = dedup_backend_list(b, "hosts", host_name_collect, &h);
 	for (size_t i = 0; r >= 0 && i < h.n; i++) {
 		TierHostRecord rec;
-		if (tier_shared_read_host(b, h.names[i], &rec) < 0 || rec.state == TIER_HOST_RETIRED)
+		int q = tier_shared_read_host(b, h.names[i], &rec);
+		if (holders && q < 0 && q != -EBADMSG) {
+			r = q;
+			break;
+		}
+		if ((q < 0 && !holders) || (q >= 0 && rec.state == TIER_HOST_RETIRED))
 			continue;
 		r = cb(h.names[i], userdata);
 	}
 	free(h.names);
 	return r;
+}
+
+int tier_shared_hosts(DedupBackend *b, int (*cb)(const char *host, void *userdata), void *userdata) {
+	return hosts_visit(b, false, cb, userdata);
+}
+
+int tier_shared_holders(DedupBackend *b, int (*cb)(const char *host, void *userdata), void *userdata) {
+	return hosts_visit(b, true, cb, userdata);
 }

@@ -228,3 +228,9 @@ int tier_shared_object_name(const char *host, const char *name, char ret[static 
  * return stops it and is returned.  Returns 0 or the error of listing.
  */
 int tier_shared_hosts(DedupBackend *b, int (*cb)(const char *host, void *userdata), void *userdata);
+/*
+ * As tier_shared_hosts(), for collection (DedupShared.holders): every host
+ * that may hold references, so a damaged record is a host too and a record
+ * that cannot be read fails the whole listing; only `retired` leaves out.
+ */
+int tier_shared_holders(DedupBackend *b, int (*cb)(const char *host, void *userdata), void *userdata);

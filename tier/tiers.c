@@ -183,6 +183,8 @@ static DedupStoreOptions tier_store_options(TierSet *s, TierSlot *t, DedupBacken
 			.root = root,
 			.object_name = tier_shared_object_name,
 			.hosts = tier_shared_hosts,
+			.holders = tier_shared_holders,
+			.lease_s = s->lease_s,
 		};
 		o.shared = &t->shared;
 	}

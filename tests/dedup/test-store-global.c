@@ -8,6 +8,11 @@
  * host under another key skips the segments and stores its own copy; a
  * segment that lies gives EIO; the first host's collector keeps published
  * containers; segments are immutable, named by epoch, and survive a reopen.
+ * Collection across hosts (docs/SHARED.md, "Safe collection"): the first
+ * host condemns its emptied containers and deletes them only once every
+ * host that is not retired published references acknowledging that and
+ * not naming them; a host that never published holds them until retired;
+ * a new host finds their chunks condemned and stores its own copy.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -55,6 +60,8 @@ static void host_open(Host *h, const char *name, bool keyed) {
 		.root = h->root,
 		.object_name = tier_shared_object_name,
 		.hosts = tier_shared_hosts,
+		.holders = tier_shared_holders,
+		.lease_s = TIER_SHARED_LEASE_S,
 	};
 	h->e.opts = (DedupStoreOptions) { .shared = &h->shared, .container_size = 1 << 20 };
 	if (keyed) {
@@ -154,7 +161,168 @@ static void test_concurrent(Host *a, Host *b, Host *c, uint64_t ino_c, const uin
 	ASSERT(x[2].st.new_bytes + x[2].st.foreign_bytes + x[2].st.dup_bytes == len);
 	env_check_file(&a->e, ino_a, data, len, &rng);
 	env_drop(&a->e, ino_a);
+	/* b and c keep their first files of data only (test_collect() lets go of those). */
+	env_drop(&b->e, x[0].ino);
+	env_drop(&c->e, x[1].ino);
 	free(fresh);
+}
+
+/* Objects named *suffix below path (recursively). */
+static uint64_t count_below(const char *path, const char *suffix) {
+	DIR *d = opendir(path);
+	uint64_t n = 0;
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char p[512];
+		size_t l = strlen(de->d_name), k = strlen(suffix);
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
+		if (l > k && strcmp(de->d_name + l - k, suffix) == 0)
+			n++;
+		else
+			n += count_below(p, suffix);
+	}
+	closedir(d);
+	return n;
+}
+
+static uint64_t count_objects(const char *host, const char *dir, const char *suffix) {
+	char path[512];
+	snprintf(path, sizeof(path), "%s/h/%s/%s", shared_dir, host, dir);
+	return count_below(path, suffix);
+}
+
+/* A temporary of host's, as a crash before its rename leaves it: longer than what will be written there. */
+static void leftover(const char *host, const char *name) {
+	char path[512];
+	snprintf(path, sizeof(path), "%s/h/%s/%s", shared_dir, host, name);
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	(void) mkdir(path, 0755);
+	*slash = '/';
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ASSERT(fd >= 0);
+	uint8_t junk[64 * 1024];
+	memset(junk, 0xa5, sizeof(junk));
+	ASSERT(write(fd, junk, sizeof(junk)) == (ssize_t) sizeof(junk));
+	close(fd);
+}
+
+static void gc(Host *h, DedupGcStats *ret) {
+	DedupGcStats st;
+	ASSERT_OK(dedup_store_gc(h->e.store, NULL, &st));
+	if (ret)
+		*ret = st;
+}
+
+/*
+ * a condemned `condemned` containers, which b (ino_b) and c (ino_c) reference
+ * and the others may; d holds ino_d of its own.
+ */
+static void test_collect(Host *a, Host **others, size_t n, uint64_t ino_b, uint64_t ino_c, uint64_t ino_d,
+			 const uint8_t *data, size_t len, uint64_t condemned) {
+	TestRng rng = { 0x99 };
+	DedupGcStats st;
+	DedupGlobalStats gs;
+	Host *b = others[0], *c = others[1], *d = others[2];
+
+	/* Every other host publishes its references: b and c still name a's containers. */
+	for (size_t i = 0; i < n; i++)
+		gc(others[i], NULL);
+	ASSERT(count_objects("b", "r", ".ftr") == 1 && count_objects("a", "k", ".ftk") >= 1);
+	gc(a, &st);
+	ASSERT(st.containers_deleted == 0 && st.containers_waiting >= condemned);
+	uint64_t before = count_objects("a", "c", ".ftc");
+
+	/* A new host finds a's chunks condemned: it stores its own copy and references none of them. */
+	Host h;
+	host_open(&h, "h", false);
+	DedupWriterStats ws;
+	uint64_t ino_h = env_seal(&h.e, data, len, &rng, &ws);
+	dedup_store_global_stats(h.e.store, &gs);
+	ASSERT(ws.foreign_bytes == 0 && ws.new_bytes == len && gs.foreign_refused > 0);
+	env_check_file(&h.e, ino_h, data, len, &rng);
+
+	/* b and c let go, and publish so; h publishes its acknowledgement. */
+	env_drop(&b->e, ino_b);
+	env_drop(&c->e, ino_c);
+	leftover("b", "r/0000000000000002.ftr.tmp"); /* the same of a publication */
+	gc(b, NULL);
+	gc(c, NULL);
+	gc(&h, NULL);
+	ASSERT(count_objects("b", "r", ".ftr") == 1); /* the older publication went after the newer was durable */
+	ASSERT(count_objects("b", "r", ".tmp") == 0 && count_objects("a", "k", ".tmp") == 0);
+
+	/* g (closed after the first tests) never published: it holds everything until it is retired. */
+	gc(a, &st);
+	ASSERT(st.containers_deleted == 0 && st.containers_waiting >= condemned);
+	dedup_store_global_stats(a->e.store, &gs);
+	ASSERT(strcmp(gs.blocked_by, "g") == 0);
+	uint8_t writer[TIER_HOST_INSTANCE_SIZE] = { 1 };
+	TierHostRecord was;
+	ASSERT_OK(tier_shared_retire(a->root, "g", writer, (uint64_t) time(NULL), true, &was));
+	gc(a, &st);
+	fprintf(stderr, "collection across hosts: %llu condemned containers deleted, %llu waiting, %llu -> %llu objects\n",
+		(unsigned long long) st.containers_deleted, (unsigned long long) st.containers_waiting,
+		(unsigned long long) before, (unsigned long long) count_objects("a", "c", ".ftc"));
+	ASSERT(st.containers_deleted >= condemned && st.containers_waiting == 0);
+	ASSERT(count_objects("a", "c", ".ftc") == before - st.containers_deleted);
+	dedup_store_global_stats(a->e.store, &gs);
+	ASSERT(gs.condemned_waiting == 0 && gs.blocked_by[0] == '\0');
+	/* What lives is untouched: d's own file, h's copy; condemnations stay. */
+	env_check_file(&d->e, ino_d, data, len, &rng);
+	env_check_file(&h.e, ino_h, data, len, &rng);
+	ASSERT(count_objects("a", "k", ".ftk") >= 1);
+	host_close(&h);
+}
+
+/*
+ * Compaction on a shared tier: k's half-dead container is copied, not
+ * unlinked, and condemned by the next collection while b references it;
+ * a new host finds the moved chunks at their new place.
+ */
+static void test_compact(Host *b) {
+	TestRng rng = { 0x4b };
+	const size_t part = 256 * KiB;
+	uint8_t *x1 = test_malloc(part), *x2 = test_malloc(part);
+	test_rng_fill(&rng, x1, part);
+	test_rng_fill(&rng, x2, part);
+	Host k, m;
+	DedupGcStats st;
+	DedupWriterStats ws;
+
+	host_open(&k, "k", false);
+	uint64_t k1 = env_seal(&k.e, x1, part, &rng, NULL), k2 = env_seal(&k.e, x2, part, &rng, NULL);
+	/* More than the rest of the container: it fills and is sealed (an open one is never compacted). */
+	uint8_t *x3 = test_malloc(4 * part);
+	test_rng_fill(&rng, x3, 4 * part);
+	(void) env_seal(&k.e, x3, 4 * part, &rng, NULL);
+	free(x3);
+	gc(b, NULL); /* loads k's segment now, not at b's next refresh */
+	uint64_t b1 = env_seal(&b->e, x1, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == part);
+	env_drop(&k.e, k2);
+	uint64_t before = count_objects("k", "c", ".ftc");
+	DedupGcOptions o = { .live_threshold = 0.9 };
+	ASSERT_OK(dedup_store_gc(k.e.store, &o, &st));
+	ASSERT(st.containers_compacted == 1 && st.containers_deleted == 0);
+	ASSERT(count_objects("k", "c", ".ftc") == before + 1); /* the copy beside the old one */
+	ASSERT_OK(dedup_store_gc(k.e.store, &o, &st));
+	ASSERT(st.containers_condemned == 1 && st.containers_waiting >= 1 && st.containers_compacted == 0);
+	env_check_file(&k.e, k1, x1, part, &rng);
+	env_check_file(&b->e, b1, x1, part, &rng);
+
+	host_open(&m, "m", false);
+	uint64_t m1 = env_seal(&m.e, x1, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == part && ws.new_bytes == 0);
+	env_check_file(&m.e, m1, x1, part, &rng);
+	host_close(&m);
+	host_close(&k);
+	free(x1);
+	free(x2);
 }
 
 int main(void) {
@@ -211,9 +379,16 @@ int main(void) {
 
 	/* The first host's collector keeps what it published, though it references none of it any more. */
 	env_drop(&a.e, ino_a);
+	/* What a crash in the middle of writing the condemnation would leave: it is overwritten, not appended to. */
+	leftover("a", "k/0000000000000001.ftk.tmp");
 	DedupGcStats gc;
 	ASSERT_OK(dedup_store_gc(a.e.store, NULL, &gc));
 	ASSERT(gc.chunks_deleted > 0 && gc.containers_deleted == 0 && gc.containers_compacted == 0);
+	/* Condemned, and held: b and c have not published anything. */
+	ASSERT(gc.containers_condemned > 0 && gc.containers_waiting == gc.containers_condemned);
+	dedup_store_global_stats(a.e.store, &gs);
+	ASSERT(gs.condemned_waiting == gc.containers_condemned && gs.blocked_by[0] != '\0');
+	uint64_t condemned = gc.containers_condemned;
 	env_check_file(&c.e, ino_c, data, len, &rng);
 
 	/* A host whose ids and regions are under a key skips the segments and stores its own copy. */
@@ -305,6 +480,9 @@ int main(void) {
 		snprintf(p2, sizeof(p2), "%s/h/a/i/%016llx.fti", shared_dir, 2ULL);
 		ASSERT(stat(p2, &sst) == 0);
 	}
+
+	test_collect(&a, (Host *[]) { &b, &c, &d, &e, &f }, 5, ino_b, ino_c, ino_d, data, len, condemned);
+	test_compact(&b);
 
 	free(buf);
 	host_close(&f);

@@ -369,13 +369,12 @@ static void print_shared_hosts(const CtlMessage *m, bool lead) {
 			printf(" its record does not parse (tierctl host retire --force replaces it)");
 		printf("%s\n", strcmp(tierctl_get(m, at, "this"), "yes") == 0 ? "  (this daemon)" : "");
 	}
-	/* Said precisely: nothing collects across hosts yet, so today an expired host holds nothing back. */
+	/* It cannot acknowledge a condemnation any more (docs/SHARED.md, "Safe collection"). */
 	for (size_t i = 0; rows && i < n; i++)
 		if (strcmp(tierctl_get(m, rows[i], "state"), "expired") == 0)
-			printf("host %s on tier %s is expired, not retired: it may come back, so it blocks collection of what "
-			       "it might use on that tier once collection across hosts exists (not built yet: today no host "
-			       "deletes containers of a shared tier, so nothing waits for it); if it is gone for good: "
-			       "tierctl host retire %s --tier %s (root)\n",
+			printf("host %s on tier %s is expired, not retired: it may come back, so it blocks collection of "
+			       "every container condemned on that tier since its last reference publication; if it is gone "
+			       "for good: tierctl host retire %s --tier %s (root)\n",
 			       tierctl_get(m, rows[i], "host"), tierctl_get(m, rows[i], "tier_name"), tierctl_get(m, rows[i], "host"),
 			       tierctl_get(m, rows[i], "tier"));
 	for (size_t i = 0; errs && i < ne; i++)
@@ -474,6 +473,15 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 		if (tierctl_get_u64(m, trows[i], "global_segments_over_bound") > 0)
 			printf("global dedup on %s: %s segments of other hosts not loaded: the lookup is full\n",
 			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "global_segments_over_bound"));
+		if (tierctl_get_u64(m, trows[i], "global_condemned_waiting") > 0)
+			printf("collection on %s: %s condemned containers of this host wait for host %s (its latest reference "
+			       "publication names them or does not acknowledge their condemnation yet)\n",
+			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "global_condemned_waiting"),
+			       tierctl_get(m, trows[i], "global_blocked_by"));
+		if (tierctl_get_u64(m, trows[i], "global_condemnations_bad") > 0)
+			printf("global dedup on %s: %s condemnations of other hosts do not load (damaged): their segments "
+			       "are not loaded either\n",
+			       tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "global_condemnations_bad"));
 	}
 
 	print_keys(m);
@@ -859,7 +867,7 @@ static int print_report_hosts(const CtlMessage *m) {
 	table_finish(&t);
 	printf("\nSTORED: the host's objects on the tier (listed there); FILES, LOGICAL: what the host last published "
 	       "about itself (h/HOST/s/summary, SUMMARY OF: when).  * this daemon.\n"
-	       "Chunks shared between hosts come with global dedup (not built yet): no column for them.\n");
+	       "Chunks several hosts reference are counted by their owner only: no column for them yet.\n");
 	return 0;
 }
 
@@ -1138,6 +1146,11 @@ static int run_gc(TierctlMount *mount, char **args, int n_args) {
 		if (tierctl_get_u64(m, 0, "containers_skipped"))
 			printf("left %s containers alone because a frame in them failed its checks: run tierctl scrub\n",
 			       tierctl_get(m, 0, "containers_skipped"));
+		/* A daemon from before collection across hosts sends neither. */
+		if (tierctl_get_u64(m, 0, "containers_condemned") || tierctl_get_u64(m, 0, "containers_waiting"))
+			printf("shared tiers: condemned %s containers; %s condemned containers wait for other hosts "
+			       "(tierctl status names one)\n",
+			       tierctl_get(m, 0, "containers_condemned"), tierctl_get(m, 0, "containers_waiting"));
 	}
 	tierctl_reply_done(&reply);
 	return 0;
@@ -1939,6 +1952,9 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const 
 				    "Entries of other hosts' index segments in memory.", "global_entries", NULL);
 			tier_metric(f, m, rows, n, "fratier_tier_global_lookup_bytes",
 				    "Memory of the merged lookup of other hosts' index segments.", "global_memory", NULL);
+			tier_metric(f, m, rows, n, "fratier_tier_global_condemned_waiting",
+				    "Condemned containers of this host the last collection kept: another host holds or "
+				    "has not acknowledged them (tierctl status names one).", "global_condemned_waiting", NULL);
 		}
 		tier_counter(f, m, rows, n, "fratier_tier_nfs_rpcs_total", "NFS calls the tier waited for.", "nfs_rpcs", 1);
 		tier_counter(f, m, rows, n, "fratier_tier_nfs_rpc_seconds_total",
