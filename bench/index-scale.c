@@ -308,6 +308,30 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 		die("cleanup", -errno);
 }
 
+/*
+ * CPU seconds per GB beside the wall rates: on a shared machine the wall
+ * clock measures the neighbours as much as the index.
+ */
+static void print_header(FILE *f, const Options *o) {
+	fprintf(f, "index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
+		(unsigned long long) (o->data_bytes / MiB), (unsigned long long) o->lookups,
+		o->drop_caches ? "dropped before each step" : "kept");
+	fprintf(f, "%11s %9s %9s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
+		"fill s", "fill cpu", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
+		"of 0", "new cpu/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup look", "random/s",
+		"peak RSS");
+}
+
+static void print_row(FILE *f, const Row *r, const Row *base) {
+	fprintf(f, "%11llu %9.1f %9.1f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
+		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->fill_first_rate, r->fill_last_rate,
+		(double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0, r->open_s,
+		(double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / base->new_mbs, r->new_cpu_s_gb,
+		r->new_cpu_s_gb / base->new_cpu_s_gb, r->dup_mbs, r->dup_mbs / base->dup_mbs, r->dup_cpu_s_gb,
+		r->dup_cpu_s_gb / base->dup_cpu_s_gb, (unsigned long long) r->dup_index_lookups, r->random_per_s,
+		(double) r->peak_rss / MiB);
+}
+
 static void usage(FILE *f) {
 	fprintf(f, "usage: index-scale [--ids N,N,...] [--data-mib M] [--lookups K] [--workdir DIR] [--drop-caches]\n");
 }
@@ -370,29 +394,15 @@ int main(int argc, char **argv) {
 	for (size_t i = 0; i < o.n_ids; i++) {
 		rows[i].ids = o.ids[i];
 		run(&o, data, &rows[i]);
+		/* Each row as it ends: a long run stopped midway keeps what it measured. */
+		if (i == 0)
+			print_header(stderr, &o);
+		print_row(stderr, &rows[i], &rows[0]);
 	}
 
-	printf("index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
-	       (unsigned long long) (o.data_bytes / MiB), (unsigned long long) o.lookups,
-	       o.drop_caches ? "dropped before each step" : "kept");
-	/*
-	 * CPU seconds per GB beside the wall rates: on a shared machine the
-	 * wall clock measures the neighbours as much as the index.
-	 */
-	printf("%11s %9s %9s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
-	       "fill s", "fill cpu", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
-	       "of 0", "new cpu/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup look", "random/s",
-	       "peak RSS");
-	for (size_t i = 0; i < o.n_ids; i++) {
-		const Row *r = &rows[i];
-		printf("%11llu %9.1f %9.1f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
-		       (unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->fill_first_rate, r->fill_last_rate,
-		       (double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0,
-		       r->open_s, (double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / rows[0].new_mbs,
-		       r->new_cpu_s_gb, r->new_cpu_s_gb / rows[0].new_cpu_s_gb, r->dup_mbs, r->dup_mbs / rows[0].dup_mbs,
-		       r->dup_cpu_s_gb, r->dup_cpu_s_gb / rows[0].dup_cpu_s_gb, (unsigned long long) r->dup_index_lookups,
-		       r->random_per_s, (double) r->peak_rss / MiB);
-	}
+	print_header(stdout, &o);
+	for (size_t i = 0; i < o.n_ids; i++)
+		print_row(stdout, &rows[i], &rows[0]);
 	/* Below a few million ids the filter is its minimum size: only a large row scales honestly. */
 	const Row *last = &rows[o.n_ids - 1];
 	if (last->ids >= 4 * DEDUP_BLOOM_CAPACITY_MIN)
