@@ -62,7 +62,7 @@ typedef struct Options {
 
 typedef struct Row {
 	uint64_t ids;
-	double fill_s, fill_first_rate, fill_last_rate;
+	double fill_s, fill_cpu_s, fill_first_rate, fill_last_rate;
 	uint64_t catalog_bytes;
 	double open_s;
 	uint64_t filter_bytes, locality_bytes;
@@ -115,20 +115,35 @@ static void drop_caches(const Options *o) {
 	close(fd);
 }
 
-static void synthetic_id(DedupHasher *h, uint64_t i, uint8_t out[CATALOG_DIGEST_SIZE]) {
+/*
+ * The i-th of n synthetic ids: SHA-256 of a counter, its first 8 bytes
+ * replaced by a point of an even grid over the 64-bit space plus a random
+ * offset within the grid's step.  The ids are as uniform as real ones, and
+ * ascending in i, so the fill appends at the right edge of the digest
+ * index instead of inserting at random: a B-tree built the way a
+ * sort-then-build would build it, which is what an index that has held N
+ * ids for a while looks like once pages have been split and merged, and
+ * minutes for 100M ids instead of hours.
+ */
+static void synthetic_id(DedupHasher *h, uint64_t i, uint64_t n, uint8_t out[CATALOG_DIGEST_SIZE]) {
 	char seed[32];
 	DedupChunkId id;
-	int n = snprintf(seed, sizeof(seed), "index-scale %llu", (unsigned long long) i);
-	int r = dedup_hasher_digest(h, seed, (size_t) n, &id);
+	uint64_t step = UINT64_MAX / MAX(n, 1), prefix, jitter;
+	int len = snprintf(seed, sizeof(seed), "index-scale %llu", (unsigned long long) i);
+	int r = dedup_hasher_digest(h, seed, (size_t) len, &id);
 	if (r < 0)
 		die("sha-256", r);
+	memcpy(&jitter, id.bytes, sizeof(jitter));
+	prefix = i * step + jitter % step;
+	for (size_t k = 0; k < sizeof(prefix); k++)
+		id.bytes[k] = (uint8_t) (prefix >> (56 - 8 * k));
 	memcpy(out, id.bytes, CATALOG_DIGEST_SIZE);
 }
 
 /* N ids in full containers, committed in large transactions, as a store's index would hold them. */
 static void fill(Catalog *c, DedupHasher *h, Row *row) {
 	uint64_t container = 0, tenth = MAX(row->ids / 10, 1);
-	double start = now_s(CLOCK_MONOTONIC), mark = start;
+	double start = now_s(CLOCK_MONOTONIC), mark = start, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
 	int r;
 
 	for (uint64_t i = 0; i < row->ids; i++) {
@@ -152,7 +167,7 @@ static void fill(Catalog *c, DedupHasher *h, Row *row) {
 			.refs = 1,
 		};
 		uint64_t id;
-		synthetic_id(h, i, ch.digest);
+		synthetic_id(h, i, row->ids, ch.digest);
 		if ((r = catalog_chunk_add(c, &ch, &id)) < 0)
 			die("chunk add", r);
 		if ((i + 1) % IDS_PER_TRANSACTION == 0 || i + 1 == row->ids)
@@ -168,6 +183,7 @@ static void fill(Catalog *c, DedupHasher *h, Row *row) {
 		}
 	}
 	row->fill_s = now_s(CLOCK_MONOTONIC) - start;
+	row->fill_cpu_s = now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu;
 }
 
 /* Seals data as one new file; returns wall MB/s, CPU s/GB and the writer's catalog look-ups. */
@@ -207,7 +223,7 @@ static double random_lookups(Catalog *c, DedupHasher *h, uint64_t ids, uint64_t 
 		uint8_t digest[CATALOG_DIGEST_SIZE];
 		CatalogChunk ch;
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		synthetic_id(h, x % ids, digest);
+		synthetic_id(h, x % ids, ids, digest);
 		int r = catalog_chunk_find(c, 0, digest, &ch);
 		if (r < 0)
 			die("random look-up", r);
@@ -268,12 +284,15 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 
 	uint64_t lookups;
 	drop_caches(o);
+	fprintf(stderr, "  sealing new data\n");
 	seal(c, s, data, o->data_bytes, &row->new_mbs, &row->new_cpu_s_gb, &lookups);
+	fprintf(stderr, "  new data sealed\n");
 	/* A repeat comes back days later: a new mount, nothing of the first copy in the locality cache. */
 	dedup_store_free(s);
 	drop_caches(o);
 	if ((r = dedup_store_open(c, 0, backend, NULL, &s)) < 0)
 		die("store reopen", r);
+	fprintf(stderr, "  sealing the same data again\n");
 	seal(c, s, data, o->data_bytes, &row->dup_mbs, &row->dup_cpu_s_gb, &row->dup_index_lookups);
 	if (row->ids > 0) {
 		drop_caches(o);
@@ -287,6 +306,30 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 	dedup_backend_free(backend);
 	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
 		die("cleanup", -errno);
+}
+
+/*
+ * CPU seconds per GB beside the wall rates: on a shared machine the wall
+ * clock measures the neighbours as much as the index.
+ */
+static void print_header(FILE *f, const Options *o) {
+	fprintf(f, "index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
+		(unsigned long long) (o->data_bytes / MiB), (unsigned long long) o->lookups,
+		o->drop_caches ? "dropped before each step" : "kept");
+	fprintf(f, "%11s %9s %9s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
+		"fill s", "fill cpu", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
+		"of 0", "new cpu/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup look", "random/s",
+		"peak RSS");
+}
+
+static void print_row(FILE *f, const Row *r, const Row *base) {
+	fprintf(f, "%11llu %9.1f %9.1f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
+		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->fill_first_rate, r->fill_last_rate,
+		(double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0, r->open_s,
+		(double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / base->new_mbs, r->new_cpu_s_gb,
+		r->new_cpu_s_gb / base->new_cpu_s_gb, r->dup_mbs, r->dup_mbs / base->dup_mbs, r->dup_cpu_s_gb,
+		r->dup_cpu_s_gb / base->dup_cpu_s_gb, (unsigned long long) r->dup_index_lookups, r->random_per_s,
+		(double) r->peak_rss / MiB);
 }
 
 static void usage(FILE *f) {
@@ -351,23 +394,15 @@ int main(int argc, char **argv) {
 	for (size_t i = 0; i < o.n_ids; i++) {
 		rows[i].ids = o.ids[i];
 		run(&o, data, &rows[i]);
+		/* Each row as it ends: a long run stopped midway keeps what it measured. */
+		if (i == 0)
+			print_header(stderr, &o);
+		print_row(stderr, &rows[i], &rows[0]);
 	}
 
-	printf("index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
-	       (unsigned long long) (o.data_bytes / MiB), (unsigned long long) o.lookups,
-	       o.drop_caches ? "dropped before each step" : "kept");
-	printf("%11s %9s %11s %11s %9s %7s %9s %9s %8s %7s %8s %7s %8s %10s %9s\n", "ids", "fill s",
-	       "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s", "of 0",
-	       "dup MB/s", "of 0", "dup look", "random/s", "peak RSS");
-	for (size_t i = 0; i < o.n_ids; i++) {
-		const Row *r = &rows[i];
-		printf("%11llu %9.1f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %8.1f %7.3f %8llu %10.0f %8.1fM\n",
-		       (unsigned long long) r->ids, r->fill_s, r->fill_first_rate, r->fill_last_rate,
-		       (double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0,
-		       r->open_s, (double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / rows[0].new_mbs,
-		       r->dup_mbs, r->dup_mbs / rows[0].dup_mbs, (unsigned long long) r->dup_index_lookups,
-		       r->random_per_s, (double) r->peak_rss / MiB);
-	}
+	print_header(stdout, &o);
+	for (size_t i = 0; i < o.n_ids; i++)
+		print_row(stdout, &rows[i], &rows[0]);
 	/* Below a few million ids the filter is its minimum size: only a large row scales honestly. */
 	const Row *last = &rows[o.n_ids - 1];
 	if (last->ids >= 4 * DEDUP_BLOOM_CAPACITY_MIN)
