@@ -235,8 +235,6 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_ROLLBACK] = "ROLLBACK",
 };
 
-#define CACHE_KIB (128 * 1024)
-
 /* schema_steps[n] upgrades a catalog from version n to n + 1. */
 static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"CREATE TABLE inodes ("
@@ -614,23 +612,6 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 		r = exec(c, "PRAGMA synchronous = NORMAL");
 	if (r >= 0)
 		r = exec(c, "PRAGMA foreign_keys = ON");
-	/*
-	 * SQLite's default 2 MiB page cache holds 500 pages: at 10M chunks
-	 * the (tier, digest) index has more interior pages than that, so each
-	 * new chunk's insert read its leaf and one or two interior pages from
-	 * the file, and a seal's 16k new chunks (STORE_PENDING_MAX) spilled
-	 * their dirty leaves to the WAL mid-transaction.  CACHE_KIB holds the
-	 * interior pages of a 100M-chunk index (about 80 MiB) and one seal's
-	 * leaves; SQLite allocates it as pages are used, and from 1 TB of
-	 * unique data on it is under a quarter of the memory target (0.5 GB
-	 * per TB; bench/README.md, index-scale).
-	 */
-	if (r >= 0) {
-		char sql[64];
-		/* PRAGMA takes no bound parameters; the number is ours. */
-		snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%d", CACHE_KIB);
-		r = exec(c, sql);
-	}
 	if (r < 0)
 		goto fail;
 
