@@ -7,7 +7,6 @@
  * references, and an abandoned or rolled-back migration leaves the file
  * whole where it was.
  */
-#include "dedup/region.h"
 #include "tests/dedup/store-test.h"
 
 typedef struct Tiers {
@@ -473,86 +472,6 @@ static void test_sealed_tier(void) {
 	tiers_close(&t);
 }
 
-/*
- * What a read of a sealed region checks (docs/SECURITY.md, "What a read
- * checks"): a region forged by a holder of the content key, sealed at its
- * own place over bytes that no longer hash to the ids of its table, passes
- * the tag, and a read trusts it; scrub re-hashes every chunk and finds it.
- */
-static void test_sealed_forgery(void) {
-	static const uint8_t id_key[32] = "id key id key id key id key id k";
-	static const uint8_t content_key[32] = "content key content key content";
-	DedupStoreOptions sealed = { .id_key = id_key, .content_key = content_key, .description_key = content_key };
-	Tiers t;
-	TestRng rng = { 11 };
-	size_t len = 1 * MiB;
-	uint8_t *a = test_malloc(len), *back = test_malloc(len);
-
-	env_open(&t.e, &sealed);
-	sealed.encrypt = true;
-	snprintf(t.dir1, sizeof(t.dir1), "%s/tier1", t.e.dir);
-	ASSERT(mkdir(t.dir1, 0755) == 0);
-	ASSERT_OK(tier_backend_dir_open(t.dir1, &t.backend1));
-	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &sealed, &t.store1));
-	/* Random bytes: raw regions, whose size does not change when a byte of them does. */
-	test_rng_fill(&rng, a, len);
-	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL);
-	migrate(t.e.store, t.store1, t.e.catalog, ia, len, 3, NULL);
-	CatalogChunk ch = {};
-	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, newest_chunk, &ch));
-	ASSERT(ch.id > 0 && ch.region_size > 0);
-
-	char name[DEDUP_CONTAINER_NAME_MAX];
-	int dir = open(t.dir1, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int fd = openat(dir, dedup_container_name(ch.container, name), O_RDWR | O_CLOEXEC);
-	uint8_t *region = test_malloc(ch.region_size), *plain = test_malloc(DEDUP_REGION_PLAIN_MAX);
-	uint32_t *lengths = test_malloc(DEDUP_REGION_CHUNKS_MAX * sizeof(*lengths));
-	DedupChunkId *ids = test_malloc(DEDUP_REGION_CHUNKS_MAX * sizeof(*ids));
-	ASSERT(fd >= 0 && pread(fd, region, ch.region_size, (off_t) ch.offset) == (ssize_t) ch.region_size);
-	DedupRegionHeader h;
-	ASSERT_OK(dedup_region_header_parse(region, ch.region_size, &h));
-	DedupRegionPlace place = { .key = content_key, .key_tag = h.key_tag, .container = ch.container,
-				   .offset = ch.offset };
-	DedupRegionDecoder *dec;
-	DedupRegionEncoder *enc;
-	ASSERT_OK(dedup_region_decoder_new(&dec));
-	ASSERT_OK(dedup_region_encoder_new(h.level, true, &enc));
-	ASSERT_OK(dedup_region_decode(dec, region, ch.region_size, &place, NULL, plain, DEDUP_REGION_PLAIN_MAX, lengths,
-				      ids, DEDUP_REGION_CHUNKS_MAX, &h));
-	ASSERT(h.codec == DEDUP_REGION_CODEC_RAW);
-	plain[0] ^= 1;
-	size_t size;
-	ASSERT_OK(dedup_region_encode(enc, ids, lengths, h.count, plain, h.plain_size, region, ch.region_size, &size));
-	ASSERT(size == ch.region_size);
-	ASSERT_OK(dedup_region_seal(region, size, &place));
-	ASSERT(pwrite(fd, region, size, (off_t) ch.offset) == (ssize_t) size);
-	close(fd);
-	close(dir);
-
-	/* A store that never cached the region: the read trusts the tag and the table. */
-	t.store1 = dedup_store_free(t.store1);
-	ASSERT_OK(dedup_store_open(t.e.catalog, 1, t.backend1, &sealed, &t.store1));
-	ssize_t n = 0;
-	for (uint64_t off = 0; off < len && n >= 0; off += (uint64_t) n)
-		if ((n = dedup_file_read(t.store1, ia, len, off, back + off, len - off)) == 0)
-			break;
-	ASSERT(n >= 0 && memcmp(back, a, len) != 0);
-	DedupScrubResult res;
-	ASSERT_OK(dedup_store_scrub(t.store1, NULL, NULL, &res));
-	ASSERT(res.damaged_chunks > 0);
-	free(res.damaged);
-
-	dedup_region_decoder_free(dec);
-	dedup_region_encoder_free(enc);
-	free(ids);
-	free(lengths);
-	free(plain);
-	free(region);
-	free(back);
-	free(a);
-	tiers_close(&t);
-}
-
 typedef struct KeyBytes {
 	uint64_t under[3]; /* tier 1: [0] no key, [1] key A, [2] key B */
 	uint64_t total;
@@ -678,7 +597,6 @@ int main(void) {
 	test_abandoned();
 	test_errors();
 	test_sealed_tier();
-	test_sealed_forgery();
 	test_rekey();
 	return 0;
 }
