@@ -226,32 +226,12 @@ typedef struct StoreSeqSlot {
 	uint64_t next; /* where a sequential reader continues */
 } StoreSeqSlot;
 
-/*
- * What decoding a unit re-hashes against the ids of its table, on top of
- * every check it always makes.  Values 0 and 1 are a bool's: a caller
- * passing one asks for nothing or for everything.
- */
-typedef enum StoreVerify {
-	STORE_VERIFY_NONE = 0,
-	STORE_VERIFY_CONTENT = 1, /* every chunk (scrub, compaction, another host's units, verify = content) */
-	/*
-	 * Every chunk of a unit that is not a sealed region.  A sealed region
-	 * opened under our key at the place it was read from is authenticated
-	 * whole by its GCM tag (header fields, table with every id and length,
-	 * payload, place): its chunks are what the writer that computed those
-	 * ids sealed, as a plain region's are only if re-hashed, an XXH3
-	 * checksum being no MAC (docs/SECURITY.md, "What a read checks (sealed regions)").
-	 */
-	STORE_VERIFY_UNSEALED = 2,
-} StoreVerify;
-
 struct DedupStore {
 	Catalog *catalog;
 	DedupBackend *backend;
 	uint32_t tier;
 	DedupStoreOptions opts; /* defaults resolved */
-	bool verify_content;     /* opts.verify resolved for this tier: re-hash what is read */
-	StoreVerify read_verify; /* what a read of this host's own units re-hashes */
+	bool verify_content;
 
 	pthread_mutex_t gc_lock;
 
@@ -422,13 +402,13 @@ void store_decoded_keys(const DedupStore *s, StoreDecoded *d);
  * Decodes the unit buf[0, len), a region or (not region) a chunk frame,
  * read from container `container` at `offset`, into d: every checksum (a
  * sealed region: its tag, under d->content_key and that place), the exact
- * decompressed size and every chunk's hash against its id as verify says.
+ * decompressed size and, with verify, every chunk's hash against its id.
  * Returns: 0, -EIO (any failure of the stored bytes), -ENOKEY (a region
  * sealed under a key d lacks, or of ids keyed otherwise than d's: not
  * damage, which a key given back mends), -ENOMEM.
  */
-int store_unit_decode(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset,
-		      StoreVerify verify, StoreDecoded *d);
+int store_unit_decode(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset, bool verify,
+		      StoreDecoded *d);
 /* A unit's chunk count and plain bytes, from its header.  Returns: 0, -EIO. */
 int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_count, uint32_t *ret_plain_size);
 /*
@@ -438,7 +418,7 @@ int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_
  * hold garbage.
  */
 int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset,
-			   StoreVerify verify, StoreDecoded *d, uint8_t *plain, size_t plain_cap, uint32_t *ends,
+			   bool verify, StoreDecoded *d, uint8_t *plain, size_t plain_cap, uint32_t *ends,
 			   DedupChunkId *ids, size_t entries_cap);
 
 /* Where a chunk's unit is: its offset and how many bytes to read. */

@@ -22,12 +22,9 @@
  *
  * Invariants:
  *  1. No byte reaches a caller or the region cache unless its unit passed
- *     store_unit_decode() (checksums, a sealed region's tag under our key
- *     and its place, exact decompression, and the content hash of every
- *     chunk as read_verify says: on lower tiers every chunk of a unit not
- *     sealed, whose checksum is no MAC, and of another host's), and the
- *     chunk is in the unit where the catalog says (offset in the region,
- *     length and id, against the table the tag authenticated).  Any
+ *     store_unit_decode() (checksums, exact decompression, and the content
+ *     hash of every chunk when verify_content), and the chunk is in the unit
+ *     where the catalog says (offset in the region, length and id).  Any
  *     failure on a needed chunk is -EIO for the whole read.
  *  2. A location (container, offset) is used only if it was resolved in the
  *     current epoch, and the pread runs under io_lock shared after checking
@@ -473,7 +470,7 @@ static int unit_place(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const u
 	if (r < 0)
 		return r;
 	/* As unit_load() decodes a cached one: at its place, another host's verified chunk by chunk. */
-	r = store_unit_decode_into(u->region, buf, u->size, place, u->offset, foreign ? STORE_VERIFY_CONTENT : s->read_verify, &ctx->dec,
+	r = store_unit_decode_into(u->region, buf, u->size, place, u->offset, s->verify_content || foreign, &ctx->dec,
 				   ctx->out + (start - ctx->pos), plain_size, ctx->place_ends, ctx->place_ids, count);
 	if (r < 0) {
 		if (r != -ENOMEM && r != -ENOKEY)
@@ -521,7 +518,7 @@ static int unit_load(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const ui
 			return -ENOMEM;
 		/* Another host's unit is always verified chunk by chunk (invariant 1): its segment may lie. */
 		r = store_unit_decode_into(u->region, buf, u->size, place, u->offset,
-					   foreign ? STORE_VERIFY_CONTENT : s->read_verify, &ctx->dec, e->data, plain_size,
+					   s->verify_content || foreign, &ctx->dec, e->data, plain_size,
 					   e->ends, e->ids, count);
 	}
 	if (r < 0) {

@@ -294,7 +294,7 @@ int store_unit_sizes(bool region, const uint8_t *buf, size_t len, uint32_t *ret_
 }
 
 int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset,
-			   StoreVerify verify, StoreDecoded *d, uint8_t *plain, size_t plain_cap, uint32_t *ends,
+			   bool verify, StoreDecoded *d, uint8_t *plain, size_t plain_cap, uint32_t *ends,
 			   DedupChunkId *ids, size_t entries_cap) {
 	int r;
 
@@ -325,13 +325,6 @@ int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, uint64_t
 	}
 
 	DedupRegionHeader h;
-	if (verify == STORE_VERIFY_UNSEALED) {
-		if (dedup_region_header_parse(buf, len, &h) < 0)
-			return -EIO;
-		/* The tag authenticates what a re-hash would check (StoreVerify); the table is still checked by the caller. */
-		if (dedup_region_header_is_sealed(&h))
-			verify = STORE_VERIFY_NONE;
-	}
 	if (!d->region_decoder) {
 		r = dedup_region_decoder_new(&d->region_decoder);
 		if (r < 0)
@@ -358,8 +351,8 @@ int store_unit_decode_into(bool region, const uint8_t *buf, size_t len, uint64_t
 	return 0;
 }
 
-int store_unit_decode(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset,
-		      StoreVerify verify, StoreDecoded *d) {
+int store_unit_decode(bool region, const uint8_t *buf, size_t len, uint64_t container, uint64_t offset, bool verify,
+		      StoreDecoded *d) {
 	uint32_t count, plain_size;
 	int r = store_unit_sizes(region, buf, len, &count, &plain_size);
 	if (r < 0)

@@ -831,9 +831,6 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
 	s->backend = backend;
 	s->tier = tier;
 	s->verify_content = s->opts.verify == DEDUP_VERIFY_CONTENT || (s->opts.verify == DEDUP_VERIFY_AUTO && tier != 0);
-	s->read_verify = s->opts.verify == DEDUP_VERIFY_CONTENT ? STORE_VERIFY_CONTENT
-			 : s->verify_content                    ? STORE_VERIFY_UNSEALED
-								: STORE_VERIFY_NONE;
 	s->epoch = 1;
 
 	r = store_read_setup(s);
