@@ -345,11 +345,11 @@ static void pending_restore(StoreGlobal *g, DedupSegmentEntry *entries, size_t n
 	pthread_mutex_unlock(&g->pending_lock);
 }
 
-static int segment_write(DedupStore *s, uint64_t epoch, const uint8_t *buf, size_t size) {
-	char name[DEDUP_SEGMENT_NAME_MAX], tmp[DEDUP_SEGMENT_NAME_MAX + 8];
+/* Writes buf as object name of the store's own view: .tmp, synced, renamed (invariants 1 and 8). */
+static int object_write(DedupStore *s, const char *name, const uint8_t *buf, size_t size) {
+	char tmp[DEDUP_BACKEND_NAME_MAX + 1];
 	DedupBackendFile *f = NULL;
 
-	dedup_segment_name(epoch, name);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
 	int r = dedup_backend_open_write(s->backend, tmp, true, 0, &f);
 	if (r < 0)
@@ -400,8 +400,9 @@ int dedup_store_publish(DedupStore *s) {
 		snprintf(h.host, sizeof(h.host), "%s", s->opts.shared->host);
 		_cleanup_free_ uint8_t *buf = NULL;
 		r = dedup_segment_format(&h, entries + i, k, &buf);
+		char name[DEDUP_SEGMENT_NAME_MAX];
 		if (r >= 0)
-			r = segment_write(s, h.epoch, buf, (size_t) dedup_segment_size(k));
+			r = object_write(s, dedup_segment_name(h.epoch, name), buf, (size_t) dedup_segment_size(k));
 		if (r < 0) {
 			pending_restore(g, entries + i, n - i);
 			break;
@@ -777,29 +778,6 @@ int store_global_condemn(DedupStore *s, uint64_t id) {
 	int r = own_add(g, id, 0);
 	pthread_mutex_unlock(&g->own_lock);
 	return r;
-}
-
-/* Writes buf as object name of the store's own view: .tmp, synced, renamed (invariants 1 and 8). */
-static int object_write(DedupStore *s, const char *name, const uint8_t *buf, size_t size) {
-	char tmp[DEDUP_BACKEND_NAME_MAX + 1];
-	DedupBackendFile *f = NULL;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	int r = dedup_backend_open_write(s->backend, tmp, true, 0, &f);
-	if (r < 0)
-		return r;
-	r = dedup_backend_file_pwrite(s->backend, f, buf, size, 0);
-	if (r >= 0)
-		r = dedup_backend_file_sync(s->backend, f);
-	dedup_backend_file_close(s->backend, f);
-	if (r >= 0)
-		r = dedup_backend_rename(s->backend, tmp, name);
-	if (r < 0) {
-		(void) dedup_backend_unlink(s->backend, tmp);
-		return r;
-	}
-	__atomic_add_fetch(&s->bytes_sent, size, __ATOMIC_RELAXED);
-	return 0;
 }
 
 /* The condemnation of every container store_global_condemn() took since the last one.  Under gc_lock. */
