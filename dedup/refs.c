@@ -21,6 +21,9 @@
 
 #include "dedup/le-internal.h"
 #include "dedup/refs.h"
+#include "dedup/segment.h"
+
+_Static_assert(DEDUP_REFS_NAME_MAX == DEDUP_SEGMENT_NAME_MAX, "refs and condemnations are named by dedup_epoch_name()");
 
 static const uint8_t refs_magic[8] = { 'F', 'R', 'T', 'R', 'E', 'F', 'S', '1' };
 static const uint8_t condemn_magic[8] = { 'F', 'R', 'T', 'C', 'O', 'N', 'D', '1' };
@@ -221,42 +224,18 @@ uint64_t dedup_condemn_get(const void *buf, uint64_t i) {
 	return le64_get((const uint8_t *) buf + DEDUP_CONDEMN_HEADER_SIZE + i * 8);
 }
 
-static char *name_make(char dir, const char *ext, uint64_t epoch, char buf[static DEDUP_REFS_NAME_MAX]) {
-	snprintf(buf, DEDUP_REFS_NAME_MAX, "%c/%016" PRIx64 ".%s", dir, epoch, ext);
-	return buf;
-}
-
-static int name_parse(const char *name, char dir, const char *ext, uint64_t *ret) {
-	uint64_t v = 0;
-	if (name[0] == dir && name[1] == '/')
-		name += 2;
-	if (strlen(name) != 16 + 4 || name[16] != '.' || strcmp(name + 17, ext) != 0)
-		return -EINVAL;
-	for (size_t i = 0; i < 16; i++) {
-		char c = name[i];
-		if (c >= '0' && c <= '9')
-			v = v << 4 | (uint64_t) (c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v = v << 4 | (uint64_t) (c - 'a' + 10);
-		else
-			return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
 char *dedup_refs_name(uint64_t epoch, char buf[static DEDUP_REFS_NAME_MAX]) {
-	return name_make('r', "ftr", epoch, buf);
+	return dedup_epoch_name('r', "ftr", epoch, buf);
 }
 
 char *dedup_condemn_name(uint64_t epoch, char buf[static DEDUP_REFS_NAME_MAX]) {
-	return name_make('k', "ftk", epoch, buf);
+	return dedup_epoch_name('k', "ftk", epoch, buf);
 }
 
 int dedup_refs_name_parse(const char *name, uint64_t *ret) {
-	return name_parse(name, 'r', "ftr", ret);
+	return dedup_epoch_name_parse(name, 'r', "ftr", ret);
 }
 
 int dedup_condemn_name_parse(const char *name, uint64_t *ret) {
-	return name_parse(name, 'k', "ftk", ret);
+	return dedup_epoch_name_parse(name, 'k', "ftk", ret);
 }

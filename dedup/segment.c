@@ -200,16 +200,16 @@ int dedup_segment_parse(const void *buf, size_t len, DedupSegmentHeader *ret) {
 	return 0;
 }
 
-char *dedup_segment_name(uint64_t epoch, char buf[static DEDUP_SEGMENT_NAME_MAX]) {
-	snprintf(buf, DEDUP_SEGMENT_NAME_MAX, "i/%016" PRIx64 ".fti", epoch);
+char *dedup_epoch_name(char dir, const char *ext, uint64_t epoch, char buf[static DEDUP_SEGMENT_NAME_MAX]) {
+	snprintf(buf, DEDUP_SEGMENT_NAME_MAX, "%c/%016" PRIx64 ".%s", dir, epoch, ext);
 	return buf;
 }
 
-int dedup_segment_name_parse(const char *name, uint64_t *ret) {
+int dedup_epoch_name_parse(const char *name, char dir, const char *ext, uint64_t *ret) {
 	uint64_t v = 0;
-	if (strncmp(name, "i/", 2) == 0)
+	if (name[0] == dir && name[1] == '/')
 		name += 2;
-	if (strlen(name) != 16 + 4 || strcmp(name + 16, ".fti") != 0)
+	if (strlen(name) != 16 + 4 || name[16] != '.' || strcmp(name + 17, ext) != 0)
 		return -EINVAL;
 	for (size_t i = 0; i < 16; i++) {
 		char c = name[i];
@@ -222,4 +222,12 @@ int dedup_segment_name_parse(const char *name, uint64_t *ret) {
 	}
 	*ret = v;
 	return 0;
+}
+
+char *dedup_segment_name(uint64_t epoch, char buf[static DEDUP_SEGMENT_NAME_MAX]) {
+	return dedup_epoch_name('i', "fti", epoch, buf);
+}
+
+int dedup_segment_name_parse(const char *name, uint64_t *ret) {
+	return dedup_epoch_name_parse(name, 'i', "fti", ret);
 }

@@ -103,6 +103,15 @@ int dedup_segment_parse(const void *buf, size_t len, DedupSegmentHeader *ret);
 /* Entry i of a segment that passed dedup_segment_parse() (i < count).  Can't fail. */
 void dedup_segment_entry_get(const void *buf, uint64_t i, DedupSegmentEntry *ret);
 
+/*
+ * The name of an epoch's object in directory DIR with extension EXT (3
+ * letters), "DIR/%016" PRIx64 ".EXT", as index segments, reference
+ * publications and condemnations are named; returns buf.
+ */
+char *dedup_epoch_name(char dir, const char *ext, uint64_t epoch, char buf[static DEDUP_SEGMENT_NAME_MAX]);
+/* The epoch of such a name ("DIR/" optional), or -EINVAL. */
+int dedup_epoch_name_parse(const char *name, char dir, const char *ext, uint64_t *ret);
+
 /* The name of the segment of epoch: "i/%016" PRIx64 ".fti"; returns buf. */
 char *dedup_segment_name(uint64_t epoch, char buf[static DEDUP_SEGMENT_NAME_MAX]);
 /* The epoch of a segment name as dedup_segment_name() makes them ("i/" optional), or -EINVAL. */
