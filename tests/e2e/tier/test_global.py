@@ -41,17 +41,6 @@ DAYS = 2 if os.environ.get("FRATIER_SOAK") == "1" else 1
 ON_TIER = "SELECT count(*) FROM inodes WHERE tier = ? AND (mode & 61440) = 32768 AND nlink > 0"
 
 
-def daemon(tmp, host, filer):
-    base = os.path.join(tmp, host)
-    data = os.path.join(base, "data")
-    os.makedirs(os.path.join(data, "hot"), exist_ok=True)
-    conf = os.path.join(base, "fratier.conf")
-    with open(conf, "w") as f:
-        f.write("[fratier]\ndata_dir = %s\nhost = %s\n[tier hot]\n[tier filer]\nrole = %s\npath = %s\nshared = yes\n"
-                % (data, host, "nfs" if filer.startswith("nfs://") else "capacity", filer))
-    return harness.Fratier(base=base, config=conf, data=data, options=dc.OPTIONS)
-
-
 def copy_sealed(res, fs, src):
     model = tc.copy_in(fs, src)
     if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
@@ -94,7 +83,7 @@ def run(res, tmp, filer, root):
     tc.generate(res, src, seed=1, days=DAYS)
     src2 = os.path.join(tmp, "src2")
     tc.generate(res, src2, seed=2, days=1)
-    hosts = {h: daemon(tmp, h, filer) for h in ("a", "b", "c")}
+    hosts = {h: tc.shared_daemon(tmp, h, filer) for h in ("a", "b", "c")}
     a, b, c = hosts["a"], hosts["b"], hosts["c"]
     with a, b, c:
         models, sent = {}, {}

@@ -47,18 +47,6 @@ SOAK = os.environ.get("FRATIER_SOAK") == "1"
 ROUNDS = 8 if SOAK else 2 if os.environ.get("FRATIER_TEST_BUILD") == "asan" else 3
 
 
-def daemon(tmp, host, filer):
-    base = os.path.join(tmp, host)
-    data = os.path.join(base, "data")
-    os.makedirs(os.path.join(data, "hot"), exist_ok=True)
-    conf = os.path.join(base, "fratier.conf")
-    with open(conf, "w") as f:
-        f.write("[fratier]\ndata_dir = %s\nhost = %s\nshared_lease = %ds\n[tier hot]\n[tier filer]\n"
-                "role = %s\npath = %s\nshared = yes\n"
-                % (data, host, LEASE, "nfs" if filer.startswith("nfs://") else "capacity", filer))
-    return harness.Fratier(base=base, config=conf, data=data, options=dc.OPTIONS)
-
-
 def put(res, fs, files):
     """Writes {name: bytes} into fs, seals, migrates to the shared tier."""
     paths = []
@@ -265,7 +253,7 @@ def popen_gc(fs):
 
 
 def run(res, tmp, filer, root):
-    a, b, c = (daemon(tmp, h, filer) for h in ("a", "b", "c"))
+    a, b, c = (tc.shared_daemon(tmp, h, filer, lease=LEASE) for h in ("a", "b", "c"))
     with a, b:
         model_b = phase_ack(res, root, a, b)
         if filer.startswith("nfs://") and not SOAK:

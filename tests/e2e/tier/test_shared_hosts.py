@@ -22,13 +22,10 @@ and beta, share one capacity directory with a short lease (shared_lease =
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_TIERCTL), FRATIER_KEEP.
 """
 
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import harness
@@ -38,17 +35,6 @@ from tiercommon import dc
 LEASE = 4
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 EXIT_DENIED = 4
-
-
-def daemon(tmp, host, filer, options=()):
-    base = os.path.join(tmp, host)
-    data = os.path.join(base, "data")
-    os.makedirs(os.path.join(data, "hot"), exist_ok=True)
-    conf = os.path.join(base, "fratier.conf")
-    with open(conf, "w") as f:
-        f.write("[fratier]\ndata_dir = %s\nhost = %s\nshared_lease = %ds\n[tier hot]\n[tier filer]\n"
-                "role = capacity\npath = %s\nshared = yes\n" % (data, host, LEASE, filer))
-    return harness.Fratier(base=base, config=conf, data=data, options=list(dc.OPTIONS) + list(options))
 
 
 def fill(res, fs, sizes, seed):
@@ -165,8 +151,8 @@ def record(root, host):
 
 
 def run(res, tmp, filer, root):
-    a = daemon(tmp, "alpha", filer, ["allow_other"])
-    b = daemon(tmp, "beta", filer)
+    a = tc.shared_daemon(tmp, "alpha", filer, lease=LEASE, options=["allow_other"])
+    b = tc.shared_daemon(tmp, "beta", filer, lease=LEASE)
     written = {"alpha": [1 << 20, 3 << 19, 12345], "beta": [2 << 20, 777777]}
     with a:
         b.start()
@@ -230,7 +216,7 @@ def run(res, tmp, filer, root):
                   "report --by host after retiring beta: %r" % rows.get("beta"))
 
         # A live host retired by force: its next renewal finds it retired, and it writes nothing more there.
-        g = daemon(tmp, "gamma", filer)
+        g = tc.shared_daemon(tmp, "gamma", filer, lease=LEASE)
         with g:
             rc, _, err = tc.tierctl(a, "host", "retire", "gamma", "--tier", "1")
             res.check(rc != 0 and "--force" in err, "retire of live gamma without --force: exit %d %s" % (rc, err.strip()))
@@ -252,17 +238,7 @@ def run(res, tmp, filer, root):
 
 
 def main():
-    harness.require_fuse()
-    res = harness.Results("e2e-shared-hosts")
-    tmp = tempfile.mkdtemp(prefix="fratier-hosts-", dir=os.environ.get("FRATIER_TMP"))
-    try:
-        filer = os.path.join(tmp, "filer")
-        os.makedirs(filer)
-        run(res, tmp, filer, os.path.join(filer, "containers"))
-    finally:
-        if not os.environ.get("FRATIER_KEEP"):
-            shutil.rmtree(tmp, ignore_errors=True)
-    res.finish()
+    tc.shared_filer_main("e2e-shared-hosts", run)
 
 
 if __name__ == "__main__":

@@ -146,6 +146,22 @@ def nfs_mount(tmp, url, filer_keys=""):
     return harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
 
 
+def shared_daemon(tmp, host, filer, lease=None, options=()):
+    """A daemon named HOST with its own data directory under TMP, and FILER (a directory, or an nfs:// URL) as
+    its shared lower tier; lease: shared_lease in seconds, or the default."""
+    base = os.path.join(tmp, host)
+    data = os.path.join(base, "data")
+    os.makedirs(os.path.join(data, "hot"), exist_ok=True)
+    conf = os.path.join(base, "fratier.conf")
+    with open(conf, "w") as f:
+        f.write("[fratier]\ndata_dir = %s\nhost = %s\n" % (data, host))
+        if lease is not None:
+            f.write("shared_lease = %ds\n" % lease)
+        f.write("[tier hot]\n[tier filer]\nrole = %s\npath = %s\nshared = yes\n"
+                % ("nfs" if filer.startswith("nfs://") else "capacity", filer))
+    return harness.Fratier(base=base, config=conf, data=data, options=list(dc.OPTIONS) + list(options))
+
+
 def shared_filer_main(name, run):
     """run(res, tmp, tier path, the tier's object root) on a plain directory,
     or, with --nfs, on an nfs-ganesha export in a namespace of its own; the
