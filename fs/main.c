@@ -36,7 +36,11 @@
 
 #define CATALOG_FILE "catalog.db"
 #define CONTAINERS_DIR "containers"
-#define SEAL_DELAY_DEFAULT_S 10
+/* Enough for a writer that closes and at once reopens a file (a tool's second
+ * pass, a header rewritten after the body) not to have it sealed and unsealed;
+ * short, because raw bytes hold the hot tier until the seal and the streamed
+ * seal of a file written front to back has only its tail left at close. */
+#define SEAL_DELAY_DEFAULT_S 2
 #define GC_INTERVAL_DEFAULT_S 60
 #define SEAL_WORKERS_DEFAULT 2
 #define SEAL_WORKERS_MAX 64
