@@ -929,18 +929,22 @@ static int holder_collect(const char *host, void *userdata) {
 	return 0;
 }
 
-/* Reads holder's latest publication; one that is missing or does not parse leaves it unpublished (it holds all). */
-static int holder_read(DedupStore *s, Holder *x) {
-	const DedupShared *sh = s->opts.shared;
+/*
+ * Reads host's latest reference publication from sh->root into *ret_buf
+ * (free it; NULL when there is none that parses: missing, replaced
+ * meanwhile, damaged, or another host's or epoch's inside) and *ret_h.
+ * Returns 0 or the error of listing or reading.
+ */
+static int latest_refs_read(const DedupShared *sh, const char *host, uint8_t **ret_buf, DedupRefsHeader *ret_h) {
 	char dir[DEDUP_BACKEND_NAME_MAX + 1], name[DEDUP_REFS_NAME_MAX], object[DEDUP_BACKEND_NAME_MAX + 1];
 	Epochs e = { .parse = dedup_refs_name_parse };
-	DedupRefsHeader h;
 	uint8_t *buf = NULL;
 	size_t size;
 
-	if (!dedup_host_name_is_valid(x->host))
-		return 0; /* a record's name dedup/ cannot use: it holds all */
-	int r = sh->object_name(x->host, "r", dir);
+	*ret_buf = NULL;
+	if (!dedup_host_name_is_valid(host))
+		return 0; /* a record's name dedup/ cannot use */
+	int r = sh->object_name(host, "r", dir);
 	if (r >= 0)
 		r = dedup_backend_list(sh->root, dir, epochs_collect, &e);
 	if (r < 0 || e.n == 0)
@@ -948,13 +952,30 @@ static int holder_read(DedupStore *s, Holder *x) {
 	uint64_t latest = 0;
 	for (size_t i = 0; i < e.n; i++)
 		latest = MAX(latest, e.v[i]);
-	r = sh->object_name(x->host, dedup_refs_name(latest, name), object);
+	r = sh->object_name(host, dedup_refs_name(latest, name), object);
 	if (r >= 0)
 		r = object_read(sh->root, object, dedup_refs_size(DEDUP_REFS_ACKS_MAX, DEDUP_REFS_MAX), &buf, &size);
 	if (r == -ENOENT || r == -EBADMSG)
 		r = 0; /* replaced meanwhile, or too large to be one: unpublished this time */
-	if (r < 0 || !buf || dedup_refs_parse(buf, size, &h) < 0 || strcmp(h.host, x->host) != 0 || h.epoch != latest)
+	if (r < 0 || !buf || dedup_refs_parse(buf, size, ret_h) < 0 || strcmp(ret_h->host, host) != 0 ||
+	    ret_h->epoch != latest)
 		goto out;
+	*ret_buf = TAKE_PTR(buf);
+out:
+	free(buf);
+	free(e.v);
+	return r;
+}
+
+/* Reads holder's latest publication; one that is missing or does not parse leaves it unpublished (it holds all). */
+static int holder_read(DedupStore *s, Holder *x) {
+	const DedupShared *sh = s->opts.shared;
+	DedupRefsHeader h;
+	uint8_t *buf = NULL;
+
+	int r = latest_refs_read(sh, x->host, &buf, &h);
+	if (r < 0 || !buf)
+		return r;
 	for (uint32_t i = 0; i < h.n_acks; i++) {
 		DedupRefsEntry a;
 		dedup_refs_ack_get(buf, i, &a);
@@ -969,9 +990,22 @@ static int holder_read(DedupStore *s, Holder *x) {
 	}
 	if (r >= 0)
 		x->published = true;
-out:
 	free(buf);
-	free(e.v);
+	return r;
+}
+
+int dedup_shared_references_foreach(const DedupShared *sh, const char *host,
+				    int (*cb)(const char *owner, uint64_t container, void *userdata), void *userdata) {
+	DedupRefsHeader h;
+	uint8_t *buf = NULL;
+
+	int r = latest_refs_read(sh, host, &buf, &h);
+	for (uint32_t i = 0; r >= 0 && buf && i < h.n_refs; i++) {
+		DedupRefsEntry a;
+		dedup_refs_ref_get(buf, &h, i, &a);
+		r = cb(a.host, a.value, userdata);
+	}
+	free(buf);
 	return r;
 }
 
