@@ -660,18 +660,23 @@ static int object_read(DedupBackend *b, const char *object, uint64_t max, uint8_
 	return 0;
 }
 
-/* The condemnations of one host's k/: single ones past a given epoch, and every merged one. */
+/* The condemnations of one host's k/: single ones past a given epoch, every merged one, and temporaries. */
 typedef struct CondemnObjects {
 	Epochs single;
 	Epochs merged;
+	StrVec tmp; /* "k/....tmp" left by a crash: only the owner's open asks for them */
+	bool want_tmp;
 } CondemnObjects;
 
 static int condemn_objects_collect(const char *name, void *userdata) {
 	CondemnObjects *c = userdata;
 	const char *slash = strrchr(name, '/');
+	size_t len = strlen(name);
 	uint64_t epoch;
 	if (dedup_condemn_merged_name_parse(slash ? slash + 1 : name, &epoch) >= 0)
 		return u64_push(&c->merged.v, &c->merged.n, &c->merged.cap, epoch);
+	if (c->want_tmp && len > 4 && strcmp(name + len - 4, ".tmp") == 0)
+		return strvec_push(&c->tmp, name);
 	return epochs_collect(name, &c->single);
 }
 
@@ -1445,10 +1450,17 @@ void store_global_count_hit(DedupStore *s, uint32_t plain_size) {
  */
 static int own_load(DedupStore *s) {
 	StoreGlobal *g = s->global;
-	CondemnObjects c = { .single = { .parse = dedup_condemn_name_parse } };
+	CondemnObjects c = { .single = { .parse = dedup_condemn_name_parse }, .want_tmp = true };
 	Epochs rr = { .parse = dedup_refs_name_parse };
 
 	int r = dedup_backend_list(s->backend, "k", condemn_objects_collect, &c);
+	/*
+	 * Temporaries a crash left, none being written yet: a merge killed
+	 * before its rename leaves one of an epoch that may never come again
+	 * (the next merge covers one more), which nothing would overwrite.
+	 */
+	for (size_t i = 0; r >= 0 && i < c.tmp.n; i++)
+		(void) dedup_backend_unlink(s->backend, c.tmp.names[i]);
 	if (r >= 0)
 		r = dedup_backend_list(s->backend, "r", epochs_collect, &rr);
 	g->next_k = MAX(epochs_max(&c.single), epochs_max(&c.merged)) + 1;
@@ -1497,6 +1509,7 @@ static int own_load(DedupStore *s) {
 	}
 	free(c.single.v);
 	free(c.merged.v);
+	strvec_done(&c.tmp);
 	free(rr.v);
 	return r;
 }

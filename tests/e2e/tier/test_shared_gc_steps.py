@@ -23,6 +23,11 @@ SIGKILL, and the tier and the catalog are in the state of that moment.
 - a condemns W, b acknowledges it and is killed at the unlink of its older
   publication: both are there; remounted, the next publication removes the
   older one;
+- a merges its condemnations (every 16) and is killed at the rename of the
+  merged one (the .tmp is there, the single ones all are), then at the
+  first unlink of a single one the next merge covers (the merged one is
+  there, the single ones all are); b acknowledges through them and keeps
+  reading the container it references;
 - after each kill and remount every file of a and b reads back byte-exact
   (V is b's, referenced by a; U is a's, referenced by b while b keeps it),
   and at the end every condemned container is collected and no temporary
@@ -107,6 +112,16 @@ def catalog_has_container(fs, cid):
         db.close()
 
 
+def refer(res, fs, files):
+    """Migrates files another host published already: fs references its chunks."""
+    # fs's writers list the others' segments at most every 2 s; its collection lists them at once.
+    rc, _, err = tc.tierctl(fs, "gc")
+    res.check(rc == 0, "gc: %s" % err)
+    hits = foreign_hits(res, fs)
+    put(res, fs, files)
+    res.check(foreign_hits(res, fs) > hits, "%s referenced nothing of %s" % (os.path.basename(fs.base), sorted(files)))
+
+
 def foreign_hits(res, fs):
     rows = [t for t in tc.tierctl_json(res, fs, "status").get("tiers", []) if t.get("tier") == 1]
     return int(rows[0].get("global_foreign_hits", 0)) if rows else 0
@@ -185,15 +200,7 @@ def one_round(res, tmp, root, a, b, models, i):
     put(res, b, {"V%d" % i: v})
     put(res, a, {"V%d" % i: v, "U%d" % i: u})
     models["a"].update({"V%d" % i: v, "U%d" % i: u})
-    # b's writers list the others' segments at most every 2 s: a U migrated sooner is b's own copy, dropped.
-    for attempt in range(10):
-        hits = foreign_hits(res, b)
-        put(res, b, {"U%d-%d" % (i, attempt): u})
-        if foreign_hits(res, b) > hits:
-            break
-        os.unlink(b.path("U%d-%d" % (i, attempt)))
-    res.check(foreign_hits(res, b) > hits, "b referenced nothing of a's U")
-    os.rename(b.path("U%d-%d" % (i, attempt)), b.path("U%d" % i))
+    refer(res, b, {"U%d" % i: u})
     models["b"].update({"V%d" % i: v, "U%d" % i: u})
 
     def compare(what):
@@ -261,6 +268,74 @@ def one_round(res, tmp, root, a, b, models, i):
               epochs(root, "b", "r", "ftr"))
 
 
+def merge_case(res, tmp, root, a, b, models):
+    """Kills while a merges its condemnations (every DEDUP_CONDEMN_MERGE_AT = 16): at the rename of the merged one,
+    then at the first unlink of a single one it covers; b reads what it references throughout."""
+    h = os.urandom(1 * MiB)
+    put(res, a, {"H": h})
+    refer(res, b, {"H": h})
+    models["b"]["H"] = h
+    held = names(root, "a", "c", r"[0-9a-f]{16}\.ftc")
+    log = os.path.join(tmp, "strace-merge-%s.log")
+    n = [0]
+
+    def condemn_one(kill=None, what=None):
+        """One collection of a that condemns one container (of a file written and dropped for it)."""
+        last = (epochs(root, "a", "k", "ftk") or [0])[-1]
+        if n[0] > 0:
+            put(res, a, {"D%d" % n[0]: os.urandom(64 * 1024)})
+            os.unlink(a.path("D%d" % n[0]))
+        else:
+            os.unlink(a.path("H"))  # the first: the container b references
+        n[0] += 1
+        if kill:
+            subprocess.run([tc.tierctl_path(), "-m", a.mnt, "gc"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=harness.scaled(120))
+            return kill.landed(what)
+        rc, _, err = tc.tierctl(a, "gc")
+        res.check(rc == 0 and (epochs(root, "a", "k", "ftk") or [0])[-1] > last,
+                  "a condemned nothing after dropping a file: %s" % err)
+        return None
+
+    def merged():
+        return (epochs(root, "a", "k", "ftm") or [0])[-1]
+
+    t0 = time.monotonic()
+    # Up to one short of the merge.
+    while True:
+        nxt = max([merged()] + epochs(root, "a", "k", "ftk")) + 1
+        if nxt - merged() >= 16:
+            break
+        condemn_one()
+    m = merged()
+    singles = epochs(root, "a", "k", "ftk")
+    kill = StepKill(res, a, "rename", [epoch_name("a", "k", nxt, "ftm")], log % "rename")
+    if condemn_one(kill, "merge, rename of the merged condemnation %d" % nxt):
+        res.check(os.path.exists(os.path.join(root, epoch_name("a", "k", nxt, "ftm") + ".tmp")) and merged() == m and
+                  epochs(root, "a", "k", "ftk") == singles + [nxt],
+                  "killed at the rename of the merged condemnation: merged %d, singles %r, expected %r" %
+                  (merged(), epochs(root, "a", "k", "ftk"), singles + [nxt]))
+    a.start()
+    tc.compare_all(res, b, models["b"], "b after a was killed merging its condemnations")
+
+    singles = epochs(root, "a", "k", "ftk")
+    nxt = singles[-1] + 1
+    kill = StepKill(res, a, "unlink", [epoch_name("a", "k", e, "ftk") for e in singles], log % "unlink")
+    if condemn_one(kill, "merge, removal of a merged single condemnation"):
+        res.check(merged() == nxt and epochs(root, "a", "k", "ftk") == singles + [nxt],
+                  "killed at the first unlink after the merge: merged %d (expected %d), singles %r" %
+                  (merged(), nxt, epochs(root, "a", "k", "ftk")))
+    a.start()
+    tc.compare_all(res, b, models["b"], "b after a was killed removing merged condemnations")
+    res.check(wait_for(lambda: acks(root, "b").get("a", 0) >= nxt),
+              "b never acknowledged a's merged condemnations: ack %r, merged %d" % (acks(root, "b").get("a"), nxt))
+    res.check(set(held) <= set(names(root, "a", "c", r"[0-9a-f]{16}\.ftc")), "a deleted the container b references")
+    os.unlink(b.path("H"))
+    del models["b"]["H"]
+    print("merge: %d condemnations, merged %d, single ones left %r (%.0f s)" %
+          (n[0], merged(), epochs(root, "a", "k", "ftk"), time.monotonic() - t0), flush=True)
+
+
 def run(res, tmp, filer, root):
     if filer.startswith("nfs://"):
         res.check(False, "the kills at a step need a directory tier")
@@ -273,6 +348,7 @@ def run(res, tmp, filer, root):
     with a, b:
         for i in range(ROUNDS):
             one_round(res, tmp, root, a, b, models, i)
+        merge_case(res, tmp, root, a, b, models)
         # Every container of a that nothing references any more is collected; no temporary is left.
         res.check(wait_for(lambda: not names(root, "a", "c", r"[0-9a-f]{16}\.ftc")),
                   "a kept containers nothing references: %r" % names(root, "a", "c", r".*"))
