@@ -780,6 +780,8 @@ static int condemnations_load(DedupStore *s, const char *host, uint32_t ix) {
 		uint8_t *buf = NULL;
 		/* Replaced by a newer one meanwhile (ENOENT): the next refresh finds that one. */
 		r = condemn_read(sh->root, sh, host, merged, true, &buf, &k);
+		if (r == -EBADMSG)
+			__atomic_add_fetch(&g->condemned_bad, 1, __ATOMIC_RELAXED);
 		if (r >= 0)
 			r = condemned_add(g, h, buf, &k, merged);
 		free(buf);
@@ -794,12 +796,12 @@ static int condemnations_load(DedupStore *s, const char *host, uint32_t ix) {
 			break;
 		}
 		r = condemn_read(sh->root, sh, host, c.single.v[i], false, &buf, &k);
+		if (r == -EBADMSG)
+			__atomic_add_fetch(&g->condemned_bad, 1, __ATOMIC_RELAXED);
 		if (r >= 0)
 			r = condemned_add(g, h, buf, &k, c.single.v[i]);
 		free(buf);
 	}
-	if (r == -EBADMSG)
-		__atomic_add_fetch(&g->condemned_bad, 1, __ATOMIC_RELAXED);
 	/* Invariant 9: short of what this host acknowledged before its start (a listing that missed objects). */
 	if (r >= 0 && h->k_ack < floor_of(g, host))
 		r = -EAGAIN;
