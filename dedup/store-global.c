@@ -46,11 +46,13 @@
  *     the segments naming those containers stay.
  *  8. A reference publication is named only once durable, and older ones
  *     are removed only after that.
- *  9. An ack is never ahead of what was loaded, and after a restart the
- *     loaded set starts empty while this host's last publication still
- *     speaks for it: another host's segments load only once the run of
- *     its condemnations reaches the ack that publication gave it.  A
- *     listing that misses objects (another host merging meanwhile, an
+ *  9. After a restart the loaded set starts empty while this host's last
+ *     publication still speaks for it: another host's segments load only
+ *     once the run of its condemnations reaches the ack that publication
+ *     gave it (the floor), and publications say at least the floor.  So
+ *     an ack is never ahead of what was loaded once that host's segments
+ *     are, and before that no reference into its containers can be taken.
+ *     A listing that misses objects (another host merging meanwhile, an
  *     NFS READDIR across its renames and unlinks) only delays the load.
  * 10. A merged condemnation k/M.ftm holds the ids of every condemnation
  *     1..M of its host; it is written from all of them (none missing or
@@ -945,9 +947,23 @@ static int refs_publish(DedupStore *s) {
 
 	pthread_rwlock_wrlock(&g->refs_lock);
 	pthread_rwlock_rdlock(&g->lookup_lock);
-	for (size_t i = 0; r >= 0 && i < g->n_hosts; i++)
-		if (g->hosts[i].k_ack > 0)
-			r = refs_push(&acks, g->hosts[i].name, g->hosts[i].k_ack);
+	/*
+	 * Invariant 9: below the floor no segment of that host is loaded, so no
+	 * reference into its containers can be taken: the floor may be said
+	 * again, and must be, or a second restart would start from a lower one.
+	 */
+	for (size_t i = 0; r >= 0 && i < g->n_hosts; i++) {
+		uint64_t ack = MAX(g->hosts[i].k_ack, floor_of(g, g->hosts[i].name));
+		if (ack > 0)
+			r = refs_push(&acks, g->hosts[i].name, ack);
+	}
+	for (size_t i = 0; r >= 0 && i < g->n_floor; i++) {
+		size_t k;
+		for (k = 0; k < g->n_hosts && strcmp(g->hosts[k].name, g->floor[i].host) != 0; k++)
+			;
+		if (k == g->n_hosts)
+			r = refs_push(&acks, g->floor[i].host, g->floor[i].value);
+	}
 	pthread_rwlock_unlock(&g->lookup_lock);
 	pthread_rwlock_unlock(&g->refs_lock);
 	if (r >= 0)

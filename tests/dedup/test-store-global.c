@@ -343,7 +343,8 @@ static bool object_exists(const char *host, const char *name) {
  * holds q's container.  q reopened while p's k/ cannot be listed (as a
  * READDIR across p's merge may miss it) loads none of p's segments until
  * its run reaches what its last publication acknowledged of p: it stores
- * a released container's chunks anew instead of referencing them.
+ * a released container's chunks anew instead of referencing them, also
+ * after a publication and a second restart meanwhile.
  */
 static void test_merge(void) {
 	const size_t part = 64 * KiB;
@@ -403,6 +404,12 @@ static void test_merge(void) {
 	host_open_store(&q);
 	ASSERT(rename(from, to) == 0);
 	(void) env_seal(&q.e, x + 5 * part, part, &rng, &ws); /* condemned at 6, released */
+	ASSERT(ws.foreign_bytes == 0 && ws.new_bytes == part);
+	/* Its publication meanwhile says the floor again: a second restart starts from it too. */
+	gc(&q, NULL);
+	q.e.store = dedup_store_free(q.e.store);
+	host_open_store(&q);
+	(void) env_seal(&q.e, x + 4 * part, part, &rng, &ws);
 	ASSERT(ws.foreign_bytes == 0 && ws.new_bytes == part);
 	ASSERT(rename(to, from) == 0);
 	gc(&q, NULL);
