@@ -18,7 +18,8 @@
  *     written it back live by then, and is retired again (up to
  *     RETIRE_ATTEMPTS times) or reported.
  *  3. The rows of report --by host add up to every object listed under h/
- *     and hosts/ on the tier: objects of no host get a row of their own.
+ *     and hosts/ on the tier: objects of no host get a row of their own;
+ *     each row's bytes are its unique and its shared bytes.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -181,6 +182,11 @@ static int add_usage_row(Conn *c, uint32_t n, const TierSharedUsage *u, const Ti
 		r = control_add_u64(c, "objects", u->objects);
 	if (r >= 0)
 		r = control_add_u64(c, "bytes", u->bytes);
+	/* Invariant 3 holds per column: unique + shared = bytes, row by row. */
+	if (r >= 0)
+		r = control_add_u64(c, "unique", u->bytes - u->shared);
+	if (r >= 0)
+		r = control_add_u64(c, "shared", u->shared);
 	if (r < 0 || !u->host[0])
 		return r;
 	int q = tier_set_summary(ts, n, u->host, &sum);
@@ -195,6 +201,11 @@ static int add_usage_row(Conn *c, uint32_t n, const TierSharedUsage *u, const Ti
 		r = control_add_u64(c, "logical", sum.logical);
 	if (r >= 0)
 		r = control_add_u64(c, "stored", sum.stored);
+	/* A summary of version 1 (a daemon before foreign chunks were counted) says nothing of them. */
+	if (r >= 0 && sum.has_foreign)
+		r = control_add_u64(c, "foreign_logical", sum.foreign_logical);
+	if (r >= 0 && sum.has_foreign)
+		r = control_add_u64(c, "foreign_stored", sum.foreign_stored);
 	return r;
 }
 

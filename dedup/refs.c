@@ -239,3 +239,11 @@ int dedup_refs_name_parse(const char *name, uint64_t *ret) {
 int dedup_condemn_name_parse(const char *name, uint64_t *ret) {
 	return dedup_epoch_name_parse(name, 'k', "ftk", ret);
 }
+
+char *dedup_condemn_merged_name(uint64_t epoch, char buf[static DEDUP_REFS_NAME_MAX]) {
+	return dedup_epoch_name('k', "ftm", epoch, buf);
+}
+
+int dedup_condemn_merged_name_parse(const char *name, uint64_t *ret) {
+	return dedup_epoch_name_parse(name, 'k', "ftm", ret);
+}

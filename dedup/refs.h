@@ -28,6 +28,12 @@
  *   count container ids u64, strictly ascending, none 0
  *   checksum u64: XXH3-64 of everything before it
  *
+ * Merged condemnation "k/EPOCH.ftm": a condemnation (the same format,
+ * epoch EPOCH) whose ids are the union of every condemnation of its host
+ * from epoch 1 to EPOCH.  The host writes one once DEDUP_CONDEMN_MERGE_AT
+ * condemnations follow its newest merged one, and only then removes them
+ * (docs/SHARED.md, "Merged condemnations").
+ *
  * The parsers check exact length, magic, version, reserved fields, the
  * checksum, valid host names with NUL padding only, strict order, no
  * entry naming the writer itself, and no ack of epoch 0: whatever parses
@@ -100,9 +106,14 @@ int dedup_condemn_parse(const void *buf, size_t len, DedupCondemnHeader *ret);
 /* Container i (< count) of a condemnation that parsed. */
 uint64_t dedup_condemn_get(const void *buf, uint64_t i);
 
-/* "r/%016" PRIx64 ".ftr" and "k/%016" PRIx64 ".ftk"; return buf. */
+/* Condemnations past the newest merged one that make the next collection merge them. */
+#define DEDUP_CONDEMN_MERGE_AT 16u
+
+/* "r/%016" PRIx64 ".ftr", "k/%016" PRIx64 ".ftk" and "k/%016" PRIx64 ".ftm"; return buf. */
 char *dedup_refs_name(uint64_t epoch, char buf[static DEDUP_REFS_NAME_MAX]);
 char *dedup_condemn_name(uint64_t epoch, char buf[static DEDUP_REFS_NAME_MAX]);
+char *dedup_condemn_merged_name(uint64_t epoch, char buf[static DEDUP_REFS_NAME_MAX]);
 /* The epoch of such a name (the directory part optional), or -EINVAL. */
 int dedup_refs_name_parse(const char *name, uint64_t *ret);
 int dedup_condemn_name_parse(const char *name, uint64_t *ret);
+int dedup_condemn_merged_name_parse(const char *name, uint64_t *ret);

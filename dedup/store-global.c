@@ -41,10 +41,24 @@
  *     and one is deleted only when every other host that is not retired
  *     has a reference publication acknowledging its condemnation and not
  *     listing it (a host without one, or whose one does not parse, holds
- *     everything).  Condemnations are never removed: the segments naming
- *     those containers stay too.
+ *     everything).  A condemned id is never forgotten: a condemnation is
+ *     removed only once a merged one holds its ids (invariant 10), and
+ *     the segments naming those containers stay.
  *  8. A reference publication is named only once durable, and older ones
  *     are removed only after that.
+ *  9. After a restart the loaded set starts empty while this host's last
+ *     publication still speaks for it: another host's segments load only
+ *     once the run of its condemnations reaches the ack that publication
+ *     gave it (the floor), and publications say at least the floor.  So
+ *     an ack is never ahead of what was loaded once that host's segments
+ *     are, and before that no reference into its containers can be taken.
+ *     A listing that misses objects (another host merging meanwhile, an
+ *     NFS READDIR across its renames and unlinks) only delays the load.
+ * 10. A merged condemnation k/M.ftm holds the ids of every condemnation
+ *     1..M of its host; it is written from all of them (none missing or
+ *     damaged), named only once durable, and only then are the single
+ *     ones up to M and the older merged ones removed.  A reader that
+ *     loads it has loaded 1..M: its ack may say M.
  *
  * The merged lookup keeps 56 bytes per entry: the first 16 bytes of the id
  * (the filter's probes and the search key; 128 bits make a false match
@@ -127,6 +141,8 @@ struct StoreGlobal {
 	uint64_t last_refs;             /* protected by gc_lock: what the last publication said (a hash), 0 before one */
 	char blocked_by[DEDUP_SEGMENT_HOST_MAX + 1]; /* protected by own_lock: a host the last collection waited for */
 	uint64_t waiting;               /* protected by own_lock: condemned containers the last collection kept */
+	DedupRefsEntry *floor;          /* acks of this host's latest publication at open, by host; then read only */
+	size_t n_floor;
 
 	/* Counters: atomic. */
 	uint64_t published, loaded, other_key, bad, over_bound, hits, hit_bytes, loaded_hosts, refused, condemned_bad;
@@ -646,71 +662,153 @@ static int object_read(DedupBackend *b, const char *object, uint64_t max, uint8_
 	return 0;
 }
 
+/* The condemnations of one host's k/: single ones past a given epoch, every merged one, and temporaries. */
+typedef struct CondemnObjects {
+	Epochs single;
+	Epochs merged;
+	StrVec tmp; /* "k/....tmp" left by a crash: only the owner's open asks for them */
+	bool want_tmp;
+} CondemnObjects;
+
+static int condemn_objects_collect(const char *name, void *userdata) {
+	CondemnObjects *c = userdata;
+	const char *slash = strrchr(name, '/');
+	size_t len = strlen(name);
+	uint64_t epoch;
+	if (dedup_condemn_merged_name_parse(slash ? slash + 1 : name, &epoch) >= 0)
+		return u64_push(&c->merged.v, &c->merged.n, &c->merged.cap, epoch);
+	if (c->want_tmp && len > 4 && strcmp(name + len - 4, ".tmp") == 0)
+		return strvec_push(&c->tmp, name);
+	return epochs_collect(name, &c->single);
+}
+
+static uint64_t epochs_max(const Epochs *e) {
+	uint64_t m = 0;
+	for (size_t i = 0; i < e->n; i++)
+		m = MAX(m, e->v[i]);
+	return m;
+}
+
 /*
- * Loads host's condemnations past its k_ack, in epoch order (invariant 6).
- * Returns 0 when every one listed is loaded, <0 when one is missing from
- * the run, damaged or unreadable (its segments wait: tried again later).
- * Only the refreshing thread (refresh_lock) changes condemned and k_ack.
+ * Reads host's condemnation (merged or not) of this epoch into *ret_buf
+ * (free it) and *ret_h: -EBADMSG when it does not parse or is not host's
+ * of that epoch, else the error of reading.
+ */
+static int condemn_read(DedupBackend *b, const DedupShared *sh, const char *host, uint64_t epoch, bool merged,
+			uint8_t **ret_buf, DedupCondemnHeader *ret_h) {
+	char name[DEDUP_REFS_NAME_MAX], object[DEDUP_BACKEND_NAME_MAX + 1];
+	uint8_t *buf = NULL;
+	size_t size;
+
+	if (merged)
+		dedup_condemn_merged_name(epoch, name);
+	else
+		dedup_condemn_name(epoch, name);
+	/* sh: another host's, through the root; none: this host's own view. */
+	int r = sh ? sh->object_name(host, name, object) : 0;
+	if (r >= 0)
+		r = object_read(b, sh ? object : name, dedup_condemn_size(DEDUP_REFS_MAX), &buf, &size);
+	if (r >= 0 && (dedup_condemn_parse(buf, size, ret_h) < 0 || strcmp(ret_h->host, host) != 0 ||
+		       ret_h->epoch != epoch))
+		r = -EBADMSG;
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	*ret_buf = buf;
+	return 0;
+}
+
+/* Adds the ids of a condemnation that parsed to h's condemned set; the run of h now ends at epoch. */
+static int condemned_add(StoreGlobal *g, GlobalHost *h, const uint8_t *buf, const DedupCondemnHeader *k, uint64_t epoch) {
+	/* The merged array, built beside the old one: the writers' checks go on meanwhile. */
+	uint64_t *merged = malloc((h->n_condemned + (size_t) k->count) * sizeof(*merged));
+	size_t n = 0, a = 0;
+	uint64_t b = 0;
+	if (!merged)
+		return -ENOMEM;
+	while (a < h->n_condemned || b < k->count) {
+		uint64_t x = b < k->count ? dedup_condemn_get(buf, b) : UINT64_MAX;
+		if (a < h->n_condemned && h->condemned[a] <= x) {
+			if (h->condemned[a] == x)
+				b++;
+			merged[n++] = h->condemned[a++];
+		} else {
+			merged[n++] = x;
+			b++;
+		}
+	}
+	pthread_rwlock_wrlock(&g->lookup_lock);
+	free(h->condemned);
+	h->condemned = merged;
+	h->n_condemned = h->cap_condemned = n;
+	h->k_ack = epoch;
+	pthread_rwlock_unlock(&g->lookup_lock);
+	return 0;
+}
+
+/* What this host's own latest publication acknowledged of host (at open), 0 for nothing. */
+static uint64_t floor_of(const StoreGlobal *g, const char *host) {
+	for (size_t i = 0; i < g->n_floor; i++)
+		if (strcmp(g->floor[i].host, host) == 0)
+			return g->floor[i].value;
+	return 0;
+}
+
+/*
+ * Loads host's condemnations past its k_ack (invariant 6): its newest
+ * merged one first when it is past k_ack, then the single ones in epoch
+ * order.  Returns 0 when every one listed is loaded and the run reaches
+ * what this host's last publication before its start acknowledged of
+ * host; <0 when one is missing from the run, damaged or unreadable, or
+ * the run is short of that (its segments wait: tried again later).  Only
+ * the refreshing thread (refresh_lock) changes condemned and k_ack.
  */
 static int condemnations_load(DedupStore *s, const char *host, uint32_t ix) {
 	StoreGlobal *g = s->global;
 	const DedupShared *sh = s->opts.shared;
-	char dir[DEDUP_BACKEND_NAME_MAX + 1], name[DEDUP_REFS_NAME_MAX], object[DEDUP_BACKEND_NAME_MAX + 1];
+	char dir[DEDUP_BACKEND_NAME_MAX + 1];
 	GlobalHost *h = g->hosts + ix;
-	Epochs e = { .past = h->k_ack, .parse = dedup_condemn_name_parse };
+	CondemnObjects c = { .single = { .past = h->k_ack, .parse = dedup_condemn_name_parse } };
 
 	int r = sh->object_name(host, "k", dir);
 	if (r >= 0)
-		r = dedup_backend_list(sh->root, dir, epochs_collect, &e);
-	if (r >= 0 && e.n > 0)
-		qsort(e.v, e.n, sizeof(*e.v), u64_cmp);
-	for (size_t i = 0; r >= 0 && i < e.n; i++) {
+		r = dedup_backend_list(sh->root, dir, condemn_objects_collect, &c);
+	if (r >= 0 && c.single.n > 0)
+		qsort(c.single.v, c.single.n, sizeof(*c.single.v), u64_cmp);
+	uint64_t merged = epochs_max(&c.merged);
+	if (r >= 0 && merged > h->k_ack) {
 		DedupCondemnHeader k;
 		uint8_t *buf = NULL;
-		size_t size;
-		if (e.v[i] != h->k_ack + 1) {
+		/* Replaced by a newer one meanwhile (ENOENT): the next refresh finds that one. */
+		r = condemn_read(sh->root, sh, host, merged, true, &buf, &k);
+		if (r == -EBADMSG)
+			__atomic_add_fetch(&g->condemned_bad, 1, __ATOMIC_RELAXED);
+		if (r >= 0)
+			r = condemned_add(g, h, buf, &k, merged);
+		free(buf);
+	}
+	for (size_t i = 0; r >= 0 && i < c.single.n; i++) {
+		DedupCondemnHeader k;
+		uint8_t *buf = NULL;
+		if (c.single.v[i] <= h->k_ack)
+			continue; /* covered by the merged one: left by a crash before their removal */
+		if (c.single.v[i] != h->k_ack + 1) {
 			r = -EBADMSG; /* a gap: never made by a host (epochs only grow by one), so damage */
 			break;
 		}
-		r = sh->object_name(host, dedup_condemn_name(e.v[i], name), object);
-		if (r >= 0)
-			r = object_read(sh->root, object, dedup_condemn_size(DEDUP_REFS_MAX), &buf, &size);
-		if (r >= 0 && (dedup_condemn_parse(buf, size, &k) < 0 || strcmp(k.host, host) != 0 || k.epoch != e.v[i]))
-			r = -EBADMSG;
+		r = condemn_read(sh->root, sh, host, c.single.v[i], false, &buf, &k);
 		if (r == -EBADMSG)
 			__atomic_add_fetch(&g->condemned_bad, 1, __ATOMIC_RELAXED);
-		/* The merged array, built beside the old one: the writers' checks go on meanwhile. */
-		uint64_t *merged = NULL;
-		size_t n = 0;
-		if (r >= 0) {
-			merged = malloc((h->n_condemned + (size_t) k.count) * sizeof(*merged));
-			if (!merged)
-				r = -ENOMEM;
-		}
-		if (r >= 0) {
-			size_t a = 0;
-			uint64_t b = 0;
-			while (a < h->n_condemned || b < k.count) {
-				uint64_t x = b < k.count ? dedup_condemn_get(buf, b) : UINT64_MAX;
-				if (a < h->n_condemned && h->condemned[a] <= x) {
-					if (h->condemned[a] == x)
-						b++;
-					merged[n++] = h->condemned[a++];
-				} else {
-					merged[n++] = x;
-					b++;
-				}
-			}
-			pthread_rwlock_wrlock(&g->lookup_lock);
-			free(h->condemned);
-			h->condemned = merged;
-			h->n_condemned = h->cap_condemned = n;
-			h->k_ack = e.v[i];
-			pthread_rwlock_unlock(&g->lookup_lock);
-		}
+		if (r >= 0)
+			r = condemned_add(g, h, buf, &k, c.single.v[i]);
 		free(buf);
 	}
-	free(e.v);
+	/* Invariant 9: short of what this host acknowledged before its start (a listing that missed objects). */
+	if (r >= 0 && h->k_ack < floor_of(g, host))
+		r = -EAGAIN;
+	free(c.single.v);
+	free(c.merged.v);
 	return r;
 }
 
@@ -849,9 +947,23 @@ static int refs_publish(DedupStore *s) {
 
 	pthread_rwlock_wrlock(&g->refs_lock);
 	pthread_rwlock_rdlock(&g->lookup_lock);
-	for (size_t i = 0; r >= 0 && i < g->n_hosts; i++)
-		if (g->hosts[i].k_ack > 0)
-			r = refs_push(&acks, g->hosts[i].name, g->hosts[i].k_ack);
+	/*
+	 * Invariant 9: below the floor no segment of that host is loaded, so no
+	 * reference into its containers can be taken: the floor may be said
+	 * again, and must be, or a second restart would start from a lower one.
+	 */
+	for (size_t i = 0; r >= 0 && i < g->n_hosts; i++) {
+		uint64_t ack = MAX(g->hosts[i].k_ack, floor_of(g, g->hosts[i].name));
+		if (ack > 0)
+			r = refs_push(&acks, g->hosts[i].name, ack);
+	}
+	for (size_t i = 0; r >= 0 && i < g->n_floor; i++) {
+		size_t k;
+		for (k = 0; k < g->n_hosts && strcmp(g->hosts[k].name, g->floor[i].host) != 0; k++)
+			;
+		if (k == g->n_hosts)
+			r = refs_push(&acks, g->floor[i].host, g->floor[i].value);
+	}
 	pthread_rwlock_unlock(&g->lookup_lock);
 	pthread_rwlock_unlock(&g->refs_lock);
 	if (r >= 0)
@@ -929,18 +1041,22 @@ static int holder_collect(const char *host, void *userdata) {
 	return 0;
 }
 
-/* Reads holder's latest publication; one that is missing or does not parse leaves it unpublished (it holds all). */
-static int holder_read(DedupStore *s, Holder *x) {
-	const DedupShared *sh = s->opts.shared;
+/*
+ * Reads host's latest reference publication from sh->root into *ret_buf
+ * (free it; NULL when there is none that parses: missing, replaced
+ * meanwhile, damaged, or another host's or epoch's inside) and *ret_h.
+ * Returns 0 or the error of listing or reading.
+ */
+static int latest_refs_read(const DedupShared *sh, const char *host, uint8_t **ret_buf, DedupRefsHeader *ret_h) {
 	char dir[DEDUP_BACKEND_NAME_MAX + 1], name[DEDUP_REFS_NAME_MAX], object[DEDUP_BACKEND_NAME_MAX + 1];
 	Epochs e = { .parse = dedup_refs_name_parse };
-	DedupRefsHeader h;
 	uint8_t *buf = NULL;
 	size_t size;
 
-	if (!dedup_host_name_is_valid(x->host))
-		return 0; /* a record's name dedup/ cannot use: it holds all */
-	int r = sh->object_name(x->host, "r", dir);
+	*ret_buf = NULL;
+	if (!dedup_host_name_is_valid(host))
+		return 0; /* a record's name dedup/ cannot use */
+	int r = sh->object_name(host, "r", dir);
 	if (r >= 0)
 		r = dedup_backend_list(sh->root, dir, epochs_collect, &e);
 	if (r < 0 || e.n == 0)
@@ -948,13 +1064,30 @@ static int holder_read(DedupStore *s, Holder *x) {
 	uint64_t latest = 0;
 	for (size_t i = 0; i < e.n; i++)
 		latest = MAX(latest, e.v[i]);
-	r = sh->object_name(x->host, dedup_refs_name(latest, name), object);
+	r = sh->object_name(host, dedup_refs_name(latest, name), object);
 	if (r >= 0)
 		r = object_read(sh->root, object, dedup_refs_size(DEDUP_REFS_ACKS_MAX, DEDUP_REFS_MAX), &buf, &size);
 	if (r == -ENOENT || r == -EBADMSG)
 		r = 0; /* replaced meanwhile, or too large to be one: unpublished this time */
-	if (r < 0 || !buf || dedup_refs_parse(buf, size, &h) < 0 || strcmp(h.host, x->host) != 0 || h.epoch != latest)
+	if (r < 0 || !buf || dedup_refs_parse(buf, size, ret_h) < 0 || strcmp(ret_h->host, host) != 0 ||
+	    ret_h->epoch != latest)
 		goto out;
+	*ret_buf = TAKE_PTR(buf);
+out:
+	free(buf);
+	free(e.v);
+	return r;
+}
+
+/* Reads holder's latest publication; one that is missing or does not parse leaves it unpublished (it holds all). */
+static int holder_read(DedupStore *s, Holder *x) {
+	const DedupShared *sh = s->opts.shared;
+	DedupRefsHeader h;
+	uint8_t *buf = NULL;
+
+	int r = latest_refs_read(sh, x->host, &buf, &h);
+	if (r < 0 || !buf)
+		return r;
 	for (uint32_t i = 0; i < h.n_acks; i++) {
 		DedupRefsEntry a;
 		dedup_refs_ack_get(buf, i, &a);
@@ -969,9 +1102,22 @@ static int holder_read(DedupStore *s, Holder *x) {
 	}
 	if (r >= 0)
 		x->published = true;
-out:
 	free(buf);
-	free(e.v);
+	return r;
+}
+
+int dedup_shared_references_foreach(const DedupShared *sh, const char *host,
+				    int (*cb)(const char *owner, uint64_t container, void *userdata), void *userdata) {
+	DedupRefsHeader h;
+	uint8_t *buf = NULL;
+
+	int r = latest_refs_read(sh, host, &buf, &h);
+	for (uint32_t i = 0; r >= 0 && buf && i < h.n_refs; i++) {
+		DedupRefsEntry a;
+		dedup_refs_ref_get(buf, &h, i, &a);
+		r = cb(a.host, a.value, userdata);
+	}
+	free(buf);
 	return r;
 }
 
@@ -1180,8 +1326,74 @@ void store_global_refresh(DedupStore *s) {
 	refresh(s, false);
 }
 
+/*
+ * Once DEDUP_CONDEMN_MERGE_AT condemnations follow the newest merged one
+ * (or the start), writes their union with it as one merged condemnation of
+ * the last one's epoch, then removes what it covers (docs/SHARED.md,
+ * "Merged condemnations").  Merges nothing when one of them is missing or
+ * does not parse: they stay as they are.  Under gc_lock.
+ */
+static int condemnations_merge(DedupStore *s) {
+	const char *host = s->opts.shared->host;
+	CondemnObjects c = { .single = { .parse = dedup_condemn_name_parse } };
+	uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	char name[DEDUP_REFS_NAME_MAX];
+
+	int r = dedup_backend_list(s->backend, "k", condemn_objects_collect, &c);
+	uint64_t from = epochs_max(&c.merged), to = epochs_max(&c.single);
+	size_t past = 0;
+	for (size_t i = 0; i < c.single.n; i++)
+		past += c.single.v[i] > from;
+	/* Every one of from+1 .. to there: epochs are distinct, so past counts them. */
+	if (r < 0 || to <= from || past < DEDUP_CONDEMN_MERGE_AT || past != to - from)
+		goto out;
+	for (uint64_t e = from == 0 ? 1 : from; r >= 0 && e <= to; e++) {
+		DedupCondemnHeader h;
+		uint8_t *buf = NULL;
+		r = condemn_read(s->backend, NULL, host, e, e == from, &buf, &h);
+		for (uint64_t x = 0; r >= 0 && x < h.count; x++)
+			r = u64_push(&ids, &n, &cap, dedup_condemn_get(buf, x));
+		free(buf);
+	}
+	if (r == -EBADMSG)
+		r = 0; /* damage: leave them, and it, as they are */
+	if (r < 0 || n == 0)
+		goto out;
+	qsort(ids, n, sizeof(*ids), u64_cmp);
+	size_t u = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u == 0 || ids[u - 1] != ids[i])
+			ids[u++] = ids[i];
+	if (u > DEDUP_REFS_MAX)
+		goto out; /* too many for one object: they stay single */
+	DedupCondemnHeader h = { .epoch = to };
+	uint8_t *buf = NULL;
+	snprintf(h.host, sizeof(h.host), "%s", host);
+	r = dedup_condemn_format(&h, ids, u, &buf);
+	if (r >= 0)
+		r = object_write(s, dedup_condemn_merged_name(to, name), buf, (size_t) dedup_condemn_size(u));
+	free(buf);
+	if (r < 0)
+		goto out;
+	/* Invariant 10: only once the merged one is durable under its name. */
+	for (size_t i = 0; i < c.single.n; i++)
+		if (c.single.v[i] <= to)
+			(void) dedup_backend_unlink(s->backend, dedup_condemn_name(c.single.v[i], name));
+	for (size_t i = 0; i < c.merged.n; i++)
+		if (c.merged.v[i] < to)
+			(void) dedup_backend_unlink(s->backend, dedup_condemn_merged_name(c.merged.v[i], name));
+out:
+	free(ids);
+	free(c.single.v);
+	free(c.merged.v);
+	return r;
+}
+
 int store_global_collect(DedupStore *s, DedupGcStats *st) {
 	int r = condemn_write(s, st);
+	if (r >= 0)
+		r = condemnations_merge(s);
 	/* The others' newest condemnations first: what this publication acknowledges. */
 	refresh(s, true);
 	int q = refs_publish(s);
@@ -1247,31 +1459,38 @@ void store_global_count_hit(DedupStore *s, uint32_t plain_size) {
 
 /*
  * This host's condemnations: the containers still in the catalog wait for
- * release at their epoch; the next epochs are past every condemnation and
- * publication there.  A condemnation of its own that does not parse
- * condemns nothing more (its containers are condemned again, under a new
- * epoch, by the next collection).
+ * release at their epoch (those of a merged condemnation at its epoch: at
+ * least theirs, so never released sooner); the next epochs are past every
+ * condemnation, merged or not, and publication there.  A condemnation of
+ * its own that does not parse condemns nothing more (its containers are
+ * condemned again, under a new epoch, by the next collection).  The acks
+ * of this host's latest publication become the floor of invariant 9.
  */
 static int own_load(DedupStore *s) {
 	StoreGlobal *g = s->global;
-	Epochs k = { .parse = dedup_condemn_name_parse }, rr = { .parse = dedup_refs_name_parse };
-	char name[DEDUP_REFS_NAME_MAX];
+	CondemnObjects c = { .single = { .parse = dedup_condemn_name_parse }, .want_tmp = true };
+	Epochs rr = { .parse = dedup_refs_name_parse };
 
-	int r = dedup_backend_list(s->backend, "k", epochs_collect, &k);
+	int r = dedup_backend_list(s->backend, "k", condemn_objects_collect, &c);
+	/*
+	 * Temporaries a crash left, none being written yet: a merge killed
+	 * before its rename leaves one of an epoch that may never come again
+	 * (the next merge covers one more), which nothing would overwrite.
+	 */
+	for (size_t i = 0; r >= 0 && i < c.tmp.n; i++)
+		(void) dedup_backend_unlink(s->backend, c.tmp.names[i]);
 	if (r >= 0)
 		r = dedup_backend_list(s->backend, "r", epochs_collect, &rr);
-	g->next_k = g->next_r = 1;
-	for (size_t i = 0; r >= 0 && i < rr.n; i++)
-		g->next_r = MAX(g->next_r, rr.v[i] + 1);
-	for (size_t i = 0; r >= 0 && i < k.n; i++) {
+	g->next_k = MAX(epochs_max(&c.single), epochs_max(&c.merged)) + 1;
+	g->next_r = epochs_max(&rr) + 1;
+	for (size_t i = 0; r >= 0 && i < c.single.n + c.merged.n; i++) {
+		bool merged = i >= c.single.n;
+		uint64_t epoch = merged ? c.merged.v[i - c.single.n] : c.single.v[i];
 		DedupCondemnHeader h;
 		uint8_t *buf = NULL;
-		size_t size;
-		g->next_k = MAX(g->next_k, k.v[i] + 1);
-		r = object_read(s->backend, dedup_condemn_name(k.v[i], name), dedup_condemn_size(DEDUP_REFS_MAX), &buf, &size);
-		if (r == -EBADMSG || (r >= 0 && dedup_condemn_parse(buf, size, &h) < 0)) {
+		r = condemn_read(s->backend, NULL, s->opts.shared->host, epoch, merged, &buf, &h);
+		if (r == -EBADMSG) {
 			__atomic_add_fetch(&g->condemned_bad, 1, __ATOMIC_RELAXED);
-			free(buf);
 			r = 0;
 			continue;
 		}
@@ -1283,12 +1502,32 @@ static int own_load(DedupStore *s) {
 				r = 0; /* released */
 				continue;
 			}
-			if (r >= 0)
-				r = own_add(g, id, k.v[i]);
+			size_t at;
+			/* A single condemnation and a merged one left side by side by a crash: the later epoch holds. */
+			pthread_mutex_lock(&g->own_lock);
+			bool known = u64_find(g->own_ids, g->n_own, id, &at) && g->own_epochs[at] >= epoch;
+			if (r >= 0 && !known)
+				r = own_add(g, id, epoch);
+			pthread_mutex_unlock(&g->own_lock);
 		}
 		free(buf);
 	}
-	free(k.v);
+	if (r >= 0) {
+		DedupRefsHeader h;
+		uint8_t *buf = NULL;
+		r = latest_refs_read(s->opts.shared, s->opts.shared->host, &buf, &h);
+		if (r >= 0 && buf && h.n_acks > 0) {
+			g->floor = calloc(h.n_acks, sizeof(*g->floor));
+			if (!g->floor)
+				r = -ENOMEM;
+			for (uint32_t i = 0; r >= 0 && i < h.n_acks; i++)
+				dedup_refs_ack_get(buf, i, &g->floor[g->n_floor++]);
+		}
+		free(buf);
+	}
+	free(c.single.v);
+	free(c.merged.v);
+	strvec_done(&c.tmp);
 	free(rr.v);
 	return r;
 }
@@ -1363,6 +1602,7 @@ void store_global_free(DedupStore *s) {
 	free(g->pending);
 	free(g->map);
 	free(g->own_ids);
+	free(g->floor);
 	free(g->own_epochs);
 	pthread_mutex_destroy(&g->own_lock);
 	pthread_rwlock_destroy(&g->refs_lock);

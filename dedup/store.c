@@ -906,3 +906,7 @@ int dedup_store_stats(DedupStore *s, DedupStoreStats *ret) {
 	*ret = st;
 	return 0;
 }
+
+int dedup_store_container_object_parse(const char *name, uint64_t *ret_id) {
+	return dedup_container_name_parse(name, ret_id);
+}

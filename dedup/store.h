@@ -130,6 +130,19 @@ typedef struct DedupShared {
 	uint64_t lease_s; /* this host's lease, written into its reference publications */
 } DedupShared;
 
+/*
+ * For tierctl report --by host (docs/SHARED.md): calls cb with every
+ * container of another host (owner, its id there) that host's latest
+ * reference publication on sh->root lists, in (owner, id) order; a host
+ * without a publication that parses lists none.  cb may not call into
+ * sh->root; its negative return stops the visit and is returned.  Returns
+ * 0, or the error of listing or reading.
+ */
+int dedup_shared_references_foreach(const DedupShared *sh, const char *host,
+				    int (*cb)(const char *owner, uint64_t container, void *userdata), void *userdata);
+/* The id of a container from its object name in a store's view ("c/xx/ID.ftc"): 0, or -EINVAL for any other object. */
+int dedup_store_container_object_parse(const char *name, uint64_t *ret_id);
+
 /* Entries of other hosts' segments held in memory at most (DedupStoreOptions.global_entries). */
 #define DEDUP_STORE_GLOBAL_ENTRIES_DEFAULT ((size_t) 4 << 20)
 #define DEDUP_STORE_GLOBAL_ENTRIES_MAX ((size_t) 1 << 30)

@@ -20,5 +20,5 @@ apt-get install -y -qq --no-install-recommends \
 	libzstd-dev libxxhash-dev libssl-dev libsqlite3-dev sqlite3 libinih-dev \
 	libnfs-dev libnfs-utils nfs-ganesha nfs-ganesha-vfs rpcbind \
 	python3 attr acl xfsprogs e2fsprogs util-linux mount iproute2 kmod zstd procps psmisc rsync systemd \
-	valgrind gdb \
+	valgrind gdb strace \
 	python3-prometheus-client python3-yaml chromium prometheus

@@ -439,7 +439,8 @@ int tier_shared_hosts_list(DedupBackend *b, uint64_t now, TierSharedHost **ret, 
 	return 0;
 }
 
-#define SUMMARY_MAGIC "fratier-summary 1\n"
+#define SUMMARY_MAGIC_V1 "fratier-summary 1\n"
+#define SUMMARY_MAGIC "fratier-summary 2\n"
 #define SUMMARY_NAME "s/summary"
 #define SUMMARY_TMP_NAME "s/summary.tmp"
 
@@ -447,14 +448,22 @@ int tier_host_summary_parse(const void *data, size_t len, TierHostSummary *ret) 
 	const char *buf = data;
 	size_t pos = strlen(SUMMARY_MAGIC), n;
 	TierHostSummary s = {};
-	static const char *const keys[] = { "updated", "files", "logical", "stored" };
-	uint64_t *values[] = { &s.updated, &s.files, &s.logical, &s.stored };
+	static const char *const keys[] = { "updated", "files", "logical", "stored", "foreign_logical", "foreign_stored" };
+	uint64_t *values[] = { &s.updated, &s.files, &s.logical, &s.stored, &s.foreign_logical, &s.foreign_stored };
+	size_t n_keys = ELEMENTSOF(keys);
 
-	if (len > TIER_HOST_SUMMARY_MAX || len < pos || memcmp(buf, SUMMARY_MAGIC, pos) != 0)
+	/* Both magics have one length. */
+	if (len > TIER_HOST_SUMMARY_MAX || len < pos)
+		return -EBADMSG;
+	if (memcmp(buf, SUMMARY_MAGIC, pos) == 0)
+		s.has_foreign = true;
+	else if (memcmp(buf, SUMMARY_MAGIC_V1, pos) == 0)
+		n_keys -= 2;
+	else
 		return -EBADMSG;
 	if (record_host(buf, len, &pos, s.host) < 0)
 		return -EBADMSG;
-	for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+	for (size_t i = 0; i < n_keys; i++) {
 		const char *v = record_field(buf, len, &pos, keys[i], &n);
 		if (record_number(v, n, values[i]) < 0)
 			return -EBADMSG;
@@ -467,12 +476,21 @@ int tier_host_summary_parse(const void *data, size_t len, TierHostSummary *ret) 
 
 int tier_host_summary_format(const TierHostSummary *s, char buf[static TIER_HOST_SUMMARY_MAX]) {
 	const uint64_t max = UINT64_C(9999999999999999999);
+	int n;
 	if (!config_host_name_is_valid(s->host) || s->updated > max || s->files > max || s->logical > max ||
-	    s->stored > max)
+	    s->stored > max || s->foreign_logical > max || s->foreign_stored > max)
 		return -EINVAL;
-	int n = snprintf(buf, TIER_HOST_SUMMARY_MAX, SUMMARY_MAGIC "host %s\nupdated %" PRIu64 "\nfiles %" PRIu64
-			 "\nlogical %" PRIu64 "\nstored %" PRIu64 "\n",
-			 s->host, s->updated, s->files, s->logical, s->stored);
+	if (s->has_foreign)
+		n = snprintf(buf, TIER_HOST_SUMMARY_MAX, SUMMARY_MAGIC "host %s\nupdated %" PRIu64 "\nfiles %" PRIu64
+			     "\nlogical %" PRIu64 "\nstored %" PRIu64 "\nforeign_logical %" PRIu64
+			     "\nforeign_stored %" PRIu64 "\n",
+			     s->host, s->updated, s->files, s->logical, s->stored, s->foreign_logical, s->foreign_stored);
+	else if (s->foreign_logical == 0 && s->foreign_stored == 0)
+		n = snprintf(buf, TIER_HOST_SUMMARY_MAX, SUMMARY_MAGIC_V1 "host %s\nupdated %" PRIu64 "\nfiles %" PRIu64
+			     "\nlogical %" PRIu64 "\nstored %" PRIu64 "\n",
+			     s->host, s->updated, s->files, s->logical, s->stored);
+	else
+		return -EINVAL;
 	return n > 0 && n < TIER_HOST_SUMMARY_MAX ? n : -EINVAL;
 }
 
@@ -524,24 +542,92 @@ static int compare_usage(const void *a, const void *b) {
 	return strcmp(((const TierSharedUsage *) a)->host, ((const TierSharedUsage *) b)->host);
 }
 
-int tier_shared_usage(DedupBackend *b, TierSharedUsage **ret, size_t *ret_n) {
+typedef struct SharedRef {
+	char owner[CONFIG_HOST_NAME_MAX + 1];
+	uint64_t id;
+} SharedRef;
+
+typedef struct SharedRefs {
+	SharedRef *v;
+	size_t n, cap;
+	StrVec hosts;
+} SharedRefs;
+
+static int shared_ref_compare(const void *a, const void *b) {
+	const SharedRef *x = a, *y = b;
+	int c = strcmp(x->owner, y->owner);
+	return c != 0 ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+static int shared_ref_collect(const char *owner, uint64_t id, void *userdata) {
+	SharedRefs *s = userdata;
+	if (strlen(owner) > CONFIG_HOST_NAME_MAX)
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		SharedRef *p = reallocarray(s->v, cap, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		s->v = p;
+		s->cap = cap;
+	}
+	snprintf(s->v[s->n].owner, sizeof(s->v[s->n].owner), "%s", owner);
+	s->v[s->n++].id = id;
+	return 0;
+}
+
+static int shared_host_collect(const char *host, void *userdata) {
+	return strvec_push(&((SharedRefs *) userdata)->hosts, host);
+}
+
+/*
+ * Every (owner, container) some host's latest publication lists, sorted:
+ * a container named twice is shared once.  Retired hosts are left out, as
+ * collectors leave them out: their publications hold nothing any more.
+ */
+static int shared_refs_load(const DedupShared *sh, SharedRefs *s) {
+	int r = tier_shared_hosts(sh->root, shared_host_collect, s);
+	for (size_t i = 0; r >= 0 && i < s->hosts.n; i++)
+		r = dedup_shared_references_foreach(sh, s->hosts.names[i], shared_ref_collect, s);
+	if (r >= 0 && s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), shared_ref_compare);
+	return r;
+}
+
+/* Whether object name, charged to host, is a container of host that another host references. */
+static bool object_is_shared(const SharedRefs *s, const char *name, const char *host) {
+	SharedRef key = {};
+	size_t len = strlen(host);
+	if (!host[0] || s->n == 0 || strncmp(name, "h/", 2) != 0 || strncmp(name + 2, host, len) != 0 ||
+	    name[2 + len] != '/' || dedup_store_container_object_parse(name + 3 + len, &key.id) < 0)
+		return false;
+	memcpy(key.owner, host, len + 1);
+	return bsearch(&key, s->v, s->n, sizeof(*s->v), shared_ref_compare) != NULL;
+}
+
+int tier_shared_usage(const DedupShared *sh, TierSharedUsage **ret, size_t *ret_n) {
 	_cleanup_(strvec_done) StrVec names = {};
 	_cleanup_free_ TierSharedUsage *rows = NULL;
+	DedupBackend *b = sh->root;
+	SharedRefs refs = {};
 	size_t n = 0, cap = 0;
 
-	int r = dedup_backend_list(b, "h", strvec_collect, &names);
+	/* Publications first: a container listed after a reference to it was published is then counted shared. */
+	int r = shared_refs_load(sh, &refs);
+	if (r >= 0)
+		r = dedup_backend_list(b, "h", strvec_collect, &names);
 	if (r >= 0)
 		r = dedup_backend_list(b, "hosts", strvec_collect, &names);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < names.n; i++) {
+	for (size_t i = 0; r >= 0 && i < names.n; i++) {
 		char host[CONFIG_HOST_NAME_MAX + 1];
 		uint64_t size;
-		r = dedup_backend_size(b, names.names[i], &size);
-		if (r == -ENOENT)
+		int q = dedup_backend_size(b, names.names[i], &size);
+		if (q == -ENOENT)
 			continue; /* removed since the listing (a collection, a temporary renamed) */
-		if (r < 0)
-			return r;
+		if (q < 0) {
+			r = q;
+			break;
+		}
 		object_host(names.names[i], host);
 		size_t k;
 		for (k = 0; k < n && strcmp(rows[k].host, host) != 0; k++)
@@ -550,8 +636,10 @@ int tier_shared_usage(DedupBackend *b, TierSharedUsage **ret, size_t *ret_n) {
 			if (n == cap) {
 				cap = cap ? 2 * cap : 8;
 				TierSharedUsage *p = reallocarray(rows, cap, sizeof(*rows));
-				if (!p)
-					return -ENOMEM;
+				if (!p) {
+					r = -ENOMEM;
+					break;
+				}
 				rows = p;
 			}
 			rows[n] = (TierSharedUsage) {};
@@ -560,7 +648,13 @@ int tier_shared_usage(DedupBackend *b, TierSharedUsage **ret, size_t *ret_n) {
 		}
 		rows[k].objects++;
 		rows[k].bytes += size;
+		if (object_is_shared(&refs, names.names[i], host))
+			rows[k].shared += size;
 	}
+	free(refs.v);
+	strvec_done(&refs.hosts);
+	if (r < 0)
+		return r;
 	if (n > 0)
 		qsort(rows, n, sizeof(*rows), compare_usage);
 	*ret = TAKE_PTR(rows);

@@ -29,6 +29,7 @@
 
 #include "common/config.h"
 #include "dedup/backend.h"
+#include "dedup/store.h"
 
 #define TIER_HOST_RECORD_MAX 512
 #define TIER_HOST_INSTANCE_SIZE 16
@@ -156,15 +157,19 @@ int tier_shared_hosts_list(DedupBackend *b, uint64_t now, TierSharedHost **ret, 
 /*
  * What a host publishes about itself on a shared tier, h/NAME/s/summary: a
  * text object of at most TIER_HOST_SUMMARY_MAX bytes, exactly
- *   fratier-summary 1\n
+ *   fratier-summary 2\n
  *   host NAME\n
  *   updated SECONDS\n           wall-clock seconds since the epoch when it was counted
  *   files N\n                   regular files of the host whose data is on the tier
  *   logical N\n                 their sizes
  *   stored N\n                  the host's containers there, as its catalog counts them
+ *   foreign_logical N\n         bytes of those files read from other hosts' containers (global dedup)
+ *   foreign_stored N\n          what the chunks behind them take in those containers, each chunk once
  * numbers decimal, without sign or leading zeros, at most 19 digits.
- * Anything else is -EBADMSG.  The logical bytes of a host are in its
- * catalog only: this is how the others learn them (tierctl report --by host).
+ * Version 1 (written before foreign chunks were counted) is the same
+ * without the last two lines: it parses with has_foreign false.  Anything
+ * else is -EBADMSG.  The logical bytes of a host are in its catalog only:
+ * this is how the others learn them (tierctl report --by host).
  */
 typedef struct TierHostSummary {
 	char host[CONFIG_HOST_NAME_MAX + 1];
@@ -172,6 +177,9 @@ typedef struct TierHostSummary {
 	uint64_t files;
 	uint64_t logical;
 	uint64_t stored;
+	bool has_foreign; /* version 2: the next two are the host's */
+	uint64_t foreign_logical;
+	uint64_t foreign_stored;
 } TierHostSummary;
 
 int tier_host_summary_parse(const void *buf, size_t len, TierHostSummary *ret);
@@ -191,17 +199,21 @@ typedef struct TierSharedUsage {
 	char host[CONFIG_HOST_NAME_MAX + 1];
 	uint64_t objects;
 	uint64_t bytes;
+	uint64_t shared; /* of bytes: its containers another host's latest reference publication lists */
 } TierSharedUsage;
 
 /*
- * Lists every object of the shared tier whose root is b that belongs to a
- * host: below h/NAME/ and hosts/NAME.host*, charged to NAME; anything else
- * there (not written by fratier) goes to a row with host "" so that the
- * rows add up to everything listed under h/ and hosts/.  Sorted by host.
- * *ret (free it) gets *ret_n rows.  Returns 0, or the error of listing or
- * of sizing an object (one removed meanwhile is passed over).
+ * Lists every object of the shared tier whose root is sh->root that
+ * belongs to a host: below h/NAME/ and hosts/NAME.host*, charged to NAME;
+ * anything else there (not written by fratier) goes to a row with host ""
+ * so that the rows add up to everything listed under h/ and hosts/.  A
+ * container of NAME is counted in shared too when the latest reference
+ * publication of another host that is not retired lists it (those are
+ * read first).  Sorted by host.  *ret (free it) gets *ret_n rows.
+ * Returns 0, or the error of listing, of sizing an object (one removed
+ * meanwhile is passed over) or of reading a publication.
  */
-int tier_shared_usage(DedupBackend *b, TierSharedUsage **ret, size_t *ret_n);
+int tier_shared_usage(const DedupShared *sh, TierSharedUsage **ret, size_t *ret_n);
 
 /* Reads host's record: 0, -ENOENT (no such host), -EBADMSG, or an I/O error. */
 int tier_shared_read_host(DedupBackend *b, const char *host, TierHostRecord *ret);

@@ -296,6 +296,8 @@ uint64_t tier_set_renew_interval(const TierSet *s) {
 typedef struct SummarySums {
 	uint32_t tier;
 	TierHostSummary *summary;
+	uint64_t *foreign; /* the tier's foreign containers (rows of other hosts' containers) */
+	size_t n_foreign, cap_foreign;
 } SummarySums;
 
 static int summary_add_file(const CatalogInode *ci, void *userdata) {
@@ -312,13 +314,39 @@ static int summary_add_container(const CatalogContainer *ct, void *userdata) {
 	return 0;
 }
 
+static int summary_add_foreign_container(uint64_t id, const char *host, uint64_t remote, void *userdata) {
+	SummarySums *u = userdata;
+	(void) host;
+	(void) remote;
+	if (u->n_foreign == u->cap_foreign) {
+		size_t cap = u->cap_foreign ? 2 * u->cap_foreign : 64;
+		uint64_t *p = reallocarray(u->foreign, cap, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		u->foreign = p;
+		u->cap_foreign = cap;
+	}
+	u->foreign[u->n_foreign++] = id;
+	return 0;
+}
+
+/* refs counts every occurrence in every recipe: refs x plain size is the logical bytes read through the chunk. */
+static int summary_add_foreign_chunk(const CatalogChunk *ch, void *userdata) {
+	TierHostSummary *sum = ((SummarySums *) userdata)->summary;
+	if (ch->refs > 0) {
+		sum->foreign_logical += ch->refs * ch->plain_size;
+		sum->foreign_stored += ch->frame_size;
+	}
+	return 0;
+}
+
 /*
  * This host's summary of shared tier n, counted through the renewal's own
  * catalog reader (never the daemon's catalog lock) and published on the
  * host's view of the tier.
  */
 static int summary_publish(TierSet *s, uint32_t n, uint64_t now) {
-	TierHostSummary sum = { .updated = now };
+	TierHostSummary sum = { .updated = now, .has_foreign = true };
 	SummarySums u = { .tier = n, .summary = &sum };
 	snprintf(sum.host, sizeof(sum.host), "%s", s->host);
 	if (!s->summary_reader) {
@@ -329,6 +357,12 @@ static int summary_publish(TierSet *s, uint32_t n, uint64_t now) {
 	int r = catalog_files_foreach(s->summary_reader, summary_add_file, &u);
 	if (r >= 0)
 		r = catalog_containers_foreach(s->summary_reader, n, summary_add_container, &u);
+	/* Ids first: a visit's callback may not call into the catalog. */
+	if (r >= 0)
+		r = catalog_containers_foreach_foreign(s->summary_reader, n, summary_add_foreign_container, &u);
+	for (size_t i = 0; r >= 0 && i < u.n_foreign; i++)
+		r = catalog_chunks_foreach_in_container(s->summary_reader, u.foreign[i], summary_add_foreign_chunk, &u);
+	free(u.foreign);
 	if (r >= 0)
 		r = tier_shared_summary_put(s->tiers[n].backend, &sum);
 	return r;
@@ -389,7 +423,7 @@ int tier_set_host_record(const TierSet *s, uint32_t n, const char *host, TierHos
 
 int tier_set_usage(const TierSet *s, uint32_t n, TierSharedUsage **ret, size_t *ret_n) {
 	DedupBackend *root = shared_root(s, n);
-	return root ? tier_shared_usage(root, ret, ret_n) : -ENXIO;
+	return root ? tier_shared_usage(&s->tiers[n].shared, ret, ret_n) : -ENXIO;
 }
 
 int tier_set_summary(const TierSet *s, uint32_t n, const char *host, TierHostSummary *ret) {

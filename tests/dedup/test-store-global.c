@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "dedup/refs.h"
 #include "dedup/segment.h"
 #include "tests/dedup/store-test.h"
 #include "tier/shared.h"
@@ -325,6 +326,111 @@ static void test_compact(Host *b) {
 	free(x2);
 }
 
+/* Whether object name of host's directory is there. */
+static bool object_exists(const char *host, const char *name) {
+	char path[512];
+	snprintf(path, sizeof(path), "%s/h/%s/%s", shared_dir, host, name);
+	return access(path, F_OK) == 0;
+}
+
+/*
+ * Merged condemnations (docs/SHARED.md), on a tier of their own: p
+ * condemns one container at each of DEDUP_CONDEMN_MERGE_AT + 2
+ * collections, the first one held by q's reference; q collects after each.
+ * The 16th collection merges 1..16 into k/16.ftm and removes them; a new
+ * host learns every condemned container from it (it stores its own copy
+ * of their chunks); p reopened goes on past the merged epoch and still
+ * holds q's container.  q reopened while p's k/ cannot be listed (as a
+ * READDIR across p's merge may miss it) loads none of p's segments until
+ * its run reaches what its last publication acknowledged of p: it stores
+ * a released container's chunks anew instead of referencing them, also
+ * after a publication and a second restart meanwhile.
+ */
+static void test_merge(void) {
+	const size_t part = 64 * KiB;
+	const unsigned rounds = DEDUP_CONDEMN_MERGE_AT + 2;
+	uint8_t *x = test_malloc((rounds + 2) * part);
+	TestRng rng = { 0x6d };
+	DedupWriterStats ws;
+	DedupGcStats st;
+	Host p, q, n;
+	char name[DEDUP_REFS_NAME_MAX], from[600], to[600];
+
+	snprintf(shared_dir, sizeof(shared_dir), "%s/fratier-merge-XXXXXX", getenv("TMPDIR") ?: "/tmp");
+	ASSERT(mkdtemp(shared_dir));
+	test_rng_fill(&rng, x, (rounds + 2) * part);
+	host_open(&p, "p", false);
+	host_open(&q, "q", false);
+	uint64_t p0 = env_seal(&p.e, x, part, &rng, NULL);
+	gc(&q, NULL); /* loads p's segment now */
+	uint64_t q0 = env_seal(&q.e, x, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == part);
+	env_drop(&p.e, p0);
+	for (unsigned i = 0; i < rounds; i++) {
+		if (i > 0)
+			env_drop(&p.e, env_seal(&p.e, x + i * part, part, &rng, NULL));
+		gc(&p, &st);
+		ASSERT(st.containers_condemned == 1);
+		gc(&q, NULL);
+	}
+	gc(&p, &st);
+	/* 1..16 merged and gone; 17 and 18 single; the container q references held. */
+	ASSERT(object_exists("p", dedup_condemn_merged_name(DEDUP_CONDEMN_MERGE_AT, name)));
+	ASSERT(count_objects("p", "k", ".ftm") == 1 && count_objects("p", "k", ".ftk") == rounds - DEDUP_CONDEMN_MERGE_AT);
+	ASSERT(st.containers_waiting == 1 && count_objects("p", "c", ".ftc") == 1);
+	env_check_file(&q.e, q0, x, part, &rng);
+
+	/* A new host: the held container's chunks and those of the last single condemnation are condemned to it. */
+	host_open(&n, "n", false);
+	(void) env_seal(&n.e, x, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == 0 && ws.new_bytes == part);
+	(void) env_seal(&n.e, x + (rounds - 1) * part, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == 0 && ws.new_bytes == part);
+	host_close(&n);
+
+	/* p reopened: past the merged epoch, and still holding q's container. */
+	p.e.store = dedup_store_free(p.e.store);
+	host_open_store(&p);
+	env_drop(&p.e, env_seal(&p.e, x + rounds * part, part, &rng, NULL));
+	gc(&p, &st);
+	ASSERT(st.containers_condemned == 1 && object_exists("p", dedup_condemn_name(rounds + 1, name)));
+	ASSERT(st.containers_waiting >= 1);
+	gc(&q, NULL);
+
+	/* q reopened while p's k/ is out of sight: p's segments wait for the run q acknowledged. */
+	snprintf(from, sizeof(from), "%s/h/p/k", shared_dir);
+	snprintf(to, sizeof(to), "%s/h/p/k-hidden", shared_dir);
+	q.e.store = dedup_store_free(q.e.store);
+	host_open_store(&q);
+	ASSERT(rename(from, to) == 0);
+	(void) env_seal(&q.e, x + 5 * part, part, &rng, &ws); /* condemned at 6, released */
+	ASSERT(ws.foreign_bytes == 0 && ws.new_bytes == part);
+	/* Its publication meanwhile says the floor again: a second restart starts from it too. */
+	gc(&q, NULL);
+	q.e.store = dedup_store_free(q.e.store);
+	host_open_store(&q);
+	(void) env_seal(&q.e, x + 4 * part, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == 0 && ws.new_bytes == part);
+	ASSERT(rename(to, from) == 0);
+	gc(&q, NULL);
+	/* In sight again: p's live chunks are referenced again. */
+	uint64_t p1 = env_seal(&p.e, x + (rounds + 1) * part, part, &rng, NULL);
+	gc(&q, NULL);
+	uint64_t q1 = env_seal(&q.e, x + (rounds + 1) * part, part, &rng, &ws);
+	ASSERT(ws.foreign_bytes == part);
+	env_check_file(&q.e, q1, x + (rounds + 1) * part, part, &rng);
+	env_check_file(&p.e, p1, x + (rounds + 1) * part, part, &rng);
+	env_check_file(&q.e, q0, x, part, &rng);
+	fprintf(stderr, "merged condemnations: %llu single, %llu merged after %u condemnations\n",
+		(unsigned long long) count_objects("p", "k", ".ftk"), (unsigned long long) count_objects("p", "k", ".ftm"),
+		rounds + 1);
+
+	host_close(&q);
+	host_close(&p);
+	ASSERT(nftw(shared_dir, env_rm, 16, FTW_DEPTH | FTW_PHYS) == 0);
+	free(x);
+}
+
 int main(void) {
 	const size_t len = 6 * MiB;
 	TestRng rng = { 0x61 };
@@ -333,6 +439,7 @@ int main(void) {
 	DedupGlobalStats gs;
 	Host a, b, c, d;
 
+	test_merge();
 	test_rng_fill(&rng, data, len);
 	test_rng_fill(&rng, other, len);
 	snprintf(shared_dir, sizeof(shared_dir), "%s/fratier-shared-XXXXXX", getenv("TMPDIR") ?: "/tmp");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Fuzz target for condemnations (dedup/refs.c, h/NAME/k/EPOCH.ftk), as every
+ * Fuzz target for condemnations (dedup/refs.c, h/NAME/k/EPOCH.ftk, and the
+ * merged ones k/EPOCH.ftm, which have the same format), as every
  * host doing global dedup reads the others' from a filer nobody vouches
  * for: garbage is -EBADMSG, and a condemnation that parses has ascending
  * ids and formats back to exactly the same bytes.  Each input is parsed a

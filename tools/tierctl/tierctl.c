@@ -809,55 +809,61 @@ static int print_outlook(const TierctlReport *rep) {
 
 /* report --by host: per shared tier, per host, what the tier holds of it and what the host says it holds. */
 static int print_report_hosts(const CtlMessage *m) {
-	static const char *const h[] = { "TIER", "HOST", "STATE", "OBJECTS", "STORED", "FILES", "LOGICAL", "REDUCTION",
-					 "SUMMARY OF" };
+	static const char *const h[] = { "TIER",    "HOST",        "STATE",     "OBJECTS",   "STORED",    "UNIQUE",
+					 "SHARED",  "FILES",       "LOGICAL",   "FROM OTHERS", "REDUCTION", "SUMMARY OF" };
+	static const char *const sums[] = { "objects", "bytes", "unique", "shared", "files", "logical", "foreign_logical" };
 	size_t n;
 	_cleanup_free_ size_t *rows = tierctl_rows(m, "host", &n);
 	TierctlTable t;
-	int r = table_start(&t, h, ELEMENTSOF(h), "lllrrrrrl");
+	int r = table_start(&t, h, ELEMENTSOF(h), "lllrrrrrrrrl");
 	if (r < 0 || !rows)
 		return -ENOMEM;
 	for (size_t i = 0; r >= 0 && i <= n; i++) {
 		/* After each tier's hosts, its total: the rows add up to everything listed there. */
 		bool end = i == n || (i > 0 && strcmp(tierctl_get(m, rows[i], "tier"), tierctl_get(m, rows[i - 1], "tier")) != 0);
 		if (end && i > 0) {
-			uint64_t objects = 0, bytes = 0, files = 0, logical = 0;
+			uint64_t total[ELEMENTSOF(sums)] = {};
 			const char *tier = tierctl_get(m, rows[i - 1], "tier");
 			for (size_t k = 0; k < i; k++) {
 				if (strcmp(tierctl_get(m, rows[k], "tier"), tier) != 0)
 					continue;
-				objects += tierctl_get_u64(m, rows[k], "objects");
-				bytes += tierctl_get_u64(m, rows[k], "bytes");
-				files += tierctl_get_u64(m, rows[k], "files");
-				logical += tierctl_get_u64(m, rows[k], "logical");
+				for (size_t j = 0; j < ELEMENTSOF(sums); j++)
+					total[j] += tierctl_get_u64(m, rows[k], sums[j]);
 			}
-			char a[32], b[32], c[32], d[32], e[32];
-			snprintf(a, sizeof(a), "%llu", (unsigned long long) objects);
-			tierctl_format_size(bytes, arg_bytes, b);
-			snprintf(c, sizeof(c), "%llu", (unsigned long long) files);
-			tierctl_format_size(logical, arg_bytes, d);
-			tierctl_format_ratio((double) logical, (double) bytes, e);
-			const char *cells[] = { tier, "total", "", a, b, c, d, e, "" };
+			char a[32], b[32], u[32], sh[32], c[32], d[32], f[32], e[32];
+			snprintf(a, sizeof(a), "%llu", (unsigned long long) total[0]);
+			tierctl_format_size(total[1], arg_bytes, b);
+			tierctl_format_size(total[2], arg_bytes, u);
+			tierctl_format_size(total[3], arg_bytes, sh);
+			snprintf(c, sizeof(c), "%llu", (unsigned long long) total[4]);
+			tierctl_format_size(total[5], arg_bytes, d);
+			tierctl_format_size(total[6], arg_bytes, f);
+			tierctl_format_ratio((double) total[5], (double) total[1], e);
+			const char *cells[] = { tier, "total", "", a, b, u, sh, c, d, f, e, "" };
 			r = tierctl_table_add(&t, cells);
 		}
 		if (i == n || r < 0)
 			break;
 		size_t at = rows[i];
 		bool sum = strcmp(tierctl_get(m, at, "summary"), "yes") == 0;
-		char host[48], a[32], b[32], c[32] = "-", d[32] = "-", e[32] = "-", when[32] = "";
+		char host[48], a[32], b[32], u[32], sh[32], c[32] = "-", d[32] = "-", f[32] = "-", e[32] = "-", when[32] = "";
 		const char *name = tierctl_get(m, at, "host");
 		snprintf(host, sizeof(host), "%s%s", name[0] ? name : "(no host)",
 			 strcmp(tierctl_get(m, at, "this"), "yes") == 0 ? " *" : "");
 		snprintf(a, sizeof(a), "%llu", (unsigned long long) tierctl_get_u64(m, at, "objects"));
 		tierctl_format_size(tierctl_get_u64(m, at, "bytes"), arg_bytes, b);
+		tierctl_format_size(tierctl_get_u64(m, at, "unique"), arg_bytes, u);
+		tierctl_format_size(tierctl_get_u64(m, at, "shared"), arg_bytes, sh);
 		if (sum) {
 			snprintf(c, sizeof(c), "%llu", (unsigned long long) tierctl_get_u64(m, at, "files"));
 			tierctl_format_size(tierctl_get_u64(m, at, "logical"), arg_bytes, d);
+			if (tierctl_get(m, at, "foreign_logical")[0])
+				tierctl_format_size(tierctl_get_u64(m, at, "foreign_logical"), arg_bytes, f);
 			tierctl_format_ratio((double) tierctl_get_u64(m, at, "logical"), (double) tierctl_get_u64(m, at, "bytes"), e);
 			format_time((int64_t) tierctl_get_u64(m, at, "summary_time"), when);
 		} else if (name[0])
 			snprintf(when, sizeof(when), "%s", tierctl_get(m, at, "summary"));
-		const char *cells[] = { tierctl_get(m, at, "tier"), host, tierctl_get(m, at, "state"), a, b, c, d, e, when };
+		const char *cells[] = { tierctl_get(m, at, "tier"), host, tierctl_get(m, at, "state"), a, b, u, sh, c, d, f, e, when };
 		r = tierctl_table_add(&t, cells);
 	}
 	if (r < 0) {
@@ -865,9 +871,10 @@ static int print_report_hosts(const CtlMessage *m) {
 		return r;
 	}
 	table_finish(&t);
-	printf("\nSTORED: the host's objects on the tier (listed there); FILES, LOGICAL: what the host last published "
-	       "about itself (h/HOST/s/summary, SUMMARY OF: when).  * this daemon.\n"
-	       "Chunks several hosts reference are counted by their owner only: no column for them yet.\n");
+	printf("\nSTORED: the host's objects on the tier (listed there), UNIQUE + SHARED: SHARED are its containers another "
+	       "host's latest reference publication names (whole containers: publications name containers, not chunks).\n"
+	       "FILES, LOGICAL, FROM OTHERS (of LOGICAL, read from other hosts' containers): what the host last published "
+	       "about itself (h/HOST/s/summary, SUMMARY OF: when).  * this daemon.\n");
 	return 0;
 }
 

@@ -14,6 +14,12 @@ the host names a, b and c.
   bench-hosts.py measures the ratio), and every file reads back
   byte-exact on every host, also after a's collection (a keeps containers
   others reference);
+- tierctl report --by host once b and c published their references: a's
+  containers that b's and c's latest reference publications name (parsed
+  here from the tier: all of a's) are a's shared bytes, the rest of each
+  host's objects its unique bytes, the rows add up; b's and c's summaries
+  say how much of their logical bytes they read from other hosts'
+  containers (as their catalogs count it) and a's says none;
 - b is SIGKILLed while it migrates a second backup a already published,
   remounted: every file is there byte-exact, before and after migrating
   the rest;
@@ -28,7 +34,9 @@ backups instead of one).
 
 import errno
 import os
+import re
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -39,6 +47,10 @@ from tiercommon import dc
 
 DAYS = 2 if os.environ.get("FRATIER_SOAK") == "1" else 1
 ON_TIER = "SELECT count(*) FROM inodes WHERE tier = ? AND (mode & 61440) = 32768 AND nlink > 0"
+# Bytes of a host's files read from other hosts' containers, and what those chunks take there (each once).
+FOREIGN = ("SELECT coalesce(sum(c.refs * c.plain_size), 0), coalesce(sum(c.frame_size), 0) FROM chunks c "
+           "JOIN containers k ON k.id = c.container WHERE k.tier = ? AND k.host IS NOT NULL AND c.refs > 0")
+LEASE = 4  # summaries are published once a lease period: the report's figures follow within seconds
 
 
 def copy_sealed(res, fs, src):
@@ -70,12 +82,114 @@ def stored(root):
     return total
 
 
-def on_tier(fs, tier):
+def catalog_query(fs, sql, *args):
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(fs.data, "hot", "catalog.db"), uri=True, timeout=30)
     try:
-        return db.execute(ON_TIER, (tier,)).fetchone()[0]
+        return db.execute(sql, args).fetchone()
     finally:
         db.close()
+
+
+def on_tier(fs, tier):
+    return catalog_query(fs, ON_TIER, tier)[0]
+
+
+def latest_references(root, host):
+    """{(owner, container id)} of host's latest reference publication h/HOST/r/EPOCH.ftr (dedup/refs.h)."""
+    d = os.path.join(root, "h", host, "r")
+    names = sorted(n for n in os.listdir(d) if re.fullmatch(r"[0-9a-f]{16}\.ftr", n)) if os.path.isdir(d) else []
+    if not names:
+        return set()
+    with open(os.path.join(d, names[-1]), "rb") as f:
+        buf = f.read()
+    n_acks, n_refs = struct.unpack_from("<II", buf, 40)
+    out = set()
+    for i in range(n_refs):
+        at = 80 + (n_acks + i) * 40
+        out.add((buf[at:at + 32].rstrip(b"\0").decode(), struct.unpack_from("<Q", buf, at + 32)[0]))
+    return out
+
+
+def containers_of(root, host):
+    """{container id: size} of host's containers on the tier."""
+    out = {}
+    for d, _, names in os.walk(os.path.join(root, "h", host, "c")):
+        for n in names:
+            m = re.fullmatch(r"([0-9a-f]{16})\.ftc", n)
+            if m:
+                out[int(m.group(1), 16)] = os.path.getsize(os.path.join(d, n))
+    return out
+
+
+def tier_objects(root):
+    """(objects, bytes) below h/ and hosts/ of the tier."""
+    n = size = 0
+    for top in ("h", "hosts"):
+        for d, _, names in os.walk(os.path.join(root, top)):
+            n += len(names)
+            size += sum(os.path.getsize(os.path.join(d, x)) for x in names)
+    return n, size
+
+
+def check_report_by_host(res, hosts, root, models):
+    """report --by host on a: shared against the publications on the tier, foreign bytes against the catalogs."""
+    a = hosts["a"]
+    # b and c publish their references at their collections.
+    for h in ("b", "c"):
+        rc, _, err = tc.tierctl(hosts[h], "gc")
+        res.check(rc == 0, "gc on %s: %s" % (h, err))
+    since = time.time()
+    want_foreign = {h: catalog_query(fs, FOREIGN, 1) for h, fs in hosts.items()}
+    refs = {h: latest_references(root, h) for h in hosts}
+    res.check(refs["b"] and refs["c"], "b and c published no references: %r" % {h: len(v) for h, v in refs.items()})
+    want_shared = {}
+    for h in hosts:
+        named = set().union(*(v for o, v in refs.items() if o != h))
+        want_shared[h] = sum(size for cid, size in containers_of(root, h).items() if (h, cid) in named)
+    # a's containers hold the one backup b and c copied too: they name every one of them.
+    res.check(want_shared["a"] == sum(containers_of(root, "a").values()) > 0,
+              "b's and c's publications name %d bytes of a's containers, which hold %d" %
+              (want_shared["a"], sum(containers_of(root, "a").values())))
+    deadline = time.monotonic() + harness.scaled(8 * LEASE)
+    while True:
+        rows = {r["host"]: r for r in tc.tierctl_json(res, a, "report", "--by", "host").get("hosts", [])
+                if r.get("tier") == 1}
+        fresh = all(rows.get(h, {}).get("summary_time", 0) > since for h in hosts)
+        objects = tier_objects(root)
+        if (fresh and objects == (sum(r["objects"] for r in rows.values()), sum(r["bytes"] for r in rows.values()))) \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    res.check(fresh, "summaries not published since the collections: %r" % {h: r.get("summary_time") for h, r in rows.items()})
+    print("report --by host: " + "; ".join("%s stored %d unique %d shared %d logical %s from others %s" % (
+        h, r["bytes"], r["unique"], r["shared"], r.get("logical"), r.get("foreign_logical"))
+        for h, r in sorted(rows.items())), flush=True)
+    res.check(objects == (sum(r["objects"] for r in rows.values()), sum(r["bytes"] for r in rows.values())),
+              "report --by host rows add up to %r, the tier holds %r" %
+              ((sum(r["objects"] for r in rows.values()), sum(r["bytes"] for r in rows.values())), objects))
+    for h in hosts:
+        r = rows.get(h, {})
+        res.check(r.get("unique", -1) + r.get("shared", -1) == r.get("bytes"),
+                  "%s: unique %r + shared %r is not stored %r" % (h, r.get("unique"), r.get("shared"), r.get("bytes")))
+        res.check(r.get("shared") == want_shared[h], "%s: shared %r, its containers others' publications name hold %d"
+                  % (h, r.get("shared"), want_shared[h]))
+        res.check((r.get("foreign_logical"), r.get("foreign_stored")) == tuple(want_foreign[h]),
+                  "%s: from others %r, stored by others %r; its catalog says %r" %
+                  (h, r.get("foreign_logical"), r.get("foreign_stored"), want_foreign[h]))
+        res.check(r.get("logical") == sum(len(v) for v in models[h].values()),
+                  "%s: logical %r" % (h, r.get("logical")))
+    res.check(rows["a"]["foreign_logical"] == 0, "a read %r bytes from others" % rows["a"]["foreign_logical"])
+    for h in ("b", "c"):
+        res.check(rows[h]["foreign_logical"] >= 0.9 * rows[h]["logical"],
+                  "%s reads %d of its %d logical bytes from others: less than 0.9" %
+                  (h, rows[h]["foreign_logical"], rows[h]["logical"]))
+    rc, out, err = tc.tierctl(a, "report", "--by", "host", "--bytes")
+    print(out, flush=True)
+    head = out.splitlines()[0] if out else ""
+    total = [l for l in out.splitlines() if re.match(r"\s*1\s+total\s", l)]
+    res.check(rc == 0 and "UNIQUE" in head and "SHARED" in head and "FROM OTHERS" in head and total and
+              str(sum(r["shared"] for r in rows.values())) in total[0].split(),
+              "report --by host table: %r %s" % (out[-1200:], err))
 
 
 def run(res, tmp, filer, root):
@@ -83,7 +197,7 @@ def run(res, tmp, filer, root):
     tc.generate(res, src, seed=1, days=DAYS)
     src2 = os.path.join(tmp, "src2")
     tc.generate(res, src2, seed=2, days=1)
-    hosts = {h: tc.shared_daemon(tmp, h, filer) for h in ("a", "b", "c")}
+    hosts = {h: tc.shared_daemon(tmp, h, filer, lease=LEASE) for h in ("a", "b", "c")}
     a, b, c = hosts["a"], hosts["b"], hosts["c"]
     with a, b, c:
         models, sent = {}, {}
@@ -127,6 +241,8 @@ def run(res, tmp, filer, root):
         for h, fs in hosts.items():
             res.check(sorted(set(tc.tiers_of(res, fs, models[h]).values())) == [1], "%s: files not on the shared tier" % h)
             tc.compare_all(res, fs, models[h], "%s, after the three migrations" % h)
+
+        check_report_by_host(res, hosts, root, models)
 
         # a's collector keeps what b and c reference, also once a deleted its own copies.
         for r in list(models["a"])[:3]:

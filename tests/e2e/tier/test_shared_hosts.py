@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The operator's side of a shared tier (docs/SHARED.md): two daemons, alpha
-and beta, share one capacity directory with a short lease (shared_lease =
-4s, so a lease runs out in seconds, not a minute).
+and beta, share one capacity directory (or, with --nfs, one nfs-ganesha
+export reached through libnfs) with a short lease (shared_lease = 4s, so a
+lease runs out in seconds, not a minute).
 
 - tierctl report --by host on alpha: per host, the objects and bytes the
   listing of the tier finds under h/NAME and hosts/NAME.host (as a walk of
