@@ -18,7 +18,7 @@
   -> recall to hot, every file byte-exact after each;
 - the tamper matrix on the encrypted tier, the daemon stopped for each
   change and started again (no cached region hides it): a flipped byte in
-  a region the catalog lists, two regions of equal size swapped between
+  a region the catalog lists, and one in a region's (sealed) table, two regions of equal size swapped between
   containers, a container truncated, a container replaced by an older copy
   of itself.  Each time the affected file reads EIO, tierctl scrub lists
   it (and only files already damaged), every other file reads byte-exact,
@@ -416,16 +416,21 @@ def main():
         res.check(b_new == {"m6.bkp", "m7.bkp"}, "m6 and m7 are not alone after the copy of B: %s" % b_new)
         damaged = set()
 
-        def flip(c, o, n):
+        def flip(c, at):
             with open(container_path(data, c), "r+b") as f:
-                f.seek(o + n - 100)
+                f.seek(at)
                 b = f.read(1)
-                f.seek(o + n - 100)
+                f.seek(at)
                 f.write(bytes([b[0] ^ 1]))
 
         x = sorted(in_a - b_old)[0]
         c, o, n = by_file[x][len(by_file[x]) // 2]
-        tamper(res, base, conf, data, files, damaged, "flip", {x}, lambda: flip(c, o, n))
+        tamper(res, base, conf, data, files, damaged, "flip", {x}, lambda: flip(c, o + n - 100))
+
+        # A byte of a region's table: the second chunk's length, ciphertext since region version 4.
+        t = sorted(in_a - b_old - {x})[-1]
+        c, o, n = by_file[t][0]
+        tamper(res, base, conf, data, files, damaged, "flip in a region table", {t}, lambda: flip(c, o + 64 + 36))
 
         # Two regions of the same size, of a file in A and a file in B, swapped.
         pair = next(((ra, rb) for y in sorted(in_a - b_old - {x}) for ra in by_file[y] if ra[0] == a_id
