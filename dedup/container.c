@@ -256,6 +256,20 @@ int dedup_container_unit_parse(uint8_t version, uint64_t offset, const void *buf
 	if (r < 0)
 		return r;
 	size_t size = dedup_region_header_region_size(&h);
+	if (cb && dedup_region_header_table_is_sealed(&h)) {
+		DedupContainerEntry e = {
+			.offset = offset,
+			.frame_size = (uint32_t) size,
+			.plain_size = h.plain_size,
+			.region = true,
+			.sealed_count = h.count,
+		};
+		r = cb(&e, userdata);
+		if (r < 0)
+			return r;
+		*ret_size = size;
+		return 0;
+	}
 	uint32_t at = 0;
 	for (size_t i = 0; cb && i < h.count; i++) {
 		DedupContainerEntry e = {
@@ -337,7 +351,7 @@ typedef struct Step {
 
 static int count_chunk(const DedupContainerEntry *e, void *userdata) {
 	Step *st = userdata;
-	st->chunks++;
+	st->chunks += e->sealed_count ? e->sealed_count : 1;
 	st->plain_size += e->plain_size;
 	return st->chunk ? st->chunk(e, st->userdata) : 0;
 }

@@ -76,6 +76,12 @@ typedef struct DedupContainerEntry {
 	DedupChunkId id;
 	bool region;            /* in a region (version 2), not a frame of its own (version 1) */
 	uint32_t region_offset; /* regions: where the chunk starts in the region's plain bytes */
+	/*
+	 * Not 0: the entry stands for a whole region of this many chunks whose
+	 * table is sealed (version 4): id unknown (zero), plain_size the
+	 * region's, region_offset 0.  Only its key opens it (dedup/region.h).
+	 */
+	uint32_t sealed_count;
 } DedupContainerEntry;
 
 /* Writes the object name of container id into buf: "c/<id & 0xff as 2 hex>/<id as 16 hex>.ftc". */
@@ -137,7 +143,8 @@ typedef struct DedupContainerInfo {
  * for every chunk in order, after the whole container has been validated;
  * its negative return stops the walk and is returned.  ret (optional) gets
  * what was found.  (!) A sealed region's table and payload are checked
- * only for structure: the walk has no key, and decoding one fails.
+ * only for structure: the walk has no key, and decoding one fails; a
+ * region whose table is sealed gets one cb call (sealed_count).
  * Returns: 0, -EBADMSG, -EPROTONOSUPPORT, -ENOKEY (verify of the wrong
  * kind, or a sealed region given a decoder), -ENOMEM, or cb's error.
  */
@@ -149,7 +156,8 @@ int dedup_container_walk(const void *buf, size_t len, DedupContainerExpect expec
 /*
  * The chunks of one unit found at the start of buf[0, len) in a container
  * of `version`, whose offset in the container is `offset`: calls cb for
- * each chunk, as dedup_container_walk() would.  The unit is checked first
+ * each chunk, as dedup_container_walk() would (once for a region whose
+ * table is sealed, see DedupContainerEntry.sealed_count).  The unit is checked first
  * (a frame's header; a region's header, checksum and table), nothing is
  * decompressed.  *ret_size gets the unit's length.
  * Returns: 0, -EBADMSG, -EPROTONOSUPPORT, or cb's error.

@@ -681,11 +681,10 @@ static int collect_name(const char *name, void *userdata) {
 typedef struct SalvageWalk {
 	DedupSalvage *s;
 	uint32_t object;
+	const uint8_t *buf; /* the container's bytes */
 } SalvageWalk;
 
-static int walk_entry(const DedupContainerEntry *e, void *userdata) {
-	SalvageWalk *sw = userdata;
-	DedupSalvage *s = sw->s;
+static int frame_reserve(DedupSalvage *s) {
 	if (s->n_frames == s->cap_frames) {
 		size_t n = MAX(s->cap_frames * 2, (size_t) 1024);
 		SalvageFrame *p = realloc(s->frames, n * sizeof(*p));
@@ -694,6 +693,55 @@ static int walk_entry(const DedupContainerEntry *e, void *userdata) {
 		s->frames = p;
 		s->cap_frames = n;
 	}
+	return 0;
+}
+
+/*
+ * A region whose table is sealed (version 4): its chunks are known only
+ * once it is opened with the key (and, as every salvaged unit, re-hashed
+ * chunk by chunk).  One that does not open indexes nothing: its chunks
+ * could not be read back either.
+ */
+static int sealed_region(SalvageWalk *sw, const DedupContainerEntry *e) {
+	DedupSalvage *s = sw->s;
+	s->dec_valid = false;
+	int r = store_unit_decode(true, sw->buf + e->offset, e->frame_size, s->container_ids[sw->object], e->offset,
+				  true, &s->dec);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
+		s->stats.unopened_regions++;
+		return 0;
+	}
+	for (uint32_t c = 0; c < s->dec.count; c++) {
+		r = frame_reserve(s);
+		if (r < 0)
+			return r;
+		s->frames[s->n_frames++] = (SalvageFrame) {
+			.id = s->dec.ids[c],
+			.offset = e->offset,
+			.unit_size = e->frame_size,
+			.region_offset = c == 0 ? 0 : s->dec.ends[c - 1],
+			.object = sw->object,
+			.region = true,
+		};
+		s->stats.chunks++;
+	}
+	/* The restore reads its chunks in a row: it stays decoded. */
+	s->dec_valid = true;
+	s->dec_object = sw->object;
+	s->dec_offset = e->offset;
+	return 0;
+}
+
+static int walk_entry(const DedupContainerEntry *e, void *userdata) {
+	SalvageWalk *sw = userdata;
+	DedupSalvage *s = sw->s;
+	if (e->sealed_count > 0)
+		return sealed_region(sw, e);
+	int r = frame_reserve(s);
+	if (r < 0)
+		return r;
 	s->frames[s->n_frames++] = (SalvageFrame) {
 		.id = e->id,
 		.offset = e->offset,
@@ -724,6 +772,18 @@ static int damaged_region(SalvageWalk *sw, uint8_t version, uint64_t offset, con
 	if (version != DEDUP_CONTAINER_VERSION || dedup_region_header_parse(p, len, &h) < 0 ||
 	    dedup_region_header_region_size(&h) > len)
 		return 0;
+	*ret_size = dedup_region_header_region_size(&h);
+	if (dedup_region_header_table_is_sealed(&h)) {
+		/* No table to trust without the key: opening it is the only check there is. */
+		DedupContainerEntry e = {
+			.offset = offset,
+			.frame_size = (uint32_t) *ret_size,
+			.plain_size = h.plain_size,
+			.region = true,
+			.sealed_count = h.count,
+		};
+		return walk_entry(&e, sw);
+	}
 	uint32_t at = 0;
 	for (size_t i = 0; i < h.count; i++) {
 		DedupContainerEntry e = {
@@ -738,7 +798,6 @@ static int damaged_region(SalvageWalk *sw, uint8_t version, uint64_t offset, con
 		if (r < 0)
 			return r;
 	}
-	*ret_size = dedup_region_header_region_size(&h);
 	return 0;
 }
 
@@ -764,7 +823,7 @@ static int salvage_container(DedupSalvage *s, uint32_t object) {
 	if (dedup_container_header_parse(buf, (size_t) size, &ch) >= 0)
 		s->container_ids[object] = ch.id;
 
-	SalvageWalk sw = { .s = s, .object = object };
+	SalvageWalk sw = { .s = s, .object = object, .buf = buf };
 	r = dedup_container_walk(buf, (size_t) size, DEDUP_CONTAINER_ANY, NULL, NULL, NULL, walk_entry, &sw, NULL);
 	if (r == -ENOMEM)
 		return r;

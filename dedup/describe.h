@@ -169,6 +169,8 @@ typedef struct DedupSalvageStats {
 	uint64_t damaged_containers; /* whose header was unreadable: nothing of them is used */
 	uint64_t torn_containers;    /* walked frame by frame up to damage (an open container cut by a crash) */
 	uint64_t chunks;             /* frames indexed */
+	/* Regions whose table is sealed (version 4) that did not open (no key, another, damage): not indexed. */
+	uint64_t unopened_regions;
 } DedupSalvageStats;
 
 /*
@@ -182,7 +184,9 @@ typedef struct DedupSalvageStats {
  * against keyed ids with its id key, plain ones without, and sealed
  * regions, bound to the container id their container's header names, are
  * opened with the content key that sealed them: without it their chunks
- * read -EIO.
+ * read -EIO, and those of version 4, whose table is sealed too, are
+ * opened (and re-hashed) here to be indexed at all: without the key they
+ * are not found (-ENOENT).
  * Returns: 0, -ENOMEM, or a backend error (listing or reading).
  */
 int dedup_salvage_open(DedupBackend *b, const DedupStore *keys, DedupSalvage **ret);

@@ -19,6 +19,9 @@
  *  5. Nothing of a sealed region's payload is decompressed, and nothing of
  *     it or its table is handed out, before its tag checked out under the
  *     key and the place the caller read it from.
+ *  6. A version 4 region's table is read only from its decrypted copy, and
+ *     checked (lengths adding up to plain_size) as a clear one is, after
+ *     the tag and before the payload is decompressed.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -55,7 +58,7 @@ enum {
 	/* Version 2 (sealed): the nonce and the tag take the reserved bytes and the checksum. */
 	OFF_NONCE = 24,
 	OFF_TAG = 36,
-	OFF_RESERVED3 = 52, /* version 2; version 3: the key tag */
+	OFF_RESERVED3 = 52, /* version 2; versions 3 and 4: the key tag */
 	OFF_KEY_TAG = 52,
 	/* Header bytes of the associated data: every field but the nonce, tag and checksums. */
 	AAD_HEADER = 24,
@@ -85,6 +88,8 @@ struct DedupRegionDecoder {
 	bool cipher_keyed; /* cipher_key is the key cipher is set up with */
 	uint8_t *scratch; /* a sealed zstd payload, decrypted before it is decompressed */
 	size_t scratch_cap;
+	uint8_t *table; /* a version 4 region's table, decrypted */
+	size_t table_cap;
 };
 
 DEFINE_CLEANUP_FUNC(DedupRegionEncoder, dedup_region_encoder_free);
@@ -220,7 +225,7 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 		.plain_size = le32_get(p + OFF_PLAIN_SIZE),
 		.stored_size = le32_get(p + OFF_STORED_SIZE),
 		.checksum = sealed ? 0 : le64_get(p + OFF_CHECKSUM),
-		.key_tag = p[OFF_VERSION] == DEDUP_REGION_VERSION_SEALED ? le32_get(p + OFF_KEY_TAG) : 0,
+		.key_tag = p[OFF_VERSION] >= DEDUP_REGION_VERSION_SEALED_V3 ? le32_get(p + OFF_KEY_TAG) : 0,
 	};
 	/* A good checksum only proves these fields were written so: check them anyway. */
 	if (h.flags & ~DEDUP_REGION_FLAGS_KNOWN)
@@ -262,8 +267,9 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
 /*
  * Feeds the associated data of the sealed region at p to a GCM context set
  * up for it: header bytes 0..23 (every field but the nonce, tag and
- * checksums: version, codec, flags, level, count and sizes), in version 3
- * the key tag (bytes 52..55), the table, and the place, container id then
+ * checksums: version, codec, flags, level, count and sizes), from version
+ * 3 the key tag (bytes 52..55), in versions 2 and 3 the table (version 4
+ * encrypts it with the payload instead), and the place, container id then
  * offset, as u64 LE.  The tag thus fails for a region whose header or
  * table was changed, or that is read from a place other than where it was
  * sealed (swapped, moved, copied into another container).
@@ -277,8 +283,9 @@ static int place_aad(EVP_CIPHER_CTX *ctx, bool encrypt, const uint8_t *p, size_t
 	int (*update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int) =
 		encrypt ? EVP_EncryptUpdate : EVP_DecryptUpdate;
 	if (update(ctx, NULL, &n, p, AAD_HEADER) != 1 ||
-	    (p[OFF_VERSION] == DEDUP_REGION_VERSION_SEALED && update(ctx, NULL, &n, p + OFF_KEY_TAG, 4) != 1) ||
-	    update(ctx, NULL, &n, p + DEDUP_REGION_HEADER_SIZE, (int) table_size) != 1 ||
+	    (p[OFF_VERSION] >= DEDUP_REGION_VERSION_SEALED_V3 && update(ctx, NULL, &n, p + OFF_KEY_TAG, 4) != 1) ||
+	    (p[OFF_VERSION] < DEDUP_REGION_VERSION_SEALED &&
+	     update(ctx, NULL, &n, p + DEDUP_REGION_HEADER_SIZE, (int) table_size) != 1) ||
 	    update(ctx, NULL, &n, where, sizeof(where)) != 1)
 		return -EIO;
 	return 0;
@@ -300,8 +307,9 @@ int dedup_region_seal(void *region, size_t len, const DedupRegionPlace *place) {
 	if (!place || !place->key || dedup_region_check(region, len, &h) < 0 || h.version != DEDUP_REGION_VERSION ||
 	    !(h.flags & DEDUP_REGION_FLAG_KEYED_IDS))
 		return -EINVAL;
-	size_t table_size = (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
-	uint8_t *payload = p + DEDUP_REGION_HEADER_SIZE + table_size;
+	/* Version 4: the table is encrypted with the payload, which follows it. */
+	size_t sealed_size = (size_t) h.count * DEDUP_REGION_ENTRY_SIZE + h.stored_size;
+	uint8_t *sealed = p + DEDUP_REGION_HEADER_SIZE;
 
 	/*
 	 * A fresh random 96-bit nonce per region (docs/FORMAT.md, "Sealed
@@ -322,10 +330,10 @@ int dedup_region_seal(void *region, size_t len, const DedupRegionPlace *place) {
 		return -EIO;
 	r = gcm_seal_init(ctx, place->key, nonce);
 	if (r >= 0)
-		r = place_aad(ctx, true, p, table_size, place);
-	if (r >= 0 && EVP_EncryptUpdate(ctx, payload, &n, payload, (int) h.stored_size) != 1)
+		r = place_aad(ctx, true, p, 0, place);
+	if (r >= 0 && EVP_EncryptUpdate(ctx, sealed, &n, sealed, (int) sealed_size) != 1)
 		r = -EIO;
-	if (r >= 0 && EVP_EncryptFinal_ex(ctx, payload + n, &n) != 1)
+	if (r >= 0 && EVP_EncryptFinal_ex(ctx, sealed + n, &n) != 1)
 		r = -EIO;
 	if (r >= 0 && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, DEDUP_REGION_TAG_SIZE, p + OFF_TAG) != 1)
 		r = -EIO;
@@ -348,11 +356,16 @@ static const uint8_t *place_key(const DedupRegionPlace *place, const DedupRegion
 	return NULL;
 }
 
-/* Decrypts the payload of the sealed region p (checked) into out and checks its tag; wipes out if it fails. */
+/*
+ * Decrypts the payload of the sealed region p (checked) into out, and in
+ * version 4 its table into d->table first, and checks its tag; wipes both
+ * if it fails.
+ */
 static int region_open(DedupRegionDecoder *d, const uint8_t *p, const DedupRegionHeader *h, const uint8_t *key,
 		       const DedupRegionPlace *place, uint8_t *out) {
 	size_t table_size = (size_t) h->count * DEDUP_REGION_ENTRY_SIZE;
 	const uint8_t *payload = p + DEDUP_REGION_HEADER_SIZE + table_size;
+	bool table_sealed = dedup_region_header_table_is_sealed(h);
 	uint8_t tag[DEDUP_REGION_TAG_SIZE];
 	int n, r;
 
@@ -369,6 +382,10 @@ static int region_open(DedupRegionDecoder *d, const uint8_t *p, const DedupRegio
 	}
 	if (r >= 0)
 		r = place_aad(d->cipher, false, p, table_size, place);
+	/* GCM is a stream: the table and the payload decrypt in two steps, each where it is wanted. */
+	if (r >= 0 && table_sealed &&
+	    EVP_DecryptUpdate(d->cipher, d->table, &n, p + DEDUP_REGION_HEADER_SIZE, (int) table_size) != 1)
+		r = -EIO;
 	if (r >= 0 && EVP_DecryptUpdate(d->cipher, out, &n, payload, (int) h->stored_size) != 1)
 		r = -EIO;
 	if (r >= 0 && EVP_CIPHER_CTX_ctrl(d->cipher, EVP_CTRL_GCM_SET_TAG, sizeof(tag), tag) != 1)
@@ -376,8 +393,11 @@ static int region_open(DedupRegionDecoder *d, const uint8_t *p, const DedupRegio
 	/* Final fails exactly when the tag does not match: the region was changed, moved or is not ours. */
 	if (r >= 0 && EVP_DecryptFinal_ex(d->cipher, out + n, &n) != 1)
 		r = -EBADMSG;
-	if (r < 0)
+	if (r < 0) {
 		OPENSSL_cleanse(out, h->stored_size);
+		if (table_sealed)
+			OPENSSL_cleanse(d->table, table_size);
+	}
 	return r;
 }
 
@@ -388,6 +408,7 @@ DedupRegionDecoder *dedup_region_decoder_free(DedupRegionDecoder *d) {
 	EVP_CIPHER_CTX_free(d->cipher);
 	OPENSSL_cleanse(d->cipher_key, sizeof(d->cipher_key));
 	free(d->scratch);
+	free(d->table);
 	free(d);
 	return NULL;
 }
@@ -408,6 +429,36 @@ int dedup_region_decoder_new(DedupRegionDecoder **ret) {
 	return 0;
 }
 
+/* Whether a table's lengths are each 1 .. DEDUP_CHUNK_SIZE_LIMIT_MAX and add up to h's plain_size. */
+static int table_check(const uint8_t *table, const DedupRegionHeader *h) {
+	uint64_t sum = 0;
+	for (size_t i = 0; i < h->count; i++) {
+		uint32_t n = le32_get(table + i * DEDUP_REGION_ENTRY_SIZE);
+		if (n == 0 || n > DEDUP_CHUNK_SIZE_LIMIT_MAX)
+			return -EBADMSG;
+		sum += n;
+	}
+	return sum == h->plain_size ? 0 : -EBADMSG;
+}
+
+static void entry_get(const uint8_t *table, size_t i, uint32_t *ret_length, DedupChunkId *ret_id) {
+	const uint8_t *e = table + i * DEDUP_REGION_ENTRY_SIZE;
+	*ret_length = le32_get(e);
+	memcpy(ret_id->bytes, e + 4, DEDUP_CHUNK_ID_SIZE);
+}
+
+/* Makes *buf hold at least size bytes (what it held is not kept). */
+static int buffer_reserve(uint8_t **buf, size_t *cap, size_t size) {
+	if (*cap >= size)
+		return 0;
+	uint8_t *b = realloc(*buf, size);
+	if (!b)
+		return -ENOMEM;
+	*buf = b;
+	*cap = size;
+	return 0;
+}
+
 int dedup_region_check(const void *region, size_t len, DedupRegionHeader *ret) {
 	const uint8_t *p = region;
 	DedupRegionHeader h;
@@ -422,25 +473,17 @@ int dedup_region_check(const void *region, size_t len, DedupRegionHeader *ret) {
 		return -EBADMSG;
 	if (!dedup_region_header_is_sealed(&h) && region_checksum(p, table_size + h.stored_size) != h.checksum)
 		return -EBADMSG;
-
-	const uint8_t *table = p + DEDUP_REGION_HEADER_SIZE;
-	uint64_t sum = 0;
-	for (size_t i = 0; i < h.count; i++) {
-		uint32_t n = le32_get(table + i * DEDUP_REGION_ENTRY_SIZE);
-		if (n == 0 || n > DEDUP_CHUNK_SIZE_LIMIT_MAX)
-			return -EBADMSG;
-		sum += n;
+	if (!dedup_region_header_table_is_sealed(&h)) {
+		r = table_check(p + DEDUP_REGION_HEADER_SIZE, &h);
+		if (r < 0)
+			return r;
 	}
-	if (sum != h.plain_size)
-		return -EBADMSG;
 	*ret = h;
 	return 0;
 }
 
 void dedup_region_table_get(const void *region, size_t i, uint32_t *ret_length, DedupChunkId *ret_id) {
-	const uint8_t *e = (const uint8_t *) region + DEDUP_REGION_HEADER_SIZE + i * DEDUP_REGION_ENTRY_SIZE;
-	*ret_length = le32_get(e);
-	memcpy(ret_id->bytes, e + 4, DEDUP_CHUNK_ID_SIZE);
+	entry_get((const uint8_t *) region + DEDUP_REGION_HEADER_SIZE, i, ret_length, ret_id);
 }
 
 int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, const DedupRegionPlace *place,
@@ -461,21 +504,28 @@ int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, c
 	if (!plain || plain_cap < h.plain_size || ((lengths || ids) && entries_cap < h.count))
 		return -ENOBUFS;
 
-	const uint8_t *payload = (const uint8_t *) region + DEDUP_REGION_HEADER_SIZE + (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
+	const uint8_t *table = (const uint8_t *) region + DEDUP_REGION_HEADER_SIZE;
+	const uint8_t *payload = table + (size_t) h.count * DEDUP_REGION_ENTRY_SIZE;
+	bool table_sealed = dedup_region_header_table_is_sealed(&h);
+	if (table_sealed) {
+		r = buffer_reserve(&d->table, &d->table_cap, (size_t) h.count * DEDUP_REGION_ENTRY_SIZE);
+		if (r < 0)
+			return r;
+		table = d->table;
+	}
 	if (sealed && h.codec == DEDUP_REGION_CODEC_RAW)
 		/* Invariant 5: the tag is checked before the caller gets a byte. */
 		r = region_open(d, region, &h, key, place, plain);
 	else if (sealed) {
-		if (d->scratch_cap < h.stored_size) {
-			uint8_t *s = realloc(d->scratch, h.stored_size);
-			if (!s)
-				return -ENOMEM;
-			d->scratch = s;
-			d->scratch_cap = h.stored_size;
-		}
+		r = buffer_reserve(&d->scratch, &d->scratch_cap, h.stored_size);
+		if (r < 0)
+			return r;
 		r = region_open(d, region, &h, key, place, d->scratch);
 		payload = d->scratch;
 	}
+	/* Invariant 6: only a key holder could have written a bad table here, but it is checked all the same. */
+	if (r >= 0 && table_sealed)
+		r = table_check(table, &h);
 	if (r < 0)
 		return r;
 	if (h.codec == DEDUP_REGION_CODEC_RAW) {
@@ -494,7 +544,7 @@ int dedup_region_decode(DedupRegionDecoder *d, const void *region, size_t len, c
 	for (size_t i = 0; i < h.count; i++) {
 		DedupChunkId want;
 		uint32_t n;
-		dedup_region_table_get(region, i, &n, &want);
+		entry_get(table, i, &n, &want);
 		if (verify) {
 			DedupChunkId id;
 			r = dedup_hasher_digest(verify, at, n, &id);

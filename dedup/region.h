@@ -42,8 +42,10 @@
 #define DEDUP_REGION_VERSION 1
 /* AES-256-GCM of the payload under the content subkey, bound to its place (docs/FORMAT.md); still read. */
 #define DEDUP_REGION_VERSION_SEALED_V2 2
-/* As version 2, naming the key that sealed it (its tag, authenticated): what dedup_region_seal() writes. */
-#define DEDUP_REGION_VERSION_SEALED 3
+/* As version 2, naming the key that sealed it (its tag, authenticated); still read. */
+#define DEDUP_REGION_VERSION_SEALED_V3 3
+/* As version 3 with the table encrypted along with the payload: what dedup_region_seal() writes. */
+#define DEDUP_REGION_VERSION_SEALED 4
 #define DEDUP_REGION_KEY_SIZE 32u
 #define DEDUP_REGION_NONCE_SIZE 12u
 #define DEDUP_REGION_TAG_SIZE 16u
@@ -82,7 +84,7 @@ typedef struct DedupRegionHeader {
 	uint32_t plain_size;  /* their bytes */
 	uint32_t stored_size; /* payload bytes */
 	uint64_t checksum;    /* version 1 only */
-	uint32_t key_tag;     /* version 3 only: the tag of the key that sealed it (dedup_key_tag()) */
+	uint32_t key_tag;     /* versions 3 and 4: the tag of the key that sealed it (dedup_key_tag()) */
 } DedupRegionHeader;
 
 /* A sealed region's payload is AES-256-GCM ciphertext: reading it needs the key and its place. */
@@ -91,10 +93,19 @@ static inline bool dedup_region_header_is_sealed(const DedupRegionHeader *h) {
 }
 
 /*
+ * A version 4 region's table (chunk lengths and ids) is ciphertext: only
+ * dedup_region_decode() with its key reads it; a walk without the key
+ * knows the region's size, count and plain size from its header alone.
+ */
+static inline bool dedup_region_header_table_is_sealed(const DedupRegionHeader *h) {
+	return h->version >= DEDUP_REGION_VERSION_SEALED;
+}
+
+/*
  * Where a sealed region lies and the keys to open it with.  The container
  * id and the region's offset in it are authenticated with the region, so a
  * region moved elsewhere (another offset, another container) fails to open
- * even though it was once genuine.  A region of version 3 names the key
+ * even though it was once genuine.  A region of version 3 or 4 names the key
  * that sealed it by its tag: key if key_tag is it, else the older key of
  * old with that tag; one of version 2 (before rotation) was sealed under
  * the data directory's first key: old's oldest, or key when old is empty.
@@ -131,15 +142,19 @@ int dedup_region_header_parse(const void *buf, size_t len, DedupRegionHeader *re
  * decompressing it: the header, that the region fits in len, its checksum
  * (which covers the table and the payload) and the table (lengths of 1 ..
  * DEDUP_CHUNK_SIZE_LIMIT_MAX adding up to plain_size).  Its table may then
- * be read with dedup_region_table_get().
+ * be read with dedup_region_table_get(), unless it is sealed.
  * (!) A sealed region has no checksum a reader without the key could
  * check: its table and payload are authenticated only by opening it
- * (dedup_region_decode() with its place); here only its structure is.
+ * (dedup_region_decode() with its place); here only its structure is, and
+ * of version 4 not even its table (dedup_region_header_table_is_sealed()).
  * Returns: 0 and *ret, -EBADMSG, -EPROTONOSUPPORT.
  */
 int dedup_region_check(const void *region, size_t len, DedupRegionHeader *ret);
 
-/* Entry i (< count) of the table of a region that passed dedup_region_check().  Can't fail. */
+/*
+ * Entry i (< count) of the table of a region that passed
+ * dedup_region_check() and whose table is not sealed.  Can't fail.
+ */
 void dedup_region_table_get(const void *region, size_t i, uint32_t *ret_length, DedupChunkId *ret_id);
 
 typedef struct DedupRegionEncoder DedupRegionEncoder;
@@ -172,10 +187,11 @@ int dedup_region_encode(DedupRegionEncoder *e, const DedupChunkId *ids, const ui
 
 /*
  * Seals the version 1 region at the start of region[0, len) (just encoded,
- * keyed ids) in place, as the region of container `place->container` at
- * `place->offset`: a fresh random nonce, the payload encrypted with
- * AES-256-GCM under place->key, the header's fields (with place->key_tag),
- * the table and the place authenticated as associated data.  Its size does not change.
+ * keyed ids) in place into version 4, as the region of container
+ * `place->container` at `place->offset`: a fresh random nonce, the table
+ * and the payload encrypted with AES-256-GCM under place->key, the
+ * header's fields (with place->key_tag) and the place authenticated as
+ * associated data.  Its size does not change.
  * Returns: 0, -EINVAL (not a good version 1 region of keyed ids), -EIO
  * (OpenSSL, or no randomness).  After -EINVAL the region is unchanged;
  * after -EIO it holds garbage.

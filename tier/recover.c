@@ -458,10 +458,10 @@ int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, D
 	dedup_salvage_stats(rc.salvage, &st);
 	fprintf(out,
 		"%s: tier %u, description of %llu entries, %llu containers (%llu damaged, %llu cut short), "
-		"%llu chunks\n",
+		"%llu chunks%s\n",
 		source, (unsigned) info.tier, (unsigned long long) info.records, (unsigned long long) st.containers,
 		(unsigned long long) st.damaged_containers, (unsigned long long) st.torn_containers,
-		(unsigned long long) st.chunks);
+		(unsigned long long) st.chunks, st.unopened_regions > 0 ? " (some sealed regions did not open)" : "");
 
 	rc.chunk = malloc(DEDUP_CHUNK_SIZE_LIMIT_MAX);
 	rc.zeros = calloc(1, RECOVER_ZEROS);

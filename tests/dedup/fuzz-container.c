@@ -2,7 +2,9 @@
 /*
  * Walks arbitrary bytes as a container (either version: frames or
  * regions), as it might be found on a shared or damaged tier: every
- * expectation, with full decoding and content verification.  Garbage must
+ * expectation, with full decoding and content verification, and with
+ * none (structure only, as a salvage reader without the key walks sealed
+ * regions: a version 4 region then stands for all its chunks).  Garbage must
  * be rejected; what is accepted must be consistent (units back to back
  * inside the image, chunks back to back inside their region, counts
  * matching).
@@ -34,7 +36,7 @@ typedef struct Walked {
 
 static int on_chunk(const DedupContainerEntry *e, void *userdata) {
 	Walked *w = userdata;
-	if (e->plain_size == 0)
+	if (e->plain_size == 0 || (e->sealed_count > 0 && (!e->region || e->region_offset != 0)))
 		abort();
 	if (e->region && e->region_offset > 0) {
 		/* The next chunk of the same region, right after the previous one. */
@@ -49,22 +51,25 @@ static int on_chunk(const DedupContainerEntry *e, void *userdata) {
 		w->count++;
 	}
 	w->in_region += e->plain_size;
-	w->chunks++;
+	w->chunks += e->sealed_count > 0 ? e->sealed_count : 1;
 	return 0;
 }
 
 static void walk(const uint8_t *data, size_t size) {
-	for (int expect = 0; expect < _DEDUP_CONTAINER_EXPECT_MAX; expect++) {
+	for (int expect = 0; expect < 2 * _DEDUP_CONTAINER_EXPECT_MAX; expect++) {
 		DedupContainerInfo info;
 		Walked w = { .next = DEDUP_CONTAINER_HEADER_SIZE };
-		int r = dedup_container_walk(data, size, (DedupContainerExpect) expect, dec, rdec, sha, on_chunk, &w,
-					     &info);
+		bool decode = expect < _DEDUP_CONTAINER_EXPECT_MAX;
+		DedupContainerExpect want = (DedupContainerExpect) (expect % _DEDUP_CONTAINER_EXPECT_MAX);
+		int r = dedup_container_walk(data, size, want,
+					     decode ? dec : NULL, decode ? rdec : NULL, decode ? sha : NULL, on_chunk,
+					     &w, &info);
 		if (r < 0)
 			continue;
 		if (w.count != info.count || w.chunks != info.chunks || w.next != info.frames_end ||
 		    info.frames_end > size)
 			abort();
-		if ((expect == DEDUP_CONTAINER_SEALED && !info.sealed) || (expect == DEDUP_CONTAINER_UNSEALED && info.sealed))
+		if ((want == DEDUP_CONTAINER_SEALED && !info.sealed) || (want == DEDUP_CONTAINER_UNSEALED && info.sealed))
 			abort();
 		if (!info.sealed && info.frames_end != size)
 			abort();

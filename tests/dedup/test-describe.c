@@ -162,6 +162,26 @@ static void test_sealed(void) {
 	DedupDescriptionInfo info;
 	ASSERT_OK(dedup_description_parse(buf, n, collect, &d, &info));
 	ASSERT(info.generation == 5 && d.n == 2 && memcmp(d.attrs[1], "secret file", 11) == 0 && d.size[1] == 200 * KiB);
+
+	/*
+	 * Its regions' tables are sealed (version 4): salvage finds the chunks
+	 * by opening each region with the key; without the key it finds none
+	 * (nothing read in clear names one) and says the regions did not open.
+	 */
+	DedupSalvage *s;
+	DedupSalvageStats st;
+	ASSERT_OK(dedup_salvage_open(e.backend, e.store, &s));
+	dedup_salvage_stats(s, &st);
+	ASSERT(st.chunks > 0 && st.unopened_regions == 0);
+	check_rebuilt(s, &d, 1, a, 200 * KiB);
+	s = dedup_salvage_free(s);
+	ASSERT_OK(dedup_salvage_open(e.backend, NULL, &s));
+	dedup_salvage_stats(s, &st);
+	ASSERT(st.chunks == 0 && st.unopened_regions > 0);
+	uint8_t *chunk = test_malloc(DEDUP_CHUNK_SIZE_LIMIT_MAX);
+	ASSERT_RET(dedup_salvage_read(s, &d.entries[1][0].id, chunk, DEDUP_CHUNK_SIZE_LIMIT_MAX), -ENOENT);
+	free(chunk);
+	s = dedup_salvage_free(s);
 	described_free(&d);
 	free(buf);
 

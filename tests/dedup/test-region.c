@@ -10,6 +10,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <xxhash.h>
+#include <openssl/evp.h>
 #include <zstd.h>
 
 #include "common/macros.h"
@@ -231,7 +232,8 @@ static void test_fields(void) {
 	field(&z, 4, 1, 0, -EBADMSG);               /* version 0 */
 	field(&z, 4, 1, 2, -EBADMSG);               /* sealed, but plain ids: never written */
 	field(&z, 4, 1, 3, -EBADMSG);               /* sealed (naming its key), but plain ids: never written */
-	field(&z, 4, 1, 4, -EPROTONOSUPPORT);       /* a newer version */
+	field(&z, 4, 1, 4, -EBADMSG);               /* sealed (table too), but plain ids: never written */
+	field(&z, 4, 1, 5, -EPROTONOSUPPORT);       /* a newer version */
 	field(&z, 5, 1, 2, -EBADMSG);               /* codec */
 	field(&z, 6, 2, 2, -EBADMSG);               /* an unknown flag */
 	field(&z, 8, 1, 20, -EBADMSG);              /* level above 19 */
@@ -313,6 +315,32 @@ static void reseal_header(uint8_t *b) {
 	set_le(b + 56, XXH3_64bits(b, 56), 8);
 }
 
+/*
+ * Seals the version 1 region b[0, len) as version 4 the way docs/FORMAT.md
+ * says, with OpenSSL directly and whatever its table holds: what only a
+ * key holder could write, and a second implementation of the format.
+ */
+static void forge_v4(uint8_t *b, size_t len, const uint8_t *key, uint32_t key_tag, uint64_t container,
+		     uint64_t offset) {
+	uint8_t where[16];
+	int n;
+	b[4] = 4;
+	set_le(b + 6, DEDUP_REGION_FLAG_KEYED_IDS, 2);
+	memset(b + 24, 0x5a, 12); /* the nonce */
+	set_le(b + 52, key_tag, 4);
+	set_le(where, container, 8);
+	set_le(where + 8, offset, 8);
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	ASSERT(ctx && EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, b + 24) == 1);
+	ASSERT(EVP_EncryptUpdate(ctx, NULL, &n, b, 24) == 1 && EVP_EncryptUpdate(ctx, NULL, &n, b + 52, 4) == 1 &&
+	       EVP_EncryptUpdate(ctx, NULL, &n, where, sizeof(where)) == 1);
+	ASSERT(EVP_EncryptUpdate(ctx, b + 64, &n, b + 64, (int) (len - 64)) == 1 &&
+	       EVP_EncryptFinal_ex(ctx, b + 64 + n, &n) == 1);
+	ASSERT(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, b + 36) == 1);
+	EVP_CIPHER_CTX_free(ctx);
+	reseal_header(b);
+}
+
 static const uint8_t content_key[DEDUP_REGION_KEY_SIZE] = "0123456789abcdef0123456789abcdef";
 
 #define KEY_TAG 0xa1b2c3d4u
@@ -334,7 +362,7 @@ static int open_at(const uint8_t *b, size_t len, const uint8_t *key, uint64_t co
 }
 
 /*
- * Sealed regions (version 2): the layout, a round trip only at the place
+ * Sealed regions (version 4): the layout, a round trip only at the place
  * and under the key it was sealed with, and every bit flip, with the
  * header checksum recomputed (an attacker can), an authentication failure.
  */
@@ -355,21 +383,26 @@ static void test_sealed(void) {
 		memcpy(copy, r.buf, r.len);
 		DedupRegionPlace place = { .key = content_key, .key_tag = KEY_TAG, .container = 7, .offset = 4096 };
 		ASSERT_OK(dedup_region_seal(r.buf, r.len, &place));
-		/* Header: version 3, the fields before the nonce as they were, the key's tag at 52..55. */
-		ASSERT(r.buf[4] == 3);
+		/* Header: version 4, the fields before the nonce as they were, the key's tag at 52..55. */
+		ASSERT(r.buf[4] == 4);
 		ASSERT(memcmp(r.buf, copy, 4) == 0 && memcmp(r.buf + 5, copy + 5, 24 - 5) == 0);
 		ASSERT(le_at(r.buf + 52, 4) == KEY_TAG);
 		ASSERT(le_at(r.buf + 56, 8) == XXH3_64bits(r.buf, 56));
-		/* The table in clear (keyed ids), the payload not. */
+		/* Neither the table (keyed ids, lengths) nor the payload in clear. */
 		size_t table = 64 + 36 * r.count;
-		ASSERT(memcmp(r.buf + 64, copy + 64, table - 64) == 0);
 		ASSERT(memcmp(r.buf + table, copy + table, r.len - table) != 0);
+		for (size_t i = 0; i < r.count; i++) {
+			ASSERT(memmem(r.buf, r.len, r.ids[i].bytes, DEDUP_CHUNK_ID_SIZE) == NULL);
+			ASSERT(memcmp(r.buf + 64 + 36 * i, copy + 64 + 36 * i, 4) != 0);
+		}
 		if (random)
 			ASSERT(memmem(r.buf, r.len, r.plain, 64) == NULL);
 
+		/* Without the key, only the structure checks: the header's sizes and counts. */
 		DedupRegionHeader h;
 		ASSERT_OK(dedup_region_check(r.buf, r.len, &h));
-		ASSERT(dedup_region_header_is_sealed(&h) && dedup_region_header_region_size(&h) == r.len);
+		ASSERT(dedup_region_header_is_sealed(&h) && dedup_region_header_table_is_sealed(&h) &&
+		       dedup_region_header_region_size(&h) == r.len && h.count == r.count && h.plain_size == r.plain_size);
 		ASSERT_OK(open_at(r.buf, r.len, content_key, 7, 4096, keyed));
 		ASSERT(memcmp(out_plain, r.plain, r.plain_size) == 0);
 		for (size_t i = 0; i < r.count; i++)
@@ -438,6 +471,31 @@ static void test_sealed(void) {
 		region_free(&r);
 	}
 
+	/*
+	 * Version 4 as FORMAT.md specifies it, written independently: it opens;
+	 * and a table that does not add up, which only the key could seal,
+	 * fails after the tag, before anything is decompressed.
+	 */
+	for (int bad = 0; bad <= 1; bad++) {
+		Region f = make(3, NULL, false, &rng);
+		if (bad) {
+			set_le(f.buf + 64, f.lengths[0] + 1, 4);
+			set_le(f.buf + 64 + 36, f.lengths[1] + 1, 4);
+		}
+		forge_v4(f.buf, f.len, content_key, KEY_TAG, 9, 128);
+		DedupRegionHeader h;
+		ASSERT_OK(dedup_region_check(f.buf, f.len, &h));
+		if (bad)
+			ASSERT_RET(open_at(f.buf, f.len, content_key, 9, 128, NULL), -EBADMSG);
+		else {
+			ASSERT_OK(open_at(f.buf, f.len, content_key, 9, 128, keyed));
+			ASSERT(memcmp(out_plain, f.plain, f.plain_size) == 0);
+			for (size_t i = 0; i < f.count; i++)
+				ASSERT(out_lengths[i] == f.lengths[i] && dedup_chunk_id_equal(&out_ids[i], &f.ids[i]));
+		}
+		region_free(&f);
+	}
+
 	enc = plain_enc;
 	sha = plain_sha;
 	Region u = make(2, NULL, false, &rng);
@@ -448,7 +506,7 @@ static void test_sealed(void) {
 	/*
 	 * Regions of version 2 (sealed before rotation, naming no key) open
 	 * with the oldest key of a ring; the fuzz corpus holds some, sealed at
-	 * container 7, offset 64, as it holds version 3 ones.
+	 * container 7, offset 64, as it holds version 3 and 4 ones.
 	 */
 	static const uint8_t fuzz_key[DEDUP_REGION_KEY_SIZE] = "fratier fuzz content key 32 byt";
 	static const uint8_t fuzz_newest[DEDUP_REGION_KEY_SIZE] = "fratier fuzz newest key 32 byte";
@@ -464,6 +522,13 @@ static void test_sealed(void) {
 		{ "v3-older-key", 3, 0, -ENOKEY },
 		{ "v3-unknown-key", 3, -ENOKEY, -ENOKEY },
 		{ "v3-tag-of-other-key", 3, -EBADMSG, -EBADMSG },
+		/* Version 4: the table sealed too; a changed table byte (id or length) fails the tag. */
+		{ "v4-newest-raw", 4, 0, 0 },
+		{ "v4-newest-zstd", 4, 0, 0 },
+		{ "v4-older-key", 4, 0, -ENOKEY },
+		{ "v4-sealed-elsewhere", 4, -EBADMSG, -EBADMSG },
+		{ "v4-table-flipped", 4, -EBADMSG, -EBADMSG },
+		{ "v4-length-flipped", 4, -EBADMSG, -EBADMSG },
 	};
 	for (size_t i = 0; i < ELEMENTSOF(corpus); i++) {
 		char path[4096];

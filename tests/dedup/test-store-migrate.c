@@ -350,7 +350,7 @@ static int region_version(const CatalogChunk *ch, void *userdata) {
 	int fd = openat(v[0], dedup_container_name(ch->container, name), O_RDONLY | O_CLOEXEC);
 	ASSERT(fd >= 0 && pread(fd, h, sizeof(h), (off_t) ch->offset) == sizeof(h));
 	close(fd);
-	ASSERT(h[4] >= 1 && h[4] <= 3);
+	ASSERT(h[4] >= 1 && h[4] <= 4);
 	v[1 + h[4]]++;
 	return 0;
 }
@@ -415,10 +415,15 @@ static void test_sealed_tier(void) {
 	Env e1 = on1(&t);
 	env_check_file(&e1, ia, a, len, &rng);
 	env_check_file(&e1, ib, b, len, &rng);
-	int versions[5] = { open(t.dir1, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
+	int versions[6] = { open(t.dir1, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
 	ASSERT(versions[0] >= 0);
 	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, region_version, versions));
-	ASSERT(versions[1 + 3] > 0 && versions[1 + 2] == 0 && versions[1 + 1] == 0);
+	ASSERT(versions[1 + 4] > 0 && versions[1 + 3] == 0 && versions[1 + 2] == 0 && versions[1 + 1] == 0);
+	/* The tables are sealed too (version 4): no chunk id is on the tier, as none is on the plain one. */
+	CatalogChunk newest = {};
+	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, newest_chunk, &newest));
+	ASSERT(newest.id > 0 && files_holding(t.dir1, newest.digest, DEDUP_CHUNK_ID_SIZE) == 0);
+	ASSERT(files_holding(t.e.tier_dir, newest.digest, DEDUP_CHUNK_ID_SIZE) > 0);
 	DedupScrubResult res;
 	ASSERT_OK(dedup_store_scrub(t.store1, NULL, NULL, &res));
 	ASSERT(res.damaged_chunks == 0 && res.chunks > 0);
@@ -439,9 +444,9 @@ static void test_sealed_tier(void) {
 	gc(t.store1);
 	e1 = on1(&t);
 	env_check_file(&e1, ib, b, len, &rng);
-	memset(versions + 1, 0, 4 * sizeof(int));
+	memset(versions + 1, 0, 5 * sizeof(int));
 	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, region_version, versions));
-	ASSERT(versions[1 + 3] > 0 && versions[1 + 1] == 0);
+	ASSERT(versions[1 + 4] > 0 && versions[1 + 1] == 0);
 
 	/* And back up: plain again on tier 0, byte for byte. */
 	migrate(t.store1, t.e.store, t.e.catalog, ib, len, 3, NULL);
@@ -450,7 +455,7 @@ static void test_sealed_tier(void) {
 	/* A flipped byte of a sealed region: EIO, and scrub lists it. */
 	uint64_t ia2 = env_seal(&t.e, a, len, &rng, NULL);
 	migrate(t.e.store, t.store1, t.e.catalog, ia2, len, 3, NULL);
-	CatalogChunk newest = {};
+	newest = (CatalogChunk) {};
 	ASSERT_OK(catalog_chunks_foreach(t.e.catalog, 1, newest_chunk, &newest));
 	ASSERT(newest.id > 0);
 	flip_unit(versions[0], &newest);

@@ -8,14 +8,17 @@
   in every byte of every file under that tier's directory (containers and
   the description): the markers, their SHA-256, every block's plain chunk
   id (its SHA-256: a backup piece is cut into one chunk per Oracle block),
-  a slice of every block's body, and the name of a directory holding one
-  of them.  No hit.  The same search on a tier with encrypt = no finds them,
+  a slice of every block's body, the name of a directory holding one
+  of them, every block's keyed chunk id and its region table entry (length
+  and keyed id, computed with the key's id subkey), and any run of three
+  table entries of the blocks' length, whatever their ids (region tables
+  are sealed, docs/FORMAT.md "Sealed region" version 4).  No hit.  The same search on a tier with encrypt = no finds them,
   so the search can fail;
 - migrations hot (plain) -> capacity (encrypted) -> plain tier -> capacity
   -> recall to hot, every file byte-exact after each;
 - the tamper matrix on the encrypted tier, the daemon stopped for each
   change and started again (no cached region hides it): a flipped byte in
-  a region the catalog lists, two regions of equal size swapped between
+  a region the catalog lists, and one in a region's (sealed) table, two regions of equal size swapped between
   containers, a container truncated, a container replaced by an older copy
   of itself.  Each time the affected file reads EIO, tierctl scrub lists
   it (and only files already damaged), every other file reads byte-exact,
@@ -33,6 +36,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -89,12 +93,21 @@ def greppable(n):
     return b"\n" not in n and b"\0" not in n
 
 
-def needles(files, paths=()):
+# Three region table entries in a row (length u32 LE, id 32 bytes) of the blocks' length: a file's
+# sequence of chunk lengths as a clear table would show it, which needs no key to look for.
+LENGTH_RUN = re.compile(re.escape(struct.pack("<I", BLOCK)) + b".{32}" + re.escape(struct.pack("<I", BLOCK)) +
+                        b".{32}" + re.escape(struct.pack("<I", BLOCK)), re.DOTALL)
+# A table entry of the blocks' length (a length holds NUL bytes, which grep -F patterns cannot).
+ENTRY = re.compile(re.escape(struct.pack("<I", BLOCK)) + b"(?=(.{32}))", re.DOTALL)
+
+
+def needles(files, paths=(), key=None):
     """{class: [needle bytes]} for the search: what must not be on an encrypted tier.  Each digest is
     searched in hex, and raw unless it holds a newline or NUL byte (about 22% do); the slice of a
-    block is the first 32 bytes of its body from offset 4000 that hold neither."""
+    block is the first 32 bytes of its body from offset 4000 that hold neither.  With the id subkey
+    key, each block's keyed chunk id and its table entry (length, keyed id) too."""
     out = {"marker": [], "sha256 of marker": [], "plain chunk id": [], "block slice": [],
-           "path": [p.encode() for p in paths]}
+           "path": [p.encode() for p in paths], "keyed chunk id": [], "table entry": [], "length run": []}
     for data, marker, blocks in files.values():
         out["marker"].append(marker)
         for cls, items in (("sha256 of marker", [marker]), ("plain chunk id", blocks)):
@@ -104,6 +117,10 @@ def needles(files, paths=()):
         for b in blocks:
             at = next(i for i in range(4000, BLOCK - 100) if greppable(b[i:i + 32]))
             out["block slice"].append(b[at:at + 32])
+            if key:
+                d = hmac.new(key, b, hashlib.sha256).digest()
+                out["keyed chunk id"] += [n for n in (d, d.hex().encode()) if greppable(n)]
+                out["table entry"].append(struct.pack("<I", len(b)) + d)
     return out
 
 
@@ -112,7 +129,8 @@ def search(res, top, classes, base):
     (Aho-Corasick) per file; each match printed is mapped back to its class."""
     paths = [os.path.join(d, n) for d, _, names in os.walk(top) for n in names]
     res.check(paths, "nothing under %s to search" % top)
-    cls_of = {n: cls for cls, ns in classes.items() for n in ns}
+    cls_of = {n: cls for cls, ns in classes.items() for n in ns if cls not in ("table entry", "length run")}
+    entries = {e[4:] for e in classes.get("table entry", ())}
     pat = os.path.join(base, "needles")
     with open(pat, "wb") as f:
         f.write(b"\n".join(cls_of) + b"\n")
@@ -123,6 +141,11 @@ def search(res, top, classes, base):
         res.check(r.returncode in (0, 1), "grep %s: %r" % (p, r.stderr[:200]))
         for m in r.stdout.split(b"\n")[:-1]:
             hits[cls_of.get(m, "marker")] += 1
+        if "length run" in classes:
+            with open(p, "rb") as f:
+                b = f.read()
+            hits["length run"] += sum(1 for _ in LENGTH_RUN.finditer(b))
+            hits["table entry"] += sum(1 for m in ENTRY.finditer(b) if m.group(1) in entries)
     return hits
 
 
@@ -256,7 +279,7 @@ def main_nfs():
                 check_files(res, fs, files, set(), "on the encrypted NFS tier")
                 rc, out, err = tc.tierctl(fs, "scrub", "--tier", "2", "--json")
                 res.check(rc == 0, "scrub of the NFS tier: %d %s %s" % (rc, out, err))
-                enc = search(res, srv.export, needles(files), tmp)
+                enc = search(res, srv.export, needles(files, key=id_key(key)), tmp)
                 print("marker search, encrypted NFS tier (%s): %s" % (srv.export, enc), flush=True)
                 res.check(sum(enc.values()) == 0, "plaintext found on the encrypted NFS tier: %s" % enc)
                 rc, out, err = tc.tierctl(fs, "recall", *[fs.path(r) for r in files])
@@ -357,12 +380,14 @@ def main():
             fs.stop()
 
         # ---- the marker search ----
-        enc = search(res, os.path.join(data, "capacity"), needles(dict(files, **hidden), [secret_dir]), base)
-        plain = search(res, os.path.join(data, "plain"), needles(witness, [witness_dir]), base)
+        enc = search(res, os.path.join(data, "capacity"), needles(dict(files, **hidden), [secret_dir], id_key(key)),
+                     base)
+        plain = search(res, os.path.join(data, "plain"), needles(witness, [witness_dir], id_key(key)), base)
         print("marker search, encrypted capacity tier (%d files' needles): %s" % (len(files) + len(hidden), enc), flush=True)
         print("marker search, unencrypted tier (the witness's needles): %s" % plain, flush=True)
         res.check(sum(enc.values()) == 0, "plaintext found on the encrypted tier: %s" % enc)
-        res.check(plain["marker"] > 0 and plain["block slice"] > 0 and plain["path"] > 0,
+        res.check(plain["marker"] > 0 and plain["block slice"] > 0 and plain["path"] > 0 and
+                  plain["keyed chunk id"] > 0 and plain["table entry"] > 0 and plain["length run"] > 0,
                   "the search finds nothing on the unencrypted tier, so it cannot fail: %s" % plain)
 
         # ---- the tamper matrix ----
@@ -391,16 +416,21 @@ def main():
         res.check(b_new == {"m6.bkp", "m7.bkp"}, "m6 and m7 are not alone after the copy of B: %s" % b_new)
         damaged = set()
 
-        def flip(c, o, n):
+        def flip(c, at):
             with open(container_path(data, c), "r+b") as f:
-                f.seek(o + n - 100)
+                f.seek(at)
                 b = f.read(1)
-                f.seek(o + n - 100)
+                f.seek(at)
                 f.write(bytes([b[0] ^ 1]))
 
         x = sorted(in_a - b_old)[0]
         c, o, n = by_file[x][len(by_file[x]) // 2]
-        tamper(res, base, conf, data, files, damaged, "flip", {x}, lambda: flip(c, o, n))
+        tamper(res, base, conf, data, files, damaged, "flip", {x}, lambda: flip(c, o + n - 100))
+
+        # A byte of a region's table: the second chunk's length, ciphertext since region version 4.
+        t = sorted(in_a - b_old - {x})[-1]
+        c, o, n = by_file[t][0]
+        tamper(res, base, conf, data, files, damaged, "flip in a region table", {t}, lambda: flip(c, o + 64 + 36))
 
         # Two regions of the same size, of a file in A and a file in B, swapped.
         pair = next(((ra, rb) for y in sorted(in_a - b_old - {x}) for ra in by_file[y] if ra[0] == a_id
