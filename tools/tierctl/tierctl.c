@@ -151,10 +151,12 @@ static void print_json(const char *command, const TierctlMount *mount, const Ctl
 	TierctlJson j = { .f = stdout };
 	tierctl_json_begin_object(&j, NULL);
 	tierctl_json_string(&j, "command", command);
-	tierctl_json_string(&j, "mount", mount->mountpoint);
 	size_t own_end = 0;
 	while (own_end < m->n && strcmp(m->fields[own_end].name, "row") != 0)
 		own_end++;
+	/* status names its mount itself; a second "mount" key would leave the value to each JSON reader. */
+	if (!ctl_message_get(m, 0, "mount"))
+		tierctl_json_string(&j, "mount", mount->mountpoint);
 	tierctl_json_fields(&j, m, 0, own_end);
 	/* Kinds in order of first appearance. */
 	for (size_t i = own_end; i < m->n; i++) {

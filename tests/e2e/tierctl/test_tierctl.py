@@ -42,6 +42,15 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_DENIED, EXIT_PARTIAL = 2, 3, 4, 5
 
 
+def unique_keys(pairs):
+    """An object of tierctl's JSON; a key twice in one object is an error (readers disagree on which wins)."""
+    keys = [k for k, _ in pairs]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ValueError("duplicate keys %r" % dup)
+    return dict(pairs)
+
+
 def tierctl_path():
     return os.environ.get("FRATIER_TIERCTL") or os.path.join(
         os.environ.get("FRATIER_BUILD_ROOT", "build"), "tools", "tierctl", "tierctl")
@@ -112,7 +121,7 @@ class Ctl:
         if not self.res.check(rc == 0, "tierctl %s --json: exit %d: %s" % (" ".join(args), rc, err.strip())):
             return None
         try:
-            return json.loads(out)
+            return json.loads(out, object_pairs_hook=unique_keys)
         except ValueError as e:
             self.res.check(False, "tierctl %s --json: not JSON (%s): %r" % (" ".join(args), e, out[:300]))
             return None
