@@ -27,7 +27,11 @@
 # its sanitizer reports to a file of its own (log_path) under
 # build-test-STAGE/sanitizer-logs/, so that a daemon SIGKILLed by a crash test
 # or dying just before its kill cannot take its report with it; any report
-# file there fails the stage, and its first lines are printed.
+# file there fails the stage, and its first lines are printed.  One kind is
+# not a finding: LeakSanitizer's own "Unable to get registers from thread N"
+# alone, written when a crash test's SIGKILL lands while a process runs its
+# leak check at exit (seen once in e2e-crash's ASan run); it is named, not
+# counted.
 #
 # Timeouts.  The sanitizer stages run meson's test setup "sanitizer"
 # (tests/meson.build): meson's timeouts times 3, and FRATIER_TIMEOUT_MULTIPLIER=3
@@ -150,7 +154,7 @@ if [ -z "${FRATIER_NO_TSAN:-}" ]; then
 fi
 
 python3 - "${#BUILD_FAILED[@]}" "$strict_skips" "$ALLOWED_SKIPS" "${logs[@]}" -- "${sanlogs[@]}" <<'PY'
-import json, os, sys
+import json, os, re, sys
 build_failures, strict = int(sys.argv[1]), sys.argv[2] == "1"
 allowed = {}
 for line in sys.argv[3].splitlines():
@@ -196,10 +200,15 @@ for stage in stages:
 for stage in sanitizer_dirs:
     name, _, d = stage.partition("=")
     for report in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        with open(os.path.join(d, report), errors="replace") as f:
+            lines = f.readlines()
+        if lines and all(re.fullmatch(r"==\d+==Unable to get registers from thread \d+\.\n?", l) for l in lines):
+            print("%s: %s: LeakSanitizer could not stop a process killed during its exit check: "
+                  "that one process went unchecked, nothing was found" % (name, os.path.join(d, report)))
+            continue
         failed += 1
         print("%s: sanitizer report %s:" % (name, os.path.join(d, report)))
-        with open(os.path.join(d, report), errors="replace") as f:
-            print("".join(f.readlines()[:40]))
+        print("".join(lines[:40]))
 # meson's own --print-errorlogs output is far above, between other tests'
 # output; the reason of each failure is printed again here, where a CI log's
 # tail shows it.
