@@ -15,6 +15,16 @@
  *     no SQL text is ever built from names or values.
  *  5. SQLite result codes are translated to negative errno in
  *     catalog_result() and nowhere else.
+ *  6. The digest index (tier, digest) -> chunk id is the recent table
+ *     chunk_recent plus the sorted runs in chunk_runs, one per row of
+ *     chunk_run_list; a digest is in one of them at most, and every chunk
+ *     row is in one of them unless retired.  A new chunk goes into the
+ *     recent table only: its uniqueness there is the table's key, and in
+ *     the runs either a look-up (catalog_chunk_add()) or the caller's
+ *     word that the digest was never committed (catalog_chunk_add_new():
+ *     a filter with no false negatives).  catalog_index_merge() moves the
+ *     recent table and the smaller runs into one new run in one
+ *     transaction, and fails on a digest found twice rather than drop one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,18 +82,35 @@ typedef enum StatementId {
 	STMT_CONTAINER_FOREIGN_ADD,
 	STMT_CONTAINERS_FOREIGN,
 	STMT_CONTAINERS_FOREIGN_PRUNE,
-	STMT_CHUNK_FIND,
 	STMT_CHUNK_GET,
 	STMT_CHUNK_ADD,
 	STMT_CHUNK_REF,
 	STMT_CHUNK_MOVE,
-	STMT_CHUNK_DELETE,
 	STMT_CHUNK_RETIRE,
 	STMT_CHUNKS_IN_CONTAINER,
 	STMT_CHUNKS_TIER,
 	STMT_CHUNK_DIGESTS_TIER,
 	STMT_CHUNKS_COUNT_TIER,
 	STMT_CHUNKS_DEAD,
+	STMT_INDEX_FIND,
+	STMT_INDEX_RECENT_FIND,
+	STMT_INDEX_RECENT_ADD,
+	STMT_INDEX_RECENT_REMOVE,
+	STMT_INDEX_RUNS_REMOVE,
+	STMT_INDEX_RECENT_COUNT,
+	STMT_INDEX_RECENT_SCAN,
+	STMT_INDEX_RUN_SCAN,
+	STMT_INDEX_RUNS,
+	STMT_INDEX_RUN_NEW,
+	STMT_INDEX_RUN_ROW_ADD,
+	STMT_INDEX_RUN_DROP,
+	STMT_INDEX_RUN_FORGET,
+	STMT_INDEX_RUN_SIZE,
+	STMT_INDEX_RECENT_CLEAR,
+	STMT_CHUNK_DELETE_RETURNING,
+	STMT_SAVEPOINT,
+	STMT_SAVEPOINT_RELEASE,
+	STMT_SAVEPOINT_ROLLBACK,
 	STMT_TIER_MOVED_ADD,
 	STMT_TIER_MOVED_GET,
 	STMT_KEY_ID_GET,
@@ -170,8 +197,6 @@ static const char *const statement_sql[_STMT_MAX] = {
 				    "ORDER BY id",
 	[STMT_CONTAINERS_FOREIGN_PRUNE] = "DELETE FROM containers WHERE tier = ? AND host IS NOT NULL AND NOT EXISTS "
 					  "(SELECT 1 FROM chunks WHERE chunks.container = containers.id)",
-	[STMT_CHUNK_FIND] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
-			    "region_offset FROM chunks WHERE tier = ? AND digest = ?",
 	[STMT_CHUNK_GET] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			   "region_offset FROM chunks WHERE id = ?",
 	[STMT_CHUNK_ADD] = "INSERT INTO chunks (tier, digest, container, offset, frame_size, plain_size, refs, "
@@ -180,7 +205,7 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_CHUNK_MOVE] = "UPDATE chunks SET container = ?, offset = ?, frame_size = ?, region_size = ?, "
 			    "region_offset = ? WHERE id = ?",
 	[STMT_CHUNK_RETIRE] = "UPDATE chunks SET digest = ? WHERE id = ?",
-	[STMT_CHUNK_DELETE] = "DELETE FROM chunks WHERE id = ? AND refs = 0",
+	[STMT_CHUNK_DELETE_RETURNING] = "DELETE FROM chunks WHERE id = ? AND refs = 0 RETURNING tier, digest",
 	[STMT_CHUNKS_IN_CONTAINER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, "
 				     "region_size, region_offset FROM chunks WHERE container = ? "
 				     "ORDER BY offset, region_offset",
@@ -191,9 +216,33 @@ static const char *const statement_sql[_STMT_MAX] = {
 	 */
 	[STMT_CHUNKS_TIER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			     "region_offset FROM chunks NOT INDEXED WHERE tier = ?",
-	/* Only columns of the (tier, digest) index: a scan of the index alone, in its page order. */
-	[STMT_CHUNK_DIGESTS_TIER] = "SELECT digest FROM chunks WHERE tier = ?",
-	[STMT_CHUNKS_COUNT_TIER] = "SELECT count(*) FROM chunks WHERE tier = ?",
+	/* The digest index alone (recent, then run by run), smaller than the table. */
+	[STMT_CHUNK_DIGESTS_TIER] = "SELECT digest FROM chunk_recent WHERE tier = ?1 UNION ALL SELECT digest FROM chunk_runs "
+				    "WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ?1",
+	[STMT_CHUNKS_COUNT_TIER] = "SELECT (SELECT count(*) FROM chunk_recent WHERE tier = ?1) + (SELECT count(*) FROM "
+				   "chunk_runs WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ?1)",
+	/*
+	 * The digest index (invariant 6): the recent table, then each run, in
+	 * run order (the oldest runs are the largest: most ids are found in
+	 * the first one looked at); a digest is in one table at most.
+	 */
+	[STMT_INDEX_FIND] = "SELECT id FROM chunk_recent WHERE tier = ?1 AND digest = ?2 UNION ALL SELECT id FROM "
+			    "chunk_runs WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ?1 AND digest = ?2 LIMIT 1",
+	[STMT_INDEX_RECENT_FIND] = "SELECT id FROM chunk_recent WHERE tier = ? AND digest = ?",
+	[STMT_INDEX_RECENT_ADD] = "INSERT INTO chunk_recent (tier, digest, id) VALUES (?, ?, ?)",
+	[STMT_INDEX_RECENT_REMOVE] = "DELETE FROM chunk_recent WHERE tier = ? AND digest = ? AND id = ?",
+	[STMT_INDEX_RUNS_REMOVE] = "DELETE FROM chunk_runs WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ? "
+				   "AND digest = ? AND id = ?",
+	[STMT_INDEX_RECENT_COUNT] = "SELECT count(*) FROM chunk_recent",
+	[STMT_INDEX_RECENT_SCAN] = "SELECT tier, digest, id FROM chunk_recent ORDER BY tier, digest",
+	[STMT_INDEX_RUN_SCAN] = "SELECT tier, digest, id FROM chunk_runs WHERE run = ? ORDER BY tier, digest",
+	[STMT_INDEX_RUNS] = "SELECT run, entries FROM chunk_run_list ORDER BY run",
+	[STMT_INDEX_RUN_NEW] = "INSERT INTO chunk_run_list (entries) VALUES (0)",
+	[STMT_INDEX_RUN_ROW_ADD] = "INSERT INTO chunk_runs (run, tier, digest, id) VALUES (?, ?, ?, ?)",
+	[STMT_INDEX_RUN_DROP] = "DELETE FROM chunk_runs WHERE run = ?",
+	[STMT_INDEX_RUN_FORGET] = "DELETE FROM chunk_run_list WHERE run = ?",
+	[STMT_INDEX_RUN_SIZE] = "UPDATE chunk_run_list SET entries = ? WHERE run = ?",
+	[STMT_INDEX_RECENT_CLEAR] = "DELETE FROM chunk_recent",
 	[STMT_CHUNKS_DEAD] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			     "region_offset FROM chunks WHERE tier = ? AND refs = 0",
 	[STMT_TIER_MOVED_ADD] = "INSERT INTO tier_moves (tier, files, logical, source_stored, stored) "
@@ -233,6 +282,9 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_BEGIN] = "BEGIN IMMEDIATE",
 	[STMT_COMMIT] = "COMMIT",
 	[STMT_ROLLBACK] = "ROLLBACK",
+	[STMT_SAVEPOINT] = "SAVEPOINT chunk_index",
+	[STMT_SAVEPOINT_RELEASE] = "RELEASE chunk_index",
+	[STMT_SAVEPOINT_ROLLBACK] = "ROLLBACK TO chunk_index",
 };
 
 /* schema_steps[n] upgrades a catalog from version n to n + 1. */
@@ -403,6 +455,53 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  tier INTEGER PRIMARY KEY,"
 	"  generation INTEGER NOT NULL,"
 	"  present INTEGER NOT NULL);",
+
+	/*
+	 * 11 -> 12: the digest index leaves the chunk table (invariant 6).
+	 * UNIQUE (tier, digest) made every new chunk a random read and write
+	 * of one large B-tree (bench/README.md, index-scale).  The map from
+	 * digest to id becomes a small recent table, the only one a seal
+	 * writes, and sorted runs that catalog_index_merge() writes once each,
+	 * in digest order.  What the old index held becomes run 1, read from
+	 * it in order; the chunk table is rebuilt without it, its ids and
+	 * its AUTOINCREMENT high-water mark kept (an id is never reused).
+	 */
+	"CREATE TABLE chunk_recent ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;"
+	"CREATE TABLE chunk_runs ("
+	"  run INTEGER NOT NULL,"
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (run, tier, digest)) WITHOUT ROWID;"
+	"CREATE TABLE chunk_run_list ("
+	"  run INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  entries INTEGER NOT NULL);"
+	"INSERT INTO chunk_run_list (run, entries) SELECT 1, count(*) FROM chunks HAVING count(*) > 0;"
+	"INSERT INTO chunk_runs (run, tier, digest, id) SELECT 1, tier, digest, id FROM chunks ORDER BY tier, digest;"
+	"CREATE TABLE chunks_v12 ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  container INTEGER NOT NULL REFERENCES containers (id),"
+	"  offset INTEGER NOT NULL,"
+	"  frame_size INTEGER NOT NULL,"
+	"  plain_size INTEGER NOT NULL,"
+	"  refs INTEGER NOT NULL CHECK (refs >= 0),"
+	"  region_size INTEGER NOT NULL DEFAULT 0,"
+	"  region_offset INTEGER NOT NULL DEFAULT 0);"
+	"INSERT INTO chunks_v12 (id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
+	"  region_offset) SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
+	"  region_offset FROM chunks ORDER BY id;"
+	"DELETE FROM sqlite_sequence WHERE name = 'chunks_v12';"
+	"INSERT INTO sqlite_sequence (name, seq) SELECT 'chunks_v12', seq FROM sqlite_sequence WHERE name = 'chunks';"
+	"DROP TABLE chunks;"
+	"ALTER TABLE chunks_v12 RENAME TO chunks;"
+	"CREATE INDEX chunks_container ON chunks (container, offset);"
+	"CREATE INDEX chunks_dead ON chunks (tier) WHERE refs = 0;",
 };
 
 struct Catalog {
@@ -412,6 +511,7 @@ struct Catalog {
 	sqlite3_stmt *stmts[_STMT_MAX]; /* protected by lock */
 	uint64_t commits;               /* protected by lock: bumped by every change */
 	uint64_t synced;                /* protected by sync_lock: commits known durable */
+	uint64_t recent_bound;          /* protected by lock: at least chunk_recent's rows; UINT64_MAX unknown */
 	pthread_mutex_t sync_lock;      /* taken without lock held */
 };
 
@@ -563,6 +663,7 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->recent_bound = UINT64_MAX;
 	if (asprintf(&c->wal_path, "%s-wal", path) < 0) {
 		c->wal_path = NULL;
 		return -ENOMEM;
@@ -610,6 +711,14 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 		r = exec(c, "PRAGMA journal_mode = WAL");
 	if (r >= 0)
 		r = exec(c, "PRAGMA synchronous = NORMAL");
+	/*
+	 * 16 MiB instead of SQLite's 2: the recent table of the digest index
+	 * (CATALOG_INDEX_RECENT_MAX ids, about 6 MiB) stays in it, so a new
+	 * chunk's insert neither reads its page back nor spills it to the
+	 * WAL before the commit (bench/README.md, index-scale).
+	 */
+	if (r >= 0)
+		r = exec(c, "PRAGMA cache_size = -16384");
 	if (r >= 0)
 		r = exec(c, "PRAGMA foreign_keys = ON");
 	if (r < 0)
@@ -1555,19 +1664,72 @@ static int chunk_query_one(Catalog *c, sqlite3_stmt *s, CatalogChunk *ret) {
 	return r;
 }
 
+/* The id the digest index maps (tier, digest) to: 0, -ENOENT, or an error.  Only the recent table if recent_only. */
+static int index_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], bool recent_only,
+		      uint64_t *ret_id) {
+	sqlite3_stmt *s = stmt(c, recent_only ? STMT_INDEX_RECENT_FIND : STMT_INDEX_FIND);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, tier);
+	sqlite3_bind_blob(s, 2, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	int rc = sqlite3_step(s), r;
+	if (rc == SQLITE_ROW) {
+		*ret_id = (uint64_t) sqlite3_column_int64(s, 0);
+		r = 0;
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+	return r;
+}
+
+/* Takes (tier, digest) -> id out of the digest index, from whichever table holds it. */
+static int index_remove(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], uint64_t id) {
+	static const StatementId ids[] = { STMT_INDEX_RECENT_REMOVE, STMT_INDEX_RUNS_REMOVE };
+	for (size_t k = 0; k < ELEMENTSOF(ids); k++) {
+		sqlite3_stmt *s = stmt(c, ids[k]);
+		if (!s)
+			return catalog_result(sqlite3_errcode(c->db));
+		sqlite3_bind_int64(s, 1, tier);
+		sqlite3_bind_blob(s, 2, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 3, (sqlite3_int64) id);
+		int r = step_done(c, s);
+		if (r < 0)
+			return r;
+		if (sqlite3_changes(c->db) > 0)
+			break;
+	}
+	return 0;
+}
+
+static int run_stmt(Catalog *c, StatementId id) {
+	sqlite3_stmt *s = stmt(c, id);
+	return s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
+}
+
+/* A savepoint around a change of several rows: whole or nothing, in the caller's transaction or in its own. */
+static int savepoint_begin(Catalog *c) {
+	return run_stmt(c, STMT_SAVEPOINT);
+}
+
+static int savepoint_end(Catalog *c, int r) {
+	if (r < 0)
+		(void) run_stmt(c, STMT_SAVEPOINT_ROLLBACK);
+	int q = run_stmt(c, STMT_SAVEPOINT_RELEASE);
+	return r < 0 ? r : q;
+}
+
 int catalog_chunk_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], CatalogChunk *ret) {
+	uint64_t id = 0;
 	int r;
 
 	lock(c);
-	sqlite3_stmt *s = stmt(c, STMT_CHUNK_FIND);
-	if (!s) {
-		r = catalog_result(sqlite3_errcode(c->db));
-		goto out;
+	r = index_find(c, tier, digest, false, &id);
+	if (r >= 0) {
+		r = catalog_chunk_get(c, id, ret);
+		/* An index entry with no chunk row, or another chunk's, is damage. */
+		if (r == -ENOENT || (r >= 0 && (ret->tier != tier || memcmp(ret->digest, digest, CATALOG_DIGEST_SIZE) != 0)))
+			r = -EUCLEAN;
 	}
-	sqlite3_bind_int64(s, 1, tier);
-	sqlite3_bind_blob(s, 2, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
-	r = chunk_query_one(c, s, ret);
-out:
 	unlock(c);
 	return r;
 }
@@ -1627,14 +1789,24 @@ static int container_live_add(Catalog *c, uint64_t container, int64_t delta) {
 	return r;
 }
 
-int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
+static int chunk_add(Catalog *c, const CatalogChunk *ch, bool recent_only, uint64_t *ret_id) {
+	uint64_t other = 0;
 	int r;
 
 	lock(c);
+	/* Checked before anything is written: -EEXIST leaves the caller's transaction as it was. */
+	r = index_find(c, ch->tier, ch->digest, recent_only, &other);
+	if (r >= 0)
+		r = -EEXIST;
+	if (r != -ENOENT)
+		goto out;
+	r = savepoint_begin(c);
+	if (r < 0)
+		goto out;
 	sqlite3_stmt *s = stmt(c, STMT_CHUNK_ADD);
 	if (!s) {
 		r = catalog_result(sqlite3_errcode(c->db));
-		goto out;
+		goto end;
 	}
 	sqlite3_bind_int64(s, 1, ch->tier);
 	sqlite3_bind_blob(s, 2, ch->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
@@ -1647,13 +1819,37 @@ int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
 	sqlite3_bind_int64(s, 9, ch->region_offset);
 	r = step_done(c, s);
 	if (r < 0)
-		goto out;
-	*ret_id = (uint64_t) sqlite3_last_insert_rowid(c->db);
-	if (ch->refs > 0)
+		goto end;
+	uint64_t id = (uint64_t) sqlite3_last_insert_rowid(c->db);
+	s = stmt(c, STMT_INDEX_RECENT_ADD);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto end;
+	}
+	sqlite3_bind_int64(s, 1, ch->tier);
+	sqlite3_bind_blob(s, 2, ch->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) id);
+	r = step_done(c, s);
+	if (r >= 0 && ch->refs > 0)
 		r = container_live_add(c, ch->container, ch->frame_size);
+	if (r >= 0) {
+		*ret_id = id;
+		if (c->recent_bound != UINT64_MAX)
+			c->recent_bound++;
+	}
+end:
+	r = savepoint_end(c, r);
 out:
 	unlock(c);
 	return r;
+}
+
+int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
+	return chunk_add(c, ch, false, ret_id);
+}
+
+int catalog_chunk_add_new(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
+	return chunk_add(c, ch, true, ret_id);
 }
 
 int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta) {
@@ -1727,32 +1923,71 @@ out:
 
 int catalog_chunk_retire(Catalog *c, uint64_t id) {
 	uint8_t digest[CATALOG_DIGEST_SIZE] = {};
+	CatalogChunk ch;
 	int r;
 
 	memset(digest, 0xff, 8);
 	for (unsigned k = 0; k < 8; k++)
 		digest[8 + k] = (uint8_t) (id >> (8 * k));
 	lock(c);
-	sqlite3_stmt *s = stmt(c, STMT_CHUNK_RETIRE);
-	if (!s) {
-		r = catalog_result(sqlite3_errcode(c->db));
+	r = catalog_chunk_get(c, id, &ch);
+	if (r < 0)
 		goto out;
+	r = savepoint_begin(c);
+	if (r < 0)
+		goto out;
+	/* Out of the digest index: nothing finds it by content any more. */
+	r = index_remove(c, ch.tier, ch.digest, id);
+	if (r >= 0) {
+		sqlite3_stmt *s = stmt(c, STMT_CHUNK_RETIRE);
+		if (!s)
+			r = catalog_result(sqlite3_errcode(c->db));
+		else {
+			sqlite3_bind_blob(s, 1, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+			sqlite3_bind_int64(s, 2, (sqlite3_int64) id);
+			r = step_done(c, s);
+		}
 	}
-	sqlite3_bind_blob(s, 1, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, (sqlite3_int64) id);
-	r = step_done(c, s);
-	if (r >= 0 && sqlite3_changes(c->db) == 0)
-		r = -ENOENT;
+	r = savepoint_end(c, r);
 out:
 	unlock(c);
 	return r;
 }
 
 int catalog_chunk_delete(Catalog *c, uint64_t id) {
+	uint8_t digest[CATALOG_DIGEST_SIZE];
+	uint32_t tier = 0;
+	int r, rc;
+
 	lock(c);
-	int r = run_ino(c, STMT_CHUNK_DELETE, id);
-	if (r >= 0 && sqlite3_changes(c->db) == 0)
-		r = -EBUSY;
+	r = savepoint_begin(c);
+	if (r < 0)
+		goto out;
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_DELETE_RETURNING);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto end;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		tier = (uint32_t) sqlite3_column_int64(s, 0);
+		r = sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE ? 0 : -EUCLEAN;
+		if (r == 0)
+			memcpy(digest, sqlite3_column_blob(s, 1), CATALOG_DIGEST_SIZE);
+		rc = sqlite3_step(s);
+		if (r == 0 && rc != SQLITE_DONE)
+			r = catalog_result(rc);
+		c->commits++;
+	} else
+		r = rc == SQLITE_DONE ? -EBUSY : catalog_result(rc);
+	finish(s);
+	/* A retired chunk's made-up digest is in no table: nothing to take out. */
+	if (r >= 0)
+		r = index_remove(c, tier, digest, id);
+end:
+	r = savepoint_end(c, r);
+out:
 	unlock(c);
 	return r;
 }
@@ -1837,6 +2072,297 @@ int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
 	finish(s);
 out:
 	unlock(c);
+	return r;
+}
+
+/* One input of a merge: the recent table or a run, read in (tier, digest) order. */
+typedef struct MergeInput {
+	sqlite3_stmt *s;
+	bool done;
+	uint32_t tier;
+	uint8_t digest[CATALOG_DIGEST_SIZE];
+	int64_t id;
+} MergeInput;
+
+static int merge_input_next(MergeInput *in) {
+	int rc = sqlite3_step(in->s);
+	if (rc == SQLITE_DONE) {
+		in->done = true;
+		return 0;
+	}
+	if (rc != SQLITE_ROW)
+		return catalog_result(rc);
+	if (sqlite3_column_bytes(in->s, 1) != CATALOG_DIGEST_SIZE)
+		return -EUCLEAN;
+	in->tier = (uint32_t) sqlite3_column_int64(in->s, 0);
+	memcpy(in->digest, sqlite3_column_blob(in->s, 1), CATALOG_DIGEST_SIZE);
+	in->id = sqlite3_column_int64(in->s, 2);
+	return 0;
+}
+
+static int merge_key_cmp(const MergeInput *a, const MergeInput *b) {
+	if (a->tier != b->tier)
+		return a->tier < b->tier ? -1 : 1;
+	return memcmp(a->digest, b->digest, CATALOG_DIGEST_SIZE);
+}
+
+/* The level of a run of `entries` ids: log base CATALOG_INDEX_FANOUT of its size in recent tables. */
+static unsigned run_level(uint64_t entries, uint64_t recent_max) {
+	unsigned level = 0;
+	for (uint64_t size = MAX(recent_max, (uint64_t) 1) * CATALOG_INDEX_FANOUT; entries >= size && level < 63;
+	     size *= CATALOG_INDEX_FANOUT)
+		level++;
+	return level;
+}
+
+/*
+ * Writes the inputs (each sorted) into run `run` in (tier, digest) order:
+ * SQLite appends each row at the right edge of chunk_runs.  Two inputs
+ * with one digest are damage (invariant 6): -EUCLEAN, never one dropped.
+ */
+static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint64_t *ret_rows) {
+	MergeInput last = {};
+	uint64_t rows = 0;
+	int r = 0;
+
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUN_ROW_ADD);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	for (size_t k = 0; k < n && r >= 0; k++)
+		r = merge_input_next(in + k);
+	while (r >= 0) {
+		MergeInput *min = NULL;
+		for (size_t k = 0; k < n; k++)
+			if (!in[k].done && (!min || merge_key_cmp(in + k, min) < 0))
+				min = in + k;
+		if (!min)
+			break;
+		if (rows > 0 && merge_key_cmp(min, &last) == 0) {
+			r = -EUCLEAN;
+			break;
+		}
+		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
+		sqlite3_bind_int64(s, 2, min->tier);
+		sqlite3_bind_blob(s, 3, min->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 4, min->id);
+		r = step_done(c, s);
+		if (r == -EEXIST)
+			r = -EUCLEAN;
+		if (r < 0)
+			break;
+		rows++;
+		last.tier = min->tier;
+		memcpy(last.digest, min->digest, CATALOG_DIGEST_SIZE);
+		r = merge_input_next(min);
+	}
+	*ret_rows = rows;
+	return r;
+}
+
+typedef struct RunInfo {
+	uint64_t run;
+	uint64_t entries;
+} RunInfo;
+
+/* Chooses what a merge takes (see catalog_index_merge()) from runs (in run order); returns how many it marked. */
+static size_t merge_choose(RunInfo *runs, size_t n, uint64_t recent_max, bool *take, unsigned *ret_level) {
+	size_t taken = 0;
+	unsigned level = 0;
+
+	for (;; level++) {
+		size_t at = 0;
+		for (size_t k = 0; k < n; k++)
+			at += run_level(runs[k].entries, recent_max) == level;
+		if (at < CATALOG_INDEX_FANOUT - 1)
+			break;
+		for (size_t k = 0; k < n; k++)
+			if (run_level(runs[k].entries, recent_max) == level) {
+				take[k] = true;
+				taken++;
+			}
+	}
+	*ret_level = level;
+	return taken;
+}
+
+static int index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *m) {
+	_cleanup_free_ RunInfo *runs = NULL;
+	_cleanup_free_ bool *take = NULL;
+	_cleanup_free_ MergeInput *in = NULL;
+	size_t n_runs = 0, cap = 0, n_in = 0;
+	uint64_t run = 0;
+	int r = 0, rc;
+
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUNS);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (n_runs == cap) {
+			cap = MAX(cap * 2, (size_t) 16);
+			RunInfo *p = realloc(runs, cap * sizeof(*p));
+			if (!p) {
+				r = -ENOMEM;
+				break;
+			}
+			runs = p;
+		}
+		runs[n_runs++] = (RunInfo) { (uint64_t) sqlite3_column_int64(s, 0), (uint64_t) sqlite3_column_int64(s, 1) };
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+	if (r < 0)
+		return r;
+	take = calloc(MAX(n_runs, (size_t) 1), sizeof(*take));
+	in = calloc(n_runs + 1, sizeof(*in));
+	if (!take || !in)
+		return -ENOMEM;
+	m->runs = merge_choose(runs, n_runs, recent_max, take, &m->level);
+
+	r = run_stmt(c, STMT_INDEX_RUN_NEW);
+	if (r < 0)
+		return r;
+	run = (uint64_t) sqlite3_last_insert_rowid(c->db);
+	m->run = run;
+
+	/* Scans of their own: all inputs are read at once, which one cached statement cannot do. */
+	rc = sqlite3_prepare_v2(c->db, statement_sql[STMT_INDEX_RECENT_SCAN], -1, &in[n_in].s, NULL);
+	if (rc != SQLITE_OK)
+		r = catalog_result(rc);
+	else
+		n_in++;
+	for (size_t k = 0; r >= 0 && k < n_runs; k++) {
+		if (!take[k])
+			continue;
+		rc = sqlite3_prepare_v2(c->db, statement_sql[STMT_INDEX_RUN_SCAN], -1, &in[n_in].s, NULL);
+		if (rc != SQLITE_OK) {
+			r = catalog_result(rc);
+			break;
+		}
+		sqlite3_bind_int64(in[n_in++].s, 1, (sqlite3_int64) runs[k].run);
+		m->from_runs += runs[k].entries;
+	}
+	uint64_t rows = 0;
+	if (r >= 0)
+		r = merge_write(c, in, n_in, run, &rows);
+	for (size_t k = 0; k < n_in; k++)
+		sqlite3_finalize(in[k].s);
+	if (r < 0)
+		return r;
+	m->entries = rows;
+
+	for (size_t k = 0; r >= 0 && k < n_runs; k++) {
+		if (!take[k])
+			continue;
+		r = run_ino(c, STMT_INDEX_RUN_DROP, runs[k].run);
+		if (r >= 0)
+			r = run_ino(c, STMT_INDEX_RUN_FORGET, runs[k].run);
+	}
+	if (r >= 0)
+		r = run_stmt(c, STMT_INDEX_RECENT_CLEAR);
+	if (r < 0)
+		return r;
+	s = stmt(c, STMT_INDEX_RUN_SIZE);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) rows);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) run);
+	return step_done(c, s);
+}
+
+static int recent_count(Catalog *c, uint64_t *ret) {
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RECENT_COUNT);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*ret = (uint64_t) sqlite3_column_int64(s, 0);
+	finish(s);
+	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
+}
+
+int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recent) {
+	uint64_t n = 0;
+	int r = 0;
+
+	lock(c);
+	if (c->recent_bound > recent_max) {
+		r = recent_count(c, &n);
+		if (r >= 0) {
+			c->recent_bound = n;
+			r = n > recent_max;
+		}
+	}
+	unlock(c);
+	if (r > 0)
+		*ret_recent = n;
+	return r;
+}
+
+int catalog_index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *ret) {
+	CatalogIndexMerge m = {};
+	int r;
+
+	lock(c);
+	if (c->recent_bound <= recent_max) {
+		r = 0;
+		goto out;
+	}
+	if (!sqlite3_get_autocommit(c->db)) {
+		r = -EBUSY;
+		goto out;
+	}
+	r = recent_count(c, &m.recent);
+	if (r < 0)
+		goto out;
+	c->recent_bound = m.recent;
+	if (m.recent <= recent_max)
+		goto out;
+	r = exec(c, "BEGIN IMMEDIATE");
+	if (r < 0)
+		goto out;
+	r = index_merge(c, recent_max, &m);
+	if (r < 0) {
+		(void) exec(c, "ROLLBACK");
+		goto out;
+	}
+	r = exec(c, "COMMIT");
+	if (r < 0) {
+		if (!sqlite3_get_autocommit(c->db))
+			(void) exec(c, "ROLLBACK");
+		goto out;
+	}
+	c->commits++;
+	c->recent_bound = 0;
+	if (ret)
+		*ret = m;
+	r = 1;
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_index_get(Catalog *c, CatalogIndexState *ret) {
+	CatalogIndexState st = {};
+	int r, rc;
+
+	lock(c);
+	r = recent_count(c, &st.recent);
+	sqlite3_stmt *s = r >= 0 ? stmt(c, STMT_INDEX_RUNS) : NULL;
+	if (r >= 0 && !s)
+		r = catalog_result(sqlite3_errcode(c->db));
+	if (r >= 0) {
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			st.runs++;
+			st.in_runs += (uint64_t) sqlite3_column_int64(s, 1);
+		}
+		if (rc != SQLITE_DONE)
+			r = catalog_result(rc);
+		finish(s);
+	}
+	unlock(c);
+	if (r >= 0)
+		*ret = st;
 	return r;
 }
 
@@ -2020,6 +2546,7 @@ int catalog_open_reader(Catalog *c, Catalog **ret) {
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	r->recent_bound = UINT64_MAX;
 	pthread_mutexattr_t attr;
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
