@@ -170,6 +170,7 @@ struct Fs {
 	uint64_t hot_container_size; /* the hot store's container_size; 0: its default */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
+	uint64_t index_recent;    /* ids in the catalog's recent index table before a merge (seal.c) */
 	unsigned seal_workers;    /* sealing threads */
 	unsigned restore_workers; /* the restore pipeline's threads, 0: none (readahead.c) */
 	unsigned encode_workers;  /* the stores' region encoders, 0: none (dedup/store-encode.c) */
