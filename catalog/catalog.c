@@ -1706,12 +1706,21 @@ static int run_stmt(Catalog *c, StatementId id) {
 	return s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
 }
 
-/* A savepoint around a change of several rows: whole or nothing, in the caller's transaction or in its own. */
-static int savepoint_begin(Catalog *c) {
-	return run_stmt(c, STMT_SAVEPOINT);
+/*
+ * A change of several rows outside a transaction gets one of its own,
+ * whole or nothing.  Inside the caller's, a failure after the first write
+ * leaves the transaction for the caller to roll back: a savepoint there
+ * would copy every page it touches to a statement journal, as much as the
+ * rest of a chunk insert costs (bench/README.md, index-scale).
+ */
+static int savepoint_begin(Catalog *c, bool *ret_own) {
+	*ret_own = sqlite3_get_autocommit(c->db);
+	return *ret_own ? run_stmt(c, STMT_SAVEPOINT) : 0;
 }
 
-static int savepoint_end(Catalog *c, int r) {
+static int savepoint_end(Catalog *c, bool own, int r) {
+	if (!own)
+		return r;
 	if (r < 0)
 		(void) run_stmt(c, STMT_SAVEPOINT_ROLLBACK);
 	int q = run_stmt(c, STMT_SAVEPOINT_RELEASE);
@@ -1791,6 +1800,7 @@ static int container_live_add(Catalog *c, uint64_t container, int64_t delta) {
 
 static int chunk_add(Catalog *c, const CatalogChunk *ch, bool recent_only, uint64_t *ret_id) {
 	uint64_t other = 0;
+	bool own = false;
 	int r;
 
 	lock(c);
@@ -1800,7 +1810,7 @@ static int chunk_add(Catalog *c, const CatalogChunk *ch, bool recent_only, uint6
 		r = -EEXIST;
 	if (r != -ENOENT)
 		goto out;
-	r = savepoint_begin(c);
+	r = savepoint_begin(c, &own);
 	if (r < 0)
 		goto out;
 	sqlite3_stmt *s = stmt(c, STMT_CHUNK_ADD);
@@ -1838,7 +1848,7 @@ static int chunk_add(Catalog *c, const CatalogChunk *ch, bool recent_only, uint6
 			c->recent_bound++;
 	}
 end:
-	r = savepoint_end(c, r);
+	r = savepoint_end(c, own, r);
 out:
 	unlock(c);
 	return r;
@@ -1924,6 +1934,7 @@ out:
 int catalog_chunk_retire(Catalog *c, uint64_t id) {
 	uint8_t digest[CATALOG_DIGEST_SIZE] = {};
 	CatalogChunk ch;
+	bool own = false;
 	int r;
 
 	memset(digest, 0xff, 8);
@@ -1933,7 +1944,7 @@ int catalog_chunk_retire(Catalog *c, uint64_t id) {
 	r = catalog_chunk_get(c, id, &ch);
 	if (r < 0)
 		goto out;
-	r = savepoint_begin(c);
+	r = savepoint_begin(c, &own);
 	if (r < 0)
 		goto out;
 	/* Out of the digest index: nothing finds it by content any more. */
@@ -1948,7 +1959,7 @@ int catalog_chunk_retire(Catalog *c, uint64_t id) {
 			r = step_done(c, s);
 		}
 	}
-	r = savepoint_end(c, r);
+	r = savepoint_end(c, own, r);
 out:
 	unlock(c);
 	return r;
@@ -1957,10 +1968,11 @@ out:
 int catalog_chunk_delete(Catalog *c, uint64_t id) {
 	uint8_t digest[CATALOG_DIGEST_SIZE];
 	uint32_t tier = 0;
+	bool own = false;
 	int r, rc;
 
 	lock(c);
-	r = savepoint_begin(c);
+	r = savepoint_begin(c, &own);
 	if (r < 0)
 		goto out;
 	sqlite3_stmt *s = stmt(c, STMT_CHUNK_DELETE_RETURNING);
@@ -1986,7 +1998,7 @@ int catalog_chunk_delete(Catalog *c, uint64_t id) {
 	if (r >= 0)
 		r = index_remove(c, tier, digest, id);
 end:
-	r = savepoint_end(c, r);
+	r = savepoint_end(c, own, r);
 out:
 	unlock(c);
 	return r;

@@ -264,8 +264,9 @@ int catalog_chunk_get(Catalog *c, uint64_t id, CatalogChunk *ret);
 int catalog_chunks_get(Catalog *c, const uint64_t *ids, size_t n, CatalogChunk *ret, int *ret_r);
 /*
  * Adds a chunk row and its digest to the index.  Returns 0, -EEXIST (the
- * tier holds the digest already: nothing is modified), or an error (the
- * caller rolls its transaction back).  It looks the digest up in every
+ * tier holds the digest already: nothing is modified), or an error (in a
+ * transaction of the caller's, which it rolls back; outside one, nothing
+ * is modified: so for retire and delete too).  It looks the digest up in every
  * table of the index, a random read of each run when the index is large:
  * a writer that knows better calls catalog_chunk_add_new().
  */
