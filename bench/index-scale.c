@@ -64,7 +64,8 @@ typedef struct Options {
 typedef struct Row {
 	uint64_t ids;
 	double fill_s, fill_cpu_s, fill_first_rate, fill_last_rate;
-	double merge_cpu_s; /* of the fill, in catalog_index_merge() */
+	double merge_cpu_s; /* of the fill, in catalog_index_merge_step() */
+	double merge_hold_ms; /* the longest batch of a merge: how long it held the catalog lock */
 	uint64_t runs;
 	uint64_t catalog_bytes;
 	double open_s;
@@ -147,7 +148,8 @@ static void synthetic_id(DedupHasher *h, uint64_t i, uint64_t n, uint8_t out[CAT
  * N ids in full containers, committed in large transactions, as a store's
  * index would hold them: each digest is new (catalog_chunk_add_new(), as
  * a writer whose filter never saw it adds it), and the recent table is
- * merged into runs by catalog_index_merge() after each commit.
+ * merged into runs by catalog_index_merge_step(), batch by batch, after
+ * each commit; each batch's wall time bounds how long it held the lock.
  */
 static void fill(Catalog *c, DedupHasher *h, Row *row) {
 	uint64_t container = 0, tenth = MAX(row->ids / 10, 1);
@@ -182,8 +184,13 @@ static void fill(Catalog *c, DedupHasher *h, Row *row) {
 			if ((r = catalog_commit(c)) < 0)
 				die("commit", r);
 			double t_cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
-			if ((r = catalog_index_merge(c, CATALOG_INDEX_RECENT_MAX, NULL)) < 0)
-				die("index merge", r);
+			do {
+				double t = now_s(CLOCK_MONOTONIC);
+				if ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH,
+								  NULL)) < 0)
+					die("index merge", r);
+				row->merge_hold_ms = MAX(row->merge_hold_ms, (now_s(CLOCK_MONOTONIC) - t) * 1e3);
+			} while (r > 0);
 			row->merge_cpu_s += now_s(CLOCK_PROCESS_CPUTIME_ID) - t_cpu;
 		}
 		if ((i + 1) % tenth == 0) {
@@ -329,21 +336,23 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
  * CPU seconds per GB beside the wall rates: on a shared machine the wall
  * clock measures the neighbours as much as the index.  merge cpu/GB is the
  * fill's merges per GB of new data (16 KiB chunks): what the seal of new
- * data costs besides, later, on a seal worker.
+ * data costs besides, later, on a seal worker; hold ms is its longest batch
+ * (wall clock), the longest the catalog lock was held by a merge.
  */
 static void print_header(FILE *f, const Options *o) {
 	fprintf(f, "index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
 		(unsigned long long) (o->data_bytes / MiB), (unsigned long long) o->lookups,
 		o->drop_caches ? "dropped before each step" : "kept");
-	fprintf(f, "%11s %9s %9s %9s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
-		"fill s", "fill cpu", "merge cpu", "runs", "merge cpu/GB", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
+	fprintf(f, "%11s %9s %9s %9s %8s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
+		"fill s", "fill cpu", "merge cpu", "hold ms", "runs", "merge cpu/GB", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
 		"of 0", "new cpu/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup look", "random/s",
 		"peak RSS");
 }
 
 static void print_row(FILE *f, const Row *r, const Row *base) {
-	fprintf(f, "%11llu %9.1f %9.1f %9.1f %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
-		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->merge_cpu_s, (unsigned long long) r->runs,
+	fprintf(f, "%11llu %9.1f %9.1f %9.1f %8.1f %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
+		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->merge_cpu_s, r->merge_hold_ms,
+		(unsigned long long) r->runs,
 		r->ids ? r->merge_cpu_s / (double) r->ids * (1e9 / SYNTHETIC_PLAIN) : 0.0, r->fill_first_rate, r->fill_last_rate,
 		(double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0, r->open_s,
 		(double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / base->new_mbs, r->new_cpu_s_gb,

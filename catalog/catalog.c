@@ -16,15 +16,19 @@
  *  5. SQLite result codes are translated to negative errno in
  *     catalog_result() and nowhere else.
  *  6. The digest index (tier, digest) -> chunk id is the recent table
- *     chunk_recent plus the sorted runs in chunk_runs, one per row of
- *     chunk_run_list; a digest is in one of them at most, and every chunk
- *     row is in one of them unless retired.  A new chunk goes into the
- *     recent table only: its uniqueness there is the table's key, and in
- *     the runs either a look-up (catalog_chunk_add()) or the caller's
- *     word that the digest was never committed (catalog_chunk_add_new():
- *     a filter with no false negatives).  catalog_index_merge() moves the
- *     recent table and the smaller runs into one new run in one
- *     transaction, and fails on a digest found twice rather than drop one.
+ *     chunk_recent, the frozen one chunk_frozen (the recent table of a
+ *     merge under way, else empty) and the sorted runs in chunk_runs that
+ *     chunk_run_list marks live or merging; a digest is in one of them at
+ *     most, and every chunk row is in one of them unless retired.  A new
+ *     chunk goes into the recent table only: its uniqueness there is the
+ *     table's key, and in the others either a look-up (catalog_chunk_add())
+ *     or the caller's word that the digest was never committed
+ *     (catalog_chunk_add_new(): a filter with no false negatives, which
+ *     saw every id of the frozen table before it was frozen).  A merge
+ *     copies the frozen table and the merging runs, batch by batch, into a
+ *     building run that look-ups skip (it holds a copy of some of theirs);
+ *     one short transaction swaps it in.  A digest found twice fails the
+ *     merge rather than drop one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +44,19 @@
 
 #include "catalog/catalog.h"
 #include "common/macros.h"
+
+/*
+ * chunk_run_list.state: what a run is to look-ups and to the merge under
+ * way (one at most).  The SQL spells them too (RUN_*_SQL).
+ */
+enum {
+	RUN_LIVE = 0,     /* looked in */
+	RUN_MERGING = 1,  /* looked in, and a source of the merge under way */
+	RUN_BUILDING = 2, /* the merge's new run, being written: not looked in, its sources are complete */
+	RUN_DROPPED = 3,  /* merged (or a failed merge's new run): not looked in, deleted batch by batch */
+};
+#define RUN_MERGING_SQL "1"
+#define RUN_BUILDING_SQL "2"
 
 typedef enum StatementId {
 	STMT_INODE_GET,
@@ -96,17 +113,23 @@ typedef enum StatementId {
 	STMT_INDEX_RECENT_FIND,
 	STMT_INDEX_RECENT_ADD,
 	STMT_INDEX_RECENT_REMOVE,
+	STMT_INDEX_FROZEN_REMOVE,
 	STMT_INDEX_RUNS_REMOVE,
 	STMT_INDEX_RECENT_COUNT,
-	STMT_INDEX_RECENT_SCAN,
+	STMT_INDEX_FROZEN_COUNT,
+	STMT_INDEX_FROZEN_SCAN,
 	STMT_INDEX_RUN_SCAN,
+	STMT_INDEX_RUN_LAST,
 	STMT_INDEX_RUNS,
 	STMT_INDEX_RUN_NEW,
 	STMT_INDEX_RUN_ROW_ADD,
+	STMT_INDEX_RUN_NTH,
+	STMT_INDEX_RUN_DROP_TO,
 	STMT_INDEX_RUN_DROP,
 	STMT_INDEX_RUN_FORGET,
 	STMT_INDEX_RUN_SIZE,
-	STMT_INDEX_RECENT_CLEAR,
+	STMT_INDEX_RUN_STATE,
+	STMT_INDEX_FROZEN_CLEAR,
 	STMT_CHUNK_DELETE_RETURNING,
 	STMT_SAVEPOINT,
 	STMT_SAVEPOINT_RELEASE,
@@ -217,32 +240,44 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_CHUNKS_TIER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			     "region_offset FROM chunks NOT INDEXED WHERE tier = ?",
 	/* The digest index alone (recent, then run by run), smaller than the table. */
-	[STMT_CHUNK_DIGESTS_TIER] = "SELECT digest FROM chunk_recent WHERE tier = ?1 UNION ALL SELECT digest FROM chunk_runs "
-				    "WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ?1",
+	[STMT_CHUNK_DIGESTS_TIER] = "SELECT digest FROM chunk_recent WHERE tier = ?1 UNION ALL SELECT digest FROM "
+				    "chunk_frozen WHERE tier = ?1 UNION ALL SELECT digest FROM chunk_runs WHERE run IN "
+				    "(SELECT run FROM chunk_run_list WHERE state <= " RUN_MERGING_SQL ") AND tier = ?1",
 	[STMT_CHUNKS_COUNT_TIER] = "SELECT (SELECT count(*) FROM chunk_recent WHERE tier = ?1) + (SELECT count(*) FROM "
-				   "chunk_runs WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ?1)",
+				   "chunk_frozen WHERE tier = ?1) + (SELECT count(*) FROM chunk_runs WHERE run IN "
+				   "(SELECT run FROM chunk_run_list WHERE state <= " RUN_MERGING_SQL ") AND tier = ?1)",
 	/*
 	 * The digest index (invariant 6): the recent table, then each run, in
 	 * run order (the oldest runs are the largest: most ids are found in
 	 * the first one looked at); a digest is in one table at most.
 	 */
 	[STMT_INDEX_FIND] = "SELECT id FROM chunk_recent WHERE tier = ?1 AND digest = ?2 UNION ALL SELECT id FROM "
-			    "chunk_runs WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ?1 AND digest = ?2 LIMIT 1",
+			    "chunk_frozen WHERE tier = ?1 AND digest = ?2 UNION ALL SELECT id FROM chunk_runs WHERE run IN "
+			    "(SELECT run FROM chunk_run_list WHERE state <= " RUN_MERGING_SQL ") AND tier = ?1 AND "
+			    "digest = ?2 LIMIT 1",
 	[STMT_INDEX_RECENT_FIND] = "SELECT id FROM chunk_recent WHERE tier = ? AND digest = ?",
 	[STMT_INDEX_RECENT_ADD] = "INSERT INTO chunk_recent (tier, digest, id) VALUES (?, ?, ?)",
 	[STMT_INDEX_RECENT_REMOVE] = "DELETE FROM chunk_recent WHERE tier = ? AND digest = ? AND id = ?",
+	[STMT_INDEX_FROZEN_REMOVE] = "DELETE FROM chunk_frozen WHERE tier = ? AND digest = ? AND id = ?",
 	[STMT_INDEX_RUNS_REMOVE] = "DELETE FROM chunk_runs WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ? "
 				   "AND digest = ? AND id = ?",
 	[STMT_INDEX_RECENT_COUNT] = "SELECT count(*) FROM chunk_recent",
-	[STMT_INDEX_RECENT_SCAN] = "SELECT tier, digest, id FROM chunk_recent ORDER BY tier, digest",
-	[STMT_INDEX_RUN_SCAN] = "SELECT tier, digest, id FROM chunk_runs WHERE run = ? ORDER BY tier, digest",
-	[STMT_INDEX_RUNS] = "SELECT run, entries FROM chunk_run_list ORDER BY run",
-	[STMT_INDEX_RUN_NEW] = "INSERT INTO chunk_run_list (entries) VALUES (0)",
+	[STMT_INDEX_FROZEN_COUNT] = "SELECT count(*) FROM chunk_frozen",
+	[STMT_INDEX_FROZEN_SCAN] = "SELECT tier, digest, id FROM chunk_frozen WHERE (tier, digest) > (?1, ?2) "
+				   "ORDER BY tier, digest",
+	[STMT_INDEX_RUN_SCAN] = "SELECT tier, digest, id FROM chunk_runs WHERE run = ?3 AND (tier, digest) > (?1, ?2) "
+				"ORDER BY tier, digest",
+	[STMT_INDEX_RUN_LAST] = "SELECT tier, digest FROM chunk_runs WHERE run = ? ORDER BY tier DESC, digest DESC LIMIT 1",
+	[STMT_INDEX_RUNS] = "SELECT run, entries, state FROM chunk_run_list ORDER BY run",
+	[STMT_INDEX_RUN_NEW] = "INSERT INTO chunk_run_list (entries, state) VALUES (0, " RUN_BUILDING_SQL ")",
 	[STMT_INDEX_RUN_ROW_ADD] = "INSERT INTO chunk_runs (run, tier, digest, id) VALUES (?, ?, ?, ?)",
+	[STMT_INDEX_RUN_NTH] = "SELECT tier, digest FROM chunk_runs WHERE run = ? ORDER BY tier, digest LIMIT 1 OFFSET ?",
+	[STMT_INDEX_RUN_DROP_TO] = "DELETE FROM chunk_runs WHERE run = ?1 AND (tier, digest) <= (?2, ?3)",
 	[STMT_INDEX_RUN_DROP] = "DELETE FROM chunk_runs WHERE run = ?",
 	[STMT_INDEX_RUN_FORGET] = "DELETE FROM chunk_run_list WHERE run = ?",
 	[STMT_INDEX_RUN_SIZE] = "UPDATE chunk_run_list SET entries = ? WHERE run = ?",
-	[STMT_INDEX_RECENT_CLEAR] = "DELETE FROM chunk_recent",
+	[STMT_INDEX_RUN_STATE] = "UPDATE chunk_run_list SET state = ? WHERE run = ?",
+	[STMT_INDEX_FROZEN_CLEAR] = "DELETE FROM chunk_frozen",
 	[STMT_CHUNKS_DEAD] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			     "region_offset FROM chunks WHERE tier = ? AND refs = 0",
 	[STMT_TIER_MOVED_ADD] = "INSERT INTO tier_moves (tier, files, logical, source_stored, stored) "
@@ -461,12 +496,17 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	 * UNIQUE (tier, digest) made every new chunk a random read and write
 	 * of one large B-tree (bench/README.md, index-scale).  The map from
 	 * digest to id becomes a small recent table, the only one a seal
-	 * writes, and sorted runs that catalog_index_merge() writes once each,
+	 * writes, and sorted runs that a merge writes once each,
 	 * in digest order.  What the old index held becomes run 1, read from
 	 * it in order; the chunk table is rebuilt without it, its ids and
 	 * its AUTOINCREMENT high-water mark kept (an id is never reused).
 	 */
 	"CREATE TABLE chunk_recent ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;"
+	"CREATE TABLE chunk_frozen ("
 	"  tier INTEGER NOT NULL,"
 	"  digest BLOB NOT NULL,"
 	"  id INTEGER NOT NULL,"
@@ -479,7 +519,8 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  PRIMARY KEY (run, tier, digest)) WITHOUT ROWID;"
 	"CREATE TABLE chunk_run_list ("
 	"  run INTEGER PRIMARY KEY AUTOINCREMENT,"
-	"  entries INTEGER NOT NULL);"
+	"  entries INTEGER NOT NULL,"
+	"  state INTEGER NOT NULL DEFAULT 0);"
 	"INSERT INTO chunk_run_list (run, entries) SELECT 1, count(*) FROM chunks HAVING count(*) > 0;"
 	"INSERT INTO chunk_runs (run, tier, digest, id) SELECT 1, tier, digest, id FROM chunks ORDER BY tier, digest;"
 	"CREATE TABLE chunks_v12 ("
@@ -512,6 +553,8 @@ struct Catalog {
 	uint64_t commits;               /* protected by lock: bumped by every change */
 	uint64_t synced;                /* protected by sync_lock: commits known durable */
 	uint64_t recent_bound;          /* protected by lock: at least chunk_recent's rows; UINT64_MAX unknown */
+	int merging;                    /* protected by lock: a merge is under way (1), none (0), unknown (-1) */
+	uint64_t merge_recent;          /* protected by lock: chunk_frozen's rows when counted; UINT64_MAX unknown */
 	pthread_mutex_t sync_lock;      /* taken without lock held */
 };
 
@@ -664,6 +707,8 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	if (!c)
 		return -ENOMEM;
 	c->recent_bound = UINT64_MAX;
+	c->merging = -1;
+	c->merge_recent = UINT64_MAX;
 	if (asprintf(&c->wal_path, "%s-wal", path) < 0) {
 		c->wal_path = NULL;
 		return -ENOMEM;
@@ -1684,7 +1729,8 @@ static int index_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DI
 
 /* Takes (tier, digest) -> id out of the digest index, from whichever table holds it. */
 static int index_remove(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], uint64_t id) {
-	static const StatementId ids[] = { STMT_INDEX_RECENT_REMOVE, STMT_INDEX_RUNS_REMOVE };
+	/* A digest of the frozen table or of a run may be in the new run of a merge under way too (RUNS_REMOVE). */
+	static const StatementId ids[] = { STMT_INDEX_RECENT_REMOVE, STMT_INDEX_FROZEN_REMOVE, STMT_INDEX_RUNS_REMOVE };
 	for (size_t k = 0; k < ELEMENTSOF(ids); k++) {
 		sqlite3_stmt *s = stmt(c, ids[k]);
 		if (!s)
@@ -1695,7 +1741,7 @@ static int index_remove(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_
 		int r = step_done(c, s);
 		if (r < 0)
 			return r;
-		if (sqlite3_changes(c->db) > 0)
+		if (k == 0 && sqlite3_changes(c->db) > 0)
 			break;
 	}
 	return 0;
@@ -2128,12 +2174,16 @@ static unsigned run_level(uint64_t entries, uint64_t recent_max) {
 }
 
 /*
- * Writes the inputs (each sorted) into run `run` in (tier, digest) order:
- * SQLite appends each row at the right edge of chunk_runs.  Two inputs
- * with one digest are damage (invariant 6): -EUCLEAN, never one dropped.
+ * Writes the inputs (each sorted, from past the new run's last key) into
+ * run `run` in (tier, digest) order, `batch` rows at most: SQLite appends
+ * each row at the right edge of chunk_runs.  Two inputs with one digest
+ * are damage (invariant 6): -EUCLEAN, never one dropped; so the key after
+ * the batch's last is read too, lest the next batch start past its twin.
  */
-static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint64_t *ret_rows) {
+static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint64_t batch, uint64_t *ret_rows,
+		       bool *ret_exhausted) {
 	MergeInput last = {};
+	MergeInput *min = NULL;
 	uint64_t rows = 0;
 	int r = 0;
 
@@ -2143,7 +2193,7 @@ static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint6
 	for (size_t k = 0; k < n && r >= 0; k++)
 		r = merge_input_next(in + k);
 	while (r >= 0) {
-		MergeInput *min = NULL;
+		min = NULL;
 		for (size_t k = 0; k < n; k++)
 			if (!in[k].done && (!min || merge_key_cmp(in + k, min) < 0))
 				min = in + k;
@@ -2153,6 +2203,8 @@ static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint6
 			r = -EUCLEAN;
 			break;
 		}
+		if (rows == batch)
+			break;
 		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
 		sqlite3_bind_int64(s, 2, min->tier);
 		sqlite3_bind_blob(s, 3, min->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
@@ -2168,20 +2220,21 @@ static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint6
 		r = merge_input_next(min);
 	}
 	*ret_rows = rows;
+	*ret_exhausted = !min;
 	return r;
 }
 
 typedef struct RunInfo {
 	uint64_t run;
 	uint64_t entries;
+	int state;
 } RunInfo;
 
-/* Chooses what a merge takes (see catalog_index_merge()) from runs (in run order); returns how many it marked. */
-static size_t merge_choose(RunInfo *runs, size_t n, uint64_t recent_max, bool *take, unsigned *ret_level) {
+/* Chooses what a merge takes (see catalog_index_merge_step()) from runs (in run order); returns how many it marked. */
+static size_t merge_choose(RunInfo *runs, size_t n, uint64_t recent_max, bool *take) {
 	size_t taken = 0;
-	unsigned level = 0;
 
-	for (;; level++) {
+	for (unsigned level = 0;; level++) {
 		size_t at = 0;
 		for (size_t k = 0; k < n; k++)
 			at += run_level(runs[k].entries, recent_max) == level;
@@ -2193,23 +2246,19 @@ static size_t merge_choose(RunInfo *runs, size_t n, uint64_t recent_max, bool *t
 				taken++;
 			}
 	}
-	*ret_level = level;
 	return taken;
 }
 
-static int index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *m) {
+static int runs_list(Catalog *c, RunInfo **ret, size_t *ret_n) {
 	_cleanup_free_ RunInfo *runs = NULL;
-	_cleanup_free_ bool *take = NULL;
-	_cleanup_free_ MergeInput *in = NULL;
-	size_t n_runs = 0, cap = 0, n_in = 0;
-	uint64_t run = 0;
+	size_t n = 0, cap = 0;
 	int r = 0, rc;
 
 	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUNS);
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (n_runs == cap) {
+		if (n == cap) {
 			cap = MAX(cap * 2, (size_t) 16);
 			RunInfo *p = realloc(runs, cap * sizeof(*p));
 			if (!p) {
@@ -2218,66 +2267,24 @@ static int index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *m) {
 			}
 			runs = p;
 		}
-		runs[n_runs++] = (RunInfo) { (uint64_t) sqlite3_column_int64(s, 0), (uint64_t) sqlite3_column_int64(s, 1) };
+		runs[n++] = (RunInfo) { (uint64_t) sqlite3_column_int64(s, 0), (uint64_t) sqlite3_column_int64(s, 1),
+					sqlite3_column_int(s, 2) };
 	}
 	if (r >= 0 && rc != SQLITE_DONE)
 		r = catalog_result(rc);
 	finish(s);
 	if (r < 0)
 		return r;
-	take = calloc(MAX(n_runs, (size_t) 1), sizeof(*take));
-	in = calloc(n_runs + 1, sizeof(*in));
-	if (!take || !in)
-		return -ENOMEM;
-	m->runs = merge_choose(runs, n_runs, recent_max, take, &m->level);
+	*ret = TAKE_PTR(runs);
+	*ret_n = n;
+	return 0;
+}
 
-	r = run_stmt(c, STMT_INDEX_RUN_NEW);
-	if (r < 0)
-		return r;
-	run = (uint64_t) sqlite3_last_insert_rowid(c->db);
-	m->run = run;
-
-	/* Scans of their own: all inputs are read at once, which one cached statement cannot do. */
-	rc = sqlite3_prepare_v2(c->db, statement_sql[STMT_INDEX_RECENT_SCAN], -1, &in[n_in].s, NULL);
-	if (rc != SQLITE_OK)
-		r = catalog_result(rc);
-	else
-		n_in++;
-	for (size_t k = 0; r >= 0 && k < n_runs; k++) {
-		if (!take[k])
-			continue;
-		rc = sqlite3_prepare_v2(c->db, statement_sql[STMT_INDEX_RUN_SCAN], -1, &in[n_in].s, NULL);
-		if (rc != SQLITE_OK) {
-			r = catalog_result(rc);
-			break;
-		}
-		sqlite3_bind_int64(in[n_in++].s, 1, (sqlite3_int64) runs[k].run);
-		m->from_runs += runs[k].entries;
-	}
-	uint64_t rows = 0;
-	if (r >= 0)
-		r = merge_write(c, in, n_in, run, &rows);
-	for (size_t k = 0; k < n_in; k++)
-		sqlite3_finalize(in[k].s);
-	if (r < 0)
-		return r;
-	m->entries = rows;
-
-	for (size_t k = 0; r >= 0 && k < n_runs; k++) {
-		if (!take[k])
-			continue;
-		r = run_ino(c, STMT_INDEX_RUN_DROP, runs[k].run);
-		if (r >= 0)
-			r = run_ino(c, STMT_INDEX_RUN_FORGET, runs[k].run);
-	}
-	if (r >= 0)
-		r = run_stmt(c, STMT_INDEX_RECENT_CLEAR);
-	if (r < 0)
-		return r;
-	s = stmt(c, STMT_INDEX_RUN_SIZE);
+static int run_set(Catalog *c, StatementId id, uint64_t value, uint64_t run) {
+	sqlite3_stmt *s = stmt(c, id);
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
-	sqlite3_bind_int64(s, 1, (sqlite3_int64) rows);
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) value);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64) run);
 	return step_done(c, s);
 }
@@ -2293,16 +2300,253 @@ static int recent_count(Catalog *c, uint64_t *ret) {
 	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
 }
 
-int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recent) {
-	uint64_t n = 0;
+static int frozen_count(Catalog *c, uint64_t *ret) {
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_FROZEN_COUNT);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*ret = (uint64_t) sqlite3_column_int64(s, 0);
+	finish(s);
+	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
+}
+
+/*
+ * Deletes the first batch rows of a dropped run (up to its batch-th key: a
+ * range the primary key finds), or the rest of it and the run.
+ */
+static int merge_drop(Catalog *c, uint64_t run, uint64_t batch) {
+	uint8_t to[CATALOG_DIGEST_SIZE];
+	int64_t to_tier = -1;
 	int r = 0;
 
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUN_NTH);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) (batch - 1));
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE) {
+		to_tier = sqlite3_column_int64(s, 0);
+		memcpy(to, sqlite3_column_blob(s, 1), CATALOG_DIGEST_SIZE);
+	} else if (rc == SQLITE_ROW)
+		r = -EUCLEAN;
+	else if (rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+	if (r < 0)
+		return r;
+	if (to_tier < 0) {
+		r = run_ino(c, STMT_INDEX_RUN_DROP, run);
+		return r >= 0 ? run_ino(c, STMT_INDEX_RUN_FORGET, run) : r;
+	}
+	s = stmt(c, STMT_INDEX_RUN_DROP_TO);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
+	sqlite3_bind_int64(s, 2, to_tier);
+	sqlite3_bind_blob(s, 3, to, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	return step_done(c, s);
+}
+
+/*
+ * Freezes the recent table as chunk_frozen (a rename: no row is copied)
+ * and a fresh one takes new ids.  A frozen table a failed merge left is
+ * merged as it is: the recent table stays.
+ */
+static const char merge_freeze_sql[] =
+	"DROP TABLE chunk_frozen;"
+	"ALTER TABLE chunk_recent RENAME TO chunk_frozen;"
+	"CREATE TABLE chunk_recent ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;";
+
+static int merge_start(Catalog *c, RunInfo *runs, size_t n, uint64_t recent_max, bool *ret_froze) {
+	_cleanup_free_ bool *take = calloc(MAX(n, (size_t) 1), sizeof(*take));
+	uint64_t frozen = 0;
+	int r;
+
+	if (!take)
+		return -ENOMEM;
+	merge_choose(runs, n, recent_max, take);
+	r = frozen_count(c, &frozen);
+	if (r < 0)
+		return r;
+	*ret_froze = frozen == 0;
+	if (frozen == 0) {
+		r = exec(c, merge_freeze_sql);
+		if (r < 0)
+			return r;
+		c->commits++;
+	}
+	for (size_t k = 0; r >= 0 && k < n; k++)
+		if (take[k])
+			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_MERGING, runs[k].run);
+	return r >= 0 ? run_stmt(c, STMT_INDEX_RUN_NEW) : r;
+}
+
+/* Copies the next batch of the sources into the new run `to`; the last one makes it live and drops them. */
+static int merge_copy(Catalog *c, RunInfo *runs, size_t n, const RunInfo *to, uint64_t batch, CatalogIndexMerge *m) {
+	_cleanup_free_ MergeInput *in = calloc(n + 1, sizeof(*in));
+	uint8_t after[CATALOG_DIGEST_SIZE];
+	int64_t after_tier = -1;
+	size_t n_in = 0;
+	int r = 0, rc;
+
+	if (!in)
+		return -ENOMEM;
+	/* Where the last batch stopped: the new run's last key (one a delete took since is in no source either). */
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUN_LAST);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) to->run);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE) {
+		after_tier = sqlite3_column_int64(s, 0);
+		memcpy(after, sqlite3_column_blob(s, 1), CATALOG_DIGEST_SIZE);
+	} else if (rc == SQLITE_ROW)
+		r = -EUCLEAN;
+	else if (rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+	if (r < 0)
+		return r;
+
+	/* Scans of their own: all inputs are read at once, which one cached statement cannot do. */
+	for (size_t k = 0; k <= n; k++) {
+		if (k > 0 && runs[k - 1].state != RUN_MERGING)
+			continue;
+		rc = sqlite3_prepare_v2(c->db, statement_sql[k == 0 ? STMT_INDEX_FROZEN_SCAN : STMT_INDEX_RUN_SCAN], -1,
+					&in[n_in].s, NULL);
+		if (rc != SQLITE_OK) {
+			r = catalog_result(rc);
+			break;
+		}
+		sqlite3_stmt *q = in[n_in++].s;
+		sqlite3_bind_int64(q, 1, after_tier);
+		if (after_tier < 0)
+			sqlite3_bind_zeroblob(q, 2, 0);
+		else
+			sqlite3_bind_blob(q, 2, after, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+		if (k > 0) {
+			sqlite3_bind_int64(q, 3, (sqlite3_int64) runs[k - 1].run);
+			m->runs++;
+			m->from_runs += runs[k - 1].entries;
+		}
+	}
+	uint64_t rows = 0;
+	bool exhausted = false;
+	if (r >= 0)
+		r = merge_write(c, in, n_in, to->run, batch, &rows, &exhausted);
+	for (size_t k = 0; k < n_in; k++)
+		sqlite3_finalize(in[k].s);
+	if (r < 0)
+		return r;
+	m->run = to->run;
+	m->entries = to->entries + rows;
+	if (rows > 0)
+		r = run_set(c, STMT_INDEX_RUN_SIZE, m->entries, to->run);
+	if (r < 0 || !exhausted)
+		return r;
+
+	/* The swap: one short transaction; the sources' rows go in later batches. */
+	m->done = true;
+	r = run_set(c, STMT_INDEX_RUN_STATE, m->entries > 0 ? RUN_LIVE : RUN_DROPPED, to->run);
+	for (size_t k = 0; r >= 0 && k < n; k++)
+		if (runs[k].state == RUN_MERGING)
+			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_DROPPED, runs[k].run);
+	return r >= 0 ? run_stmt(c, STMT_INDEX_FROZEN_CLEAR) : r;
+}
+
+/* A failed merge: its new run is dropped (in later batches), its sources are live runs again, as they were. */
+static int merge_abandon(Catalog *c) {
+	_cleanup_free_ RunInfo *runs = NULL;
+	size_t n = 0;
+
+	int r = runs_list(c, &runs, &n);
+	for (size_t k = 0; r >= 0 && k < n; k++)
+		if (runs[k].state == RUN_BUILDING)
+			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_DROPPED, runs[k].run);
+		else if (runs[k].state == RUN_MERGING)
+			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_LIVE, runs[k].run);
+	return r;
+}
+
+/* One batch (see catalog_index_merge_step()): 1 (done), 0 (nothing to do), or an error. */
+static int index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *m, bool *ret_froze) {
+	_cleanup_free_ RunInfo *runs = NULL;
+	const RunInfo *building = NULL;
+	size_t n = 0;
+	int r;
+
+	r = runs_list(c, &runs, &n);
+	if (r < 0)
+		return r;
+	for (size_t k = 0; k < n; k++)
+		if (runs[k].state == RUN_DROPPED) {
+			r = merge_drop(c, runs[k].run, batch);
+			return r < 0 ? r : 1;
+		} else if (runs[k].state == RUN_BUILDING)
+			building = runs + k;
+	if (!building) {
+		uint64_t recent = 0;
+		r = recent_count(c, &recent);
+		if (r < 0)
+			return r;
+		c->recent_bound = recent;
+		if (recent <= recent_max)
+			return 0;
+		r = merge_start(c, runs, n, recent_max, ret_froze);
+		if (r < 0)
+			return r;
+		c->merge_recent = *ret_froze ? recent : UINT64_MAX;
+		*m = (CatalogIndexMerge) { .run = (uint64_t) sqlite3_last_insert_rowid(c->db) };
+		return 1;
+	}
+	if (c->merge_recent == UINT64_MAX) {
+		r = frozen_count(c, &c->merge_recent);
+		if (r < 0)
+			return r;
+	}
+	*m = (CatalogIndexMerge) { .recent = c->merge_recent };
+	r = merge_copy(c, runs, n, building, batch, m);
+	if (r < 0)
+		return r;
+	m->level = run_level(m->entries, recent_max);
+	return 1;
+}
+
+/* Whether a merge is under way (a run being written or dropped): 1, 0, or an error. */
+static int merge_pending(Catalog *c) {
+	_cleanup_free_ RunInfo *runs = NULL;
+	size_t n = 0;
+
+	if (c->merging >= 0)
+		return c->merging;
+	int r = runs_list(c, &runs, &n);
+	if (r < 0)
+		return r;
+	c->merging = 0;
+	for (size_t k = 0; k < n; k++)
+		if (runs[k].state >= RUN_BUILDING)
+			c->merging = 1;
+	return c->merging;
+}
+
+int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recent) {
+	uint64_t n = 0;
+	int r;
+
 	lock(c);
-	if (c->recent_bound > recent_max) {
+	r = merge_pending(c);
+	if (r >= 0 && (r > 0 || c->recent_bound > recent_max)) {
+		bool pending = r > 0;
 		r = recent_count(c, &n);
 		if (r >= 0) {
 			c->recent_bound = n;
-			r = n > recent_max;
+			r = pending || n > recent_max;
 		}
 	}
 	unlock(c);
@@ -2311,44 +2555,52 @@ int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recen
 	return r;
 }
 
-int catalog_index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *ret) {
+int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *ret) {
 	CatalogIndexMerge m = {};
+	bool froze = false;
 	int r;
 
 	lock(c);
-	if (c->recent_bound <= recent_max) {
-		r = 0;
+	r = merge_pending(c);
+	if (r <= 0 && (r < 0 || c->recent_bound <= recent_max))
 		goto out;
-	}
 	if (!sqlite3_get_autocommit(c->db)) {
 		r = -EBUSY;
 		goto out;
 	}
-	r = recent_count(c, &m.recent);
-	if (r < 0)
-		goto out;
-	c->recent_bound = m.recent;
-	if (m.recent <= recent_max)
-		goto out;
 	r = exec(c, "BEGIN IMMEDIATE");
 	if (r < 0)
 		goto out;
-	r = index_merge(c, recent_max, &m);
-	if (r < 0) {
-		(void) exec(c, "ROLLBACK");
-		goto out;
+	r = index_merge_step(c, recent_max, MAX(batch, (uint64_t) 1), &m, &froze);
+	if (r >= 0) {
+		int q = exec(c, "COMMIT");
+		if (q < 0)
+			r = q;
 	}
-	r = exec(c, "COMMIT");
 	if (r < 0) {
 		if (!sqlite3_get_autocommit(c->db))
 			(void) exec(c, "ROLLBACK");
+		c->merging = -1;
+		c->recent_bound = UINT64_MAX;
+		c->merge_recent = UINT64_MAX;
+		if (r == -EUCLEAN) {
+			/* Its own transaction: the failed batch's is gone. */
+			int q = exec(c, "BEGIN IMMEDIATE");
+			if (q >= 0)
+				q = merge_abandon(c);
+			if (q >= 0)
+				q = exec(c, "COMMIT");
+			if (q < 0 && !sqlite3_get_autocommit(c->db))
+				(void) exec(c, "ROLLBACK");
+		}
 		goto out;
 	}
 	c->commits++;
-	c->recent_bound = 0;
-	if (ret)
+	c->merging = r;
+	if (froze)
+		c->recent_bound = 0;
+	if (r > 0 && m.run > 0 && ret)
 		*ret = m;
-	r = 1;
 out:
 	unlock(c);
 	return r;
@@ -2360,13 +2612,19 @@ int catalog_index_get(Catalog *c, CatalogIndexState *ret) {
 
 	lock(c);
 	r = recent_count(c, &st.recent);
+	if (r >= 0)
+		r = frozen_count(c, &st.frozen);
 	sqlite3_stmt *s = r >= 0 ? stmt(c, STMT_INDEX_RUNS) : NULL;
 	if (r >= 0 && !s)
 		r = catalog_result(sqlite3_errcode(c->db));
 	if (r >= 0) {
 		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-			st.runs++;
-			st.in_runs += (uint64_t) sqlite3_column_int64(s, 1);
+			int state = sqlite3_column_int(s, 2);
+			if (state <= RUN_MERGING) {
+				st.runs++;
+				st.in_runs += (uint64_t) sqlite3_column_int64(s, 1);
+			} else
+				st.merging = true;
 		}
 		if (rc != SQLITE_DONE)
 			r = catalog_result(rc);

@@ -277,7 +277,7 @@ int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
  * caller's knowledge must have no false negatives and cover every commit
  * before its own (dedup/'s chunk filter, with each id added before the
  * commit that adds it here); a duplicate that gets past it makes the next
- * catalog_index_merge() fail with -EUCLEAN.
+ * merge (catalog_index_merge_step()) fail with -EUCLEAN.
  */
 int catalog_chunk_add_new(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
 int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta);
@@ -321,7 +321,7 @@ int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
  * The digest index (schema 12): (tier, digest) -> chunk id, kept apart from
  * the chunk rows so that a new chunk costs an insert into a small recent
  * table (the only table seals write: it stays in the page cache) instead of
- * a random read and write of one large B-tree.  catalog_index_merge()
+ * a random read and write of one large B-tree.  A merge (catalog_index_merge_step())
  * moves the recent table, once it holds more than recent_max ids, into a
  * sorted run written once in digest order (SQLite appends it), together
  * with the smaller runs: the runs of each level (a run of level L holds
@@ -333,34 +333,54 @@ int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
 #define CATALOG_INDEX_RECENT_MAX (UINT64_C(128) << 10)
 #define CATALOG_INDEX_FANOUT 8u
 
+/* Rows a merge writes or deletes per batch, each batch a transaction of its own: tens of ms (bench/README.md). */
+#define CATALOG_INDEX_MERGE_BATCH (UINT64_C(16) << 10)
+
 typedef struct CatalogIndexMerge {
-	uint64_t recent;    /* ids taken from the recent table */
+	uint64_t run;       /* the new run's number */
+	uint64_t recent;    /* ids taken from the recent table (when counted) */
 	unsigned runs;      /* runs merged with them */
 	uint64_t from_runs; /* ids those runs held when written */
-	uint64_t entries;   /* ids written into the new run */
-	uint64_t run;       /* its number */
-	unsigned level;     /* its level */
+	uint64_t entries;   /* ids written into the new run so far */
+	unsigned level;     /* its level, by those */
+	bool done;          /* this batch made the new run live */
 } CatalogIndexMerge;
 
 /*
- * Merges the recent table (and the runs due, above) into one new run, in
- * one transaction, if it holds more than recent_max ids: a SIGKILL at any
- * point leaves the index as before the merge or as after it.  The catalog
- * lock is held meanwhile.  Cheap when nothing is due: the catalog counts
- * the ids it added since it last looked.  Returns 1 (merged, *ret filled;
- * ret may be NULL), 0 (nothing due), -EBUSY (called inside a transaction),
- * -EUCLEAN (a digest in two tables: nothing changed), or an error.
+ * Does one batch of a merge of the index, in a transaction of its own: the
+ * catalog lock is held for that batch alone, so the FUSE threads wait for
+ * a batch at most, never for a whole merge.  With no merge under way and
+ * more than recent_max ids in the recent table, the first batch starts one:
+ * the recent table is frozen (renamed: a fresh one takes new ids) and the
+ * runs due (above) marked; the batches then copy them, in (tier, digest)
+ * order, into a new run that look-ups skip until the batch that swaps it in
+ * and drops them (their rows go in the batches after).  The frozen table
+ * and the runs stay complete and looked in until the swap; retire and delete
+ * take an entry out of the new run too.  The merge's state is in the
+ * catalog alone: after a crash (or a stop between batches) the next call
+ * resumes it where it stopped.  Returns 1 (a batch done: call again; *ret,
+ * when ret is not NULL, describes the merge, untouched by a batch that
+ * only deletes rows), 0 (nothing to do), -EBUSY (called inside a
+ * transaction), -EUCLEAN (a digest in two tables: the new run is dropped
+ * in the next batches, the frozen table and the runs stay as they were,
+ * and a later merge meets the same duplicate), or an error.
  */
-int catalog_index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *ret);
-/* Whether catalog_index_merge() would merge now: 1 (and *ret_recent, the recent table's ids), 0, or an error. */
+int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *ret);
+/*
+ * Whether catalog_index_merge_step() has work: 1 (a merge under way, or
+ * more than recent_max ids in the recent table; *ret_recent, its ids), 0,
+ * or an error.  Cheap when nothing is due: the catalog counts the ids it
+ * added since it last looked.
+ */
 int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recent);
 
 typedef struct CatalogIndexState {
 	uint64_t recent;    /* ids in the recent table */
-	uint64_t runs;      /* sorted runs */
+	uint64_t frozen;    /* ids in the frozen recent table of a merge under way (or of a failed one) */
+	uint64_t runs;      /* sorted runs looked in */
 	uint64_t in_runs;   /* ids they held when written (retire and delete take some out since) */
+	bool merging;       /* a merge is under way: a run is being written or dropped */
 } CatalogIndexState;
-
 /* The index's tables now.  Returns 0 or an error. */
 int catalog_index_get(Catalog *c, CatalogIndexState *ret);
 

@@ -163,30 +163,46 @@ typedef struct FsSealWorker {
 
 /*
  * The catalog's digest index: once its recent table passed index_recent
- * ids, merged into a sorted run (catalog_index_merge()), between seals so
- * that the FUSE threads never wait for it, though they wait for the
- * catalog while it runs.  Logged before and after: a crash in between
- * shows in the log (tests/e2e/dedup/test_index_crash.py).
+ * ids, merged into a sorted run (catalog_index_merge_step()), between
+ * seals, batch by batch: the catalog lock is free between batches, so the
+ * FUSE threads wait for a batch at most.  A stop between batches leaves
+ * the merge to the next mount, whose seal workers resume it as they
+ * start; one worker drives a merge at a time.  Logged before and after:
+ * a crash in between shows in the log (tests/e2e/dedup/test_index_crash.py).
  */
 static void index_merge(Fs *fs) {
-	CatalogIndexMerge m;
-	uint64_t recent = 0;
+	CatalogIndexMerge m = {};
+	uint64_t recent = 0, batches = 0;
+	int64_t longest = 0;
 
+	if (atomic_exchange(&fs->index_merging, true))
+		return;
 	int r = catalog_index_merge_due(fs->catalog, fs->index_recent, &recent);
 	if (r <= 0) {
 		if (r < 0)
 			log_warning_errno(r, "Failed to count the catalog's recent index entries: %m");
+		atomic_store(&fs->index_merging, false);
 		return;
 	}
 	log_info("merging the chunk index: %llu recent ids", (unsigned long long) recent);
 	int64_t start = monotonic_ns();
-	r = catalog_index_merge(fs->catalog, fs->index_recent, &m);
+	while (!atomic_load(&fs->seal_stopping)) {
+		int64_t t = monotonic_ns();
+		r = catalog_index_merge_step(fs->catalog, fs->index_recent, CATALOG_INDEX_MERGE_BATCH, &m);
+		longest = MAX(longest, monotonic_ns() - t);
+		if (r <= 0)
+			break;
+		batches++;
+	}
 	if (r < 0)
 		log_warning_errno(r, "Failed to merge the chunk index: %m");
-	else if (r > 0)
-		log_info("merged the chunk index: %llu recent ids and %u runs into run %llu (level %u, %llu ids) in %.2f s",
+	else if (r == 0)
+		log_info("merged the chunk index: %llu recent ids and %u runs into run %llu (level %u, %llu ids) in %.2f s, "
+			 "%llu batches, the longest %.1f ms",
 			 (unsigned long long) m.recent, m.runs, (unsigned long long) m.run, m.level,
-			 (unsigned long long) m.entries, (double) (monotonic_ns() - start) / 1e9);
+			 (unsigned long long) m.entries, (double) (monotonic_ns() - start) / 1e9,
+			 (unsigned long long) batches, (double) longest / 1e6);
+	atomic_store(&fs->index_merging, false);
 }
 
 static void *worker_main(void *userdata) {
@@ -196,6 +212,7 @@ static void *worker_main(void *userdata) {
 	bool sealed = false; /* since the last checkpoint */
 
 	lower_priority();
+	index_merge(fs); /* one a crash or an unmount left under way */
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
 		int64_t now = monotonic_ns(), wake = INT64_MAX;

@@ -6,11 +6,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "catalog/catalog.h"
@@ -512,7 +514,7 @@ static void test_archivelogs(void) {
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
 		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
 		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; "
-		 "DROP TABLE chunk_recent; DROP TABLE chunk_runs; DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE chunk_recent; DROP TABLE chunk_frozen; DROP TABLE chunk_runs; DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -554,7 +556,7 @@ static void test_pins(void) {
 	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
 		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; "
-		 "DROP TABLE chunk_recent; DROP TABLE chunk_runs; DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE chunk_recent; DROP TABLE chunk_frozen; DROP TABLE chunk_runs; DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -629,7 +631,7 @@ static void test_history(void) {
 	/* A version 4 catalog (before history) is upgraded in place, with no samples. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; "
 		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; "
-		 "DROP TABLE chunk_recent; DROP TABLE chunk_runs; DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE chunk_recent; DROP TABLE chunk_frozen; DROP TABLE chunk_runs; DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -670,7 +672,7 @@ static void test_staging_tier(void) {
 	/* Version 5 never read a raw file's tier: whatever it held, the upgrade puts the file on the hot tier. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; "
 		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; "
-		 "DROP TABLE chunk_recent; DROP TABLE chunk_runs; DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE chunk_recent; DROP TABLE chunk_frozen; DROP TABLE chunk_runs; DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -729,6 +731,18 @@ static uint64_t index_add(Catalog *c, uint64_t cont, uint64_t i, uint64_t refs) 
 	return id;
 }
 
+/*
+ * A whole merge, in batches of 5 rows: 1 (one done, *m its last report), 0
+ * (nothing due), or the first error.
+ */
+static int index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *m) {
+	int r, any = 0;
+	*m = (CatalogIndexMerge) {};
+	while ((r = catalog_index_merge_step(c, recent_max, 5, m)) > 0)
+		any = 1;
+	return r < 0 ? r : any;
+}
+
 /* Every digest 0..n-1 found, by the id it was added with, but those in gone[]. */
 static void index_check(Catalog *c, const uint64_t *ids, uint64_t n, const bool *gone) {
 	int missing = 0, wrong = 0;
@@ -766,27 +780,27 @@ static void test_chunk_index(void) {
 	snprintf(p12, sizeof(p12), "%s/index.db", dir);
 	CHECK(catalog_open(p12, 0, 0, &c) == 0);
 	CHECK(catalog_container_new(c, 0, &cont) == 0);
-	CHECK(catalog_index_merge(c, 0, &m) == 0); /* empty: nothing to merge */
+	CHECK(index_merge(c, 0, &m) == 0); /* empty: nothing to merge */
 
 	/* 300 ids, merged into one run of level 1 (at least 8 recent tables of 10). */
 	CHECK(catalog_begin(c) == 0);
 	for (uint64_t i = 0; i < 300; i++)
 		ids[i] = index_add(c, cont, i, 1);
-	CHECK(catalog_index_merge(c, 10, &m) == -EBUSY); /* not inside a transaction */
+	CHECK(index_merge(c, 10, &m) == -EBUSY); /* not inside a transaction */
 	CHECK(catalog_commit(c) == 0);
 	CHECK(catalog_index_merge_due(c, 300, &recent) == 0);
 	CHECK(catalog_index_merge_due(c, 10, &recent) == 1 && recent == 300);
-	CHECK(catalog_index_merge(c, 10, &m) == 1);
-	CHECK(m.recent == 300 && m.runs == 0 && m.entries == 300 && m.level == 0);
+	CHECK(index_merge(c, 10, &m) == 1);
+	CHECK(m.done && m.recent == 300 && m.runs == 0 && m.entries == 300 && m.level == 1);
 	CHECK(catalog_index_get(c, &st) == 0 && st.recent == 0 && st.runs == 1 && st.in_runs == 300);
-	CHECK(catalog_index_merge(c, 10, &m) == 0);
+	CHECK(index_merge(c, 10, &m) == 0);
 	index_check(c, ids, 300, NULL);
 
 	/* Seven recent tables of 11 become seven runs of level 0; the eighth merges them, not the large run. */
 	for (uint64_t round = 0; round < 8; round++) {
 		for (uint64_t i = 300 + round * 11; i < 300 + (round + 1) * 11; i++)
 			ids[i] = index_add(c, cont, i, 1);
-		CHECK(catalog_index_merge(c, 10, &m) == 1);
+		CHECK(index_merge(c, 10, &m) == 1);
 		if (round < 7)
 			CHECK(m.runs == 0 && m.level == 0 && m.entries == 11);
 		else
@@ -842,7 +856,7 @@ static void test_chunk_index(void) {
 	for (int k = 0; k < 8; k++) {
 		ids[n] = index_add(c, cont, n, 1);
 		n++;
-		CHECK(catalog_index_merge(c, 0, &m) == 1);
+		CHECK(index_merge(c, 0, &m) == 1);
 	}
 	index_check(c, ids, n, gone);
 	CHECK(catalog_check(c) == 0);
@@ -858,21 +872,168 @@ static void test_chunk_index(void) {
 	CHECK(catalog_container_new(c, 0, &cont) == 0);
 	for (uint64_t i = 0; i < CATALOG_INDEX_FANOUT - 1; i++) {
 		ids[i] = index_add(c, cont, i, 1);
-		CHECK(catalog_index_merge(c, 0, &m) == 1 && m.level == 0 && m.runs == 0);
+		CHECK(index_merge(c, 0, &m) == 1 && m.level == 0 && m.runs == 0);
 	}
 	index_digest(3, dup.digest);
 	dup.tier = 0;
 	CHECK(catalog_chunk_add_new(c, &dup, &id) == 0);
 	CHECK(catalog_index_get(c, &st) == 0 && st.recent == 1 && st.runs == CATALOG_INDEX_FANOUT - 1);
-	CHECK(catalog_index_merge(c, 0, &m) == -EUCLEAN);
+	/* Batches of one row: the twin is always the next batch's, which the one before must see. */
+	int r;
+	while ((r = catalog_index_merge_step(c, 0, 1, &m)) == 1) {
+	}
+	CHECK(r == -EUCLEAN);
+	/* The failed merge's new run goes in the next batches; the frozen recent table stays, looked in. */
 	CatalogIndexState st2;
-	CHECK(catalog_index_get(c, &st2) == 0 && st2.recent == st.recent && st2.runs == st.runs &&
-	      st2.in_runs == st.in_runs);
+	CHECK(catalog_index_get(c, &st2) == 0 && st2.merging && st2.frozen == 1 && st2.recent == 0);
+	while ((r = catalog_index_merge_step(c, 0, 5, &m)) == 1) {
+	}
+	CHECK(r == 0); /* nothing due: the recent table is empty */
+	CHECK(catalog_index_get(c, &st2) == 0 && !st2.merging && st2.frozen == 1 && st2.recent == 0 &&
+	      st2.runs == st.runs && st2.in_runs == st.in_runs);
+	CHECK(catalog_chunk_find(c, 0, dup.digest, &got) == 0);
 	index_check(c, ids, 3, NULL);
 	for (uint64_t i = 4; i < CATALOG_INDEX_FANOUT - 1; i++) {
 		index_digest(i, dup.digest);
 		CHECK(catalog_chunk_find(c, 0, dup.digest, &got) == 0 && got.id == ids[i]);
 	}
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
+typedef struct IndexWriter {
+	Catalog *c;
+	uint64_t cont, i, id;
+	int r;
+} IndexWriter;
+
+/* A transaction of another thread's: it begins only once the catalog lock is free and no transaction open. */
+static void *index_writer(void *userdata) {
+	IndexWriter *w = userdata;
+	CatalogChunk ch = { .tier = 0, .container = w->cont, .offset = w->i * 100, .frame_size = 100, .plain_size = 100,
+			    .refs = 1 };
+	index_digest(w->i, ch.digest);
+	w->r = catalog_begin(w->c);
+	if (w->r >= 0) {
+		w->r = catalog_chunk_add_new(w->c, &ch, &w->id);
+		int q = catalog_commit(w->c);
+		if (w->r >= 0)
+			w->r = q;
+	}
+	return NULL;
+}
+
+/* Digest i added by another thread between two batches; its id in ids[i].  Joined within a minute or failed. */
+static void index_add_elsewhere(Catalog *c, uint64_t cont, uint64_t i, uint64_t *ids) {
+	IndexWriter w = { .c = c, .cont = cont, .i = i };
+	struct timespec deadline;
+	pthread_t t;
+
+	CHECK(pthread_create(&t, NULL, index_writer, &w) == 0);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 60; /* not a timing: a thread that never got the lock */
+	int rc = pthread_timedjoin_np(t, NULL, &deadline);
+	CHECK(rc == 0 && w.r == 0);
+	if (rc != 0)
+		abort();
+	ids[i] = w.id;
+}
+
+/*
+ * A merge batch by batch: between any two batches another thread writes
+ * (the lock is free, no transaction open), look-ups find every id once
+ * (the new run is skipped until the swap), and retire and delete take an
+ * id out whether the merge copied it already or not.  Then a merge stopped
+ * (the catalog closed, as a crash between batches leaves it) at its start,
+ * mid-copy and after the swap is resumed at the next open.
+ */
+static void test_chunk_index_batches(void) {
+	uint64_t ids[1000], cont, n = 0, live, count = 0, steps = 0, removed = 0, recent = 0;
+	bool gone[1000] = {}, swapped = false;
+	CatalogIndexMerge m = {};
+	CatalogIndexState st;
+	char p[300];
+	Catalog *c;
+	int r;
+
+	snprintf(p, sizeof(p), "%s/index-batches.db", dir);
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	/* Seven runs of level 0, and a recent table: the next merge takes all eight. */
+	for (int run = 0; run < 8; run++) {
+		for (int k = 0; k < 40; k++, n++)
+			ids[n] = index_add(c, cont, n, 1);
+		if (run < 7)
+			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
+	}
+	live = n;
+	CHECK(catalog_index_merge_due(c, 10, &recent) == 1 && recent == 40);
+	while (!swapped) {
+		CHECK((r = catalog_index_merge_step(c, 10, 7, &m)) == 1);
+		if (r != 1)
+			break;
+		steps++;
+		index_add_elsewhere(c, cont, n, ids);
+		n++, live++;
+		if (steps % 3 == 0) {
+			uint64_t a = (steps * 37) % 320, b = (steps * 53 + 11) % 320;
+			if (!gone[a]) {
+				CHECK(catalog_chunk_retire(c, ids[a]) == 0);
+				gone[a] = true, live--, removed++;
+			}
+			if (!gone[b]) {
+				CHECK(catalog_chunk_ref(c, ids[b], -1) == 0 && catalog_chunk_delete(c, ids[b]) == 0);
+				gone[b] = true, live--, removed++;
+			}
+		}
+		swapped = swapped || m.done;
+		CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
+		index_check(c, ids, n, gone);
+	}
+	/* The sources' rows go in batches of their own. */
+	do {
+		CHECK(catalog_index_merge_step(c, 10, 7, &m) == 1);
+		CHECK(catalog_index_get(c, &st) == 0);
+		CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
+	} while (st.merging);
+	index_check(c, ids, n, gone);
+	CHECK(swapped && m.runs == 7 && m.from_runs == 280 && m.recent == 40);
+	CHECK(st.frozen == 0 && st.runs == 1 && st.recent == steps);
+	/* Some ids were taken out before the merge copied them, some after. */
+	CHECK(st.in_runs == m.entries && m.entries < 320 && m.entries > 320 - removed);
+	CHECK(catalog_check(c) == 0);
+
+	/*
+	 * Another eight sources, their merge stopped (the catalog closed and
+	 * opened again) after its first batch, mid-copy, after the swap and
+	 * mid-drop: each time found whole and resumed where it stopped.
+	 */
+	CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == steps); /* the other thread's ids */
+	for (int run = 0; run < 7; run++) {
+		for (int k = 0; k < 40; k++, n++, live++)
+			ids[n] = index_add(c, cont, n, 1);
+		if (run < 6)
+			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
+	}
+	uint64_t batch = 0, done_at = 0, reopened = 0;
+	while ((r = catalog_index_merge_step(c, 10, 7, &m)) == 1) {
+		batch++;
+		if (m.done && !done_at)
+			done_at = batch;
+		if (batch != 1 && batch != 4 && (!done_at || (batch != done_at && batch != done_at + 3)))
+			continue;
+		catalog_close(c);
+		CHECK(catalog_open(p, 0, 0, &c) == 0);
+		reopened++;
+		CHECK(catalog_index_get(c, &st) == 0 && st.merging && st.frozen == (done_at ? 0 : 40));
+		CHECK(catalog_index_merge_due(c, 1000, &recent) == 1 && recent == 0); /* under way: due */
+		CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
+		index_check(c, ids, n, gone);
+	}
+	CHECK(r == 0 && reopened == 4 && done_at > 4 && m.runs == 7 && m.recent == 40);
+	CHECK(catalog_index_get(c, &st) == 0 && !st.merging && st.frozen == 0 && st.recent == 0 && st.runs == 2);
+	CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
+	index_check(c, ids, n, gone);
 	CHECK(catalog_check(c) == 0);
 	catalog_close(c);
 }
@@ -1034,6 +1195,7 @@ int main(void) {
 	test_history();
 	test_staging_tier();
 	test_chunk_index();
+	test_chunk_index_batches();
 	test_regions_upgrade();
 	test_shrinks();
 	test_bad_files();
