@@ -129,7 +129,9 @@ typedef enum StatementId {
 	STMT_INDEX_RUN_FORGET,
 	STMT_INDEX_RUN_SIZE,
 	STMT_INDEX_RUN_STATE,
-	STMT_INDEX_FROZEN_CLEAR,
+	STMT_INDEX_MERGED_NTH,
+	STMT_INDEX_MERGED_DROP_TO,
+	STMT_INDEX_MERGED_DROP,
 	STMT_CHUNK_DELETE_RETURNING,
 	STMT_SAVEPOINT,
 	STMT_SAVEPOINT_RELEASE,
@@ -277,7 +279,9 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_INDEX_RUN_FORGET] = "DELETE FROM chunk_run_list WHERE run = ?",
 	[STMT_INDEX_RUN_SIZE] = "UPDATE chunk_run_list SET entries = ? WHERE run = ?",
 	[STMT_INDEX_RUN_STATE] = "UPDATE chunk_run_list SET state = ? WHERE run = ?",
-	[STMT_INDEX_FROZEN_CLEAR] = "DELETE FROM chunk_frozen",
+	[STMT_INDEX_MERGED_NTH] = "SELECT tier, digest FROM chunk_merged ORDER BY tier, digest LIMIT 1 OFFSET ?",
+	[STMT_INDEX_MERGED_DROP_TO] = "DELETE FROM chunk_merged WHERE (tier, digest) <= (?2, ?3)",
+	[STMT_INDEX_MERGED_DROP] = "DELETE FROM chunk_merged",
 	[STMT_CHUNKS_DEAD] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			     "region_offset FROM chunks WHERE tier = ? AND refs = 0",
 	[STMT_TIER_MOVED_ADD] = "INSERT INTO tier_moves (tier, files, logical, source_stored, stored) "
@@ -507,6 +511,11 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  id INTEGER NOT NULL,"
 	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;"
 	"CREATE TABLE chunk_frozen ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;"
+	"CREATE TABLE chunk_merged ("
 	"  tier INTEGER NOT NULL,"
 	"  digest BLOB NOT NULL,"
 	"  id INTEGER NOT NULL,"
@@ -2312,19 +2321,22 @@ static int frozen_count(Catalog *c, uint64_t *ret) {
 }
 
 /*
- * Deletes the first batch rows of a dropped run (up to its batch-th key: a
- * range the primary key finds), or the rest of it and the run.
+ * Deletes the first batch rows of a dropped run (run > 0) or of
+ * chunk_merged (run 0), up to its batch-th key: a range the primary key
+ * finds; or the rest, and the run.  Returns 1 if rows are left, 0, or an
+ * error.
  */
 static int merge_drop(Catalog *c, uint64_t run, uint64_t batch) {
 	uint8_t to[CATALOG_DIGEST_SIZE];
 	int64_t to_tier = -1;
 	int r = 0;
 
-	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUN_NTH);
+	sqlite3_stmt *s = stmt(c, run ? STMT_INDEX_RUN_NTH : STMT_INDEX_MERGED_NTH);
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
-	sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
-	sqlite3_bind_int64(s, 2, (sqlite3_int64) (batch - 1));
+	if (run)
+		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
+	sqlite3_bind_int64(s, run ? 2 : 1, (sqlite3_int64) (batch - 1));
 	int rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW && sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE) {
 		to_tier = sqlite3_column_int64(s, 0);
@@ -2337,27 +2349,53 @@ static int merge_drop(Catalog *c, uint64_t run, uint64_t batch) {
 	if (r < 0)
 		return r;
 	if (to_tier < 0) {
+		if (!run)
+			return run_stmt(c, STMT_INDEX_MERGED_DROP);
 		r = run_ino(c, STMT_INDEX_RUN_DROP, run);
 		return r >= 0 ? run_ino(c, STMT_INDEX_RUN_FORGET, run) : r;
 	}
-	s = stmt(c, STMT_INDEX_RUN_DROP_TO);
+	s = stmt(c, run ? STMT_INDEX_RUN_DROP_TO : STMT_INDEX_MERGED_DROP_TO);
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
-	sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
+	if (run)
+		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
 	sqlite3_bind_int64(s, 2, to_tier);
 	sqlite3_bind_blob(s, 3, to, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
-	return step_done(c, s);
+	r = step_done(c, s);
+	return r < 0 ? r : 1;
+}
+
+/* Whether chunk_merged has rows left to delete: 1, 0, or an error. */
+static int merged_left(Catalog *c) {
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_MERGED_NTH);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, 0);
+	int rc = sqlite3_step(s);
+	finish(s);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : catalog_result(rc);
 }
 
 /*
  * Freezes the recent table as chunk_frozen (a rename: no row is copied)
  * and a fresh one takes new ids.  A frozen table a failed merge left is
- * merged as it is: the recent table stays.
+ * merged as it is: the recent table stays.  At the swap the frozen table
+ * becomes chunk_merged, whose rows go batch by batch (so does a run's):
+ * emptying it in the swap took as long as a few batches.
  */
 static const char merge_freeze_sql[] =
 	"DROP TABLE chunk_frozen;"
 	"ALTER TABLE chunk_recent RENAME TO chunk_frozen;"
 	"CREATE TABLE chunk_recent ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;";
+
+static const char merge_swap_sql[] =
+	"DROP TABLE chunk_merged;"
+	"ALTER TABLE chunk_frozen RENAME TO chunk_merged;"
+	"CREATE TABLE chunk_frozen ("
 	"  tier INTEGER NOT NULL,"
 	"  digest BLOB NOT NULL,"
 	"  id INTEGER NOT NULL,"
@@ -2457,7 +2495,11 @@ static int merge_copy(Catalog *c, RunInfo *runs, size_t n, const RunInfo *to, ui
 	for (size_t k = 0; r >= 0 && k < n; k++)
 		if (runs[k].state == RUN_MERGING)
 			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_DROPPED, runs[k].run);
-	return r >= 0 ? run_stmt(c, STMT_INDEX_FROZEN_CLEAR) : r;
+	if (r >= 0)
+		r = exec(c, merge_swap_sql);
+	if (r >= 0)
+		c->commits++;
+	return r;
 }
 
 /* A failed merge: its new run is dropped (in later batches), its sources are live runs again, as they were. */
@@ -2484,12 +2526,23 @@ static int index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, Cat
 	r = runs_list(c, &runs, &n);
 	if (r < 0)
 		return r;
+	/* What a finished (or failed) merge left to delete goes first; the batch that deletes the last returns 0. */
+	uint64_t drop = 0;
+	int left = 0;
 	for (size_t k = 0; k < n; k++)
 		if (runs[k].state == RUN_DROPPED) {
-			r = merge_drop(c, runs[k].run, batch);
-			return r < 0 ? r : 1;
+			drop = drop ?: runs[k].run;
+			left++;
 		} else if (runs[k].state == RUN_BUILDING)
 			building = runs + k;
+	r = merged_left(c);
+	if (r < 0)
+		return r;
+	left += r;
+	if (left > 0) {
+		r = merge_drop(c, drop, batch);
+		return r < 0 ? r : r > 0 || left > 1;
+	}
 	if (!building) {
 		uint64_t recent = 0;
 		r = recent_count(c, &recent);
@@ -2528,7 +2581,10 @@ static int merge_pending(Catalog *c) {
 	int r = runs_list(c, &runs, &n);
 	if (r < 0)
 		return r;
-	c->merging = 0;
+	r = merged_left(c);
+	if (r < 0)
+		return r;
+	c->merging = r;
 	for (size_t k = 0; k < n; k++)
 		if (runs[k].state >= RUN_BUILDING)
 			c->merging = 1;
@@ -2629,6 +2685,11 @@ int catalog_index_get(Catalog *c, CatalogIndexState *ret) {
 		if (rc != SQLITE_DONE)
 			r = catalog_result(rc);
 		finish(s);
+	}
+	if (r >= 0 && !st.merging) {
+		r = merged_left(c);
+		st.merging = r > 0;
+		r = MIN(r, 0);
 	}
 	unlock(c);
 	if (r >= 0)

@@ -334,7 +334,7 @@ int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
 #define CATALOG_INDEX_FANOUT 8u
 
 /* Rows a merge writes or deletes per batch, each batch a transaction of its own: tens of ms (bench/README.md). */
-#define CATALOG_INDEX_MERGE_BATCH (UINT64_C(16) << 10)
+#define CATALOG_INDEX_MERGE_BATCH (UINT64_C(8) << 10)
 
 typedef struct CatalogIndexMerge {
 	uint64_t run;       /* the new run's number */
@@ -358,9 +358,11 @@ typedef struct CatalogIndexMerge {
  * and the runs stay complete and looked in until the swap; retire and delete
  * take an entry out of the new run too.  The merge's state is in the
  * catalog alone: after a crash (or a stop between batches) the next call
- * resumes it where it stopped.  Returns 1 (a batch done: call again; *ret,
- * when ret is not NULL, describes the merge, untouched by a batch that
- * only deletes rows), 0 (nothing to do), -EBUSY (called inside a
+ * resumes it where it stopped.  Returns 1 (a batch done, the merge goes
+ * on: call again; *ret, when ret is not NULL, describes the merge,
+ * untouched by a batch that only deletes rows), 0 (nothing to do, or this
+ * batch ended the merge: the next call starts another if one is due),
+ * -EBUSY (called inside a
  * transaction), -EUCLEAN (a digest in two tables: the new run is dropped
  * in the next batches, the frozen table and the runs stay as they were,
  * and a later merge meets the same duplicate), or an error.

@@ -167,17 +167,18 @@ typedef struct FsSealWorker {
  * seals, batch by batch: the catalog lock is free between batches, so the
  * FUSE threads wait for a batch at most.  A stop between batches leaves
  * the merge to the next mount, whose seal workers resume it as they
- * start; one worker drives a merge at a time.  Logged before and after:
+ * start (resume_only: they start none); one worker drives a merge at a
+ * time, one merge per call.  Logged before and after:
  * a crash in between shows in the log (tests/e2e/dedup/test_index_crash.py).
  */
-static void index_merge(Fs *fs) {
+static void index_merge(Fs *fs, bool resume_only) {
 	CatalogIndexMerge m = {};
 	uint64_t recent = 0, batches = 0;
 	int64_t longest = 0;
 
 	if (atomic_exchange(&fs->index_merging, true))
 		return;
-	int r = catalog_index_merge_due(fs->catalog, fs->index_recent, &recent);
+	int r = catalog_index_merge_due(fs->catalog, resume_only ? UINT64_MAX : fs->index_recent, &recent);
 	if (r <= 0) {
 		if (r < 0)
 			log_warning_errno(r, "Failed to count the catalog's recent index entries: %m");
@@ -196,6 +197,9 @@ static void index_merge(Fs *fs) {
 	}
 	if (r < 0)
 		log_warning_errno(r, "Failed to merge the chunk index: %m");
+	else if (r == 0 && m.run == 0) /* resumed after its swap: only old rows were left */
+		log_info("merged the chunk index: the old rows of a merge deleted in %.2f s, %llu batches, the longest %.1f ms",
+			 (double) (monotonic_ns() - start) / 1e9, (unsigned long long) batches, (double) longest / 1e6);
 	else if (r == 0)
 		log_info("merged the chunk index: %llu recent ids and %u runs into run %llu (level %u, %llu ids) in %.2f s, "
 			 "%llu batches, the longest %.1f ms",
@@ -212,7 +216,7 @@ static void *worker_main(void *userdata) {
 	bool sealed = false; /* since the last checkpoint */
 
 	lower_priority();
-	index_merge(fs); /* one a crash or an unmount left under way */
+	index_merge(fs, true); /* one a crash or an unmount left under way */
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
 		int64_t now = monotonic_ns(), wake = INT64_MAX;
@@ -249,7 +253,7 @@ static void *worker_main(void *userdata) {
 			else {
 				/* The policy moves only sealed files: one that needs space can start now, not at its next pass. */
 				fs_policy_check_space(fs);
-				index_merge(fs);
+				index_merge(fs, false);
 			}
 			pthread_mutex_lock(&fs->seal_lock);
 			fs->sealing[me->index] = 0;
