@@ -190,6 +190,7 @@ struct Fs {
 	bool seal_stop;           /* protected by seal_lock */
 	atomic_bool seal_stopping; /* read without the lock by a seal in progress, to give up */
 	atomic_bool index_merging; /* a seal worker drives a merge of the catalog's digest index: the others leave it */
+	atomic_bool index_merge_again; /* a seal left it to that worker: it checks for a merge due once more */
 	atomic_bool gc_waiting;   /* the collector waits for writers to end: start no stream meanwhile */
 	/* Since the mount, for status: seals that finished a stream, seals that read the whole file. */
 	atomic_uint_fast64_t seals_streamed, seals_whole;

@@ -167,22 +167,20 @@ typedef struct FsSealWorker {
  * seals, batch by batch: the catalog lock is free between batches, so the
  * FUSE threads wait for a batch at most.  A stop between batches leaves
  * the merge to the next mount, whose seal workers resume it as they
- * start (resume_only: they start none); one worker drives a merge at a
- * time, one merge per call.  Logged before and after:
- * a crash in between shows in the log (tests/e2e/dedup/test_index_crash.py).
+ * start (resume_only: they start none).  One worker drives a merge at a
+ * time, one merge per call, and checks once more if a seal ended
+ * meanwhile.  Logged before and after: a crash in between shows in the
+ * log (tests/e2e/dedup/test_index_crash.py).
  */
-static void index_merge(Fs *fs, bool resume_only) {
+static void index_merge_one(Fs *fs, bool resume_only) {
 	CatalogIndexMerge m = {};
 	uint64_t recent = 0, batches = 0;
 	int64_t longest = 0;
 
-	if (atomic_exchange(&fs->index_merging, true))
-		return;
 	int r = catalog_index_merge_due(fs->catalog, resume_only ? UINT64_MAX : fs->index_recent, &recent);
 	if (r <= 0) {
 		if (r < 0)
 			log_warning_errno(r, "Failed to count the catalog's recent index entries: %m");
-		atomic_store(&fs->index_merging, false);
 		return;
 	}
 	log_info("merging the chunk index: %llu recent ids", (unsigned long long) recent);
@@ -206,7 +204,22 @@ static void index_merge(Fs *fs, bool resume_only) {
 			 (unsigned long long) m.recent, m.runs, (unsigned long long) m.run, m.level,
 			 (unsigned long long) m.entries, (double) (monotonic_ns() - start) / 1e9,
 			 (unsigned long long) batches, (double) longest / 1e6);
-	atomic_store(&fs->index_merging, false);
+}
+
+static void index_merge(Fs *fs, bool resume_only) {
+	for (;;) {
+		if (atomic_exchange(&fs->index_merging, true)) {
+			if (!resume_only)
+				atomic_store(&fs->index_merge_again, true);
+			return;
+		}
+		atomic_store(&fs->index_merge_again, false);
+		index_merge_one(fs, resume_only);
+		atomic_store(&fs->index_merging, false);
+		if (!atomic_load(&fs->index_merge_again) || atomic_load(&fs->seal_stopping))
+			return;
+		resume_only = false;
+	}
 }
 
 static void *worker_main(void *userdata) {
