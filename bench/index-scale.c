@@ -47,7 +47,8 @@
 #define CHUNKS_PER_CONTAINER 2048u
 #define SYNTHETIC_PLAIN 16384u
 #define SYNTHETIC_FRAME 8192u
-#define IDS_PER_TRANSACTION 200000u
+/* Half the recent table: the fill merges after each commit, as the daemon's seal workers do after each seal. */
+#define IDS_PER_TRANSACTION (CATALOG_INDEX_RECENT_MAX / 2)
 #define IDS_PER_TB (UINT64_C(64) << 20)
 #define FEED_PIECE (1u << 20)
 
@@ -63,6 +64,9 @@ typedef struct Options {
 typedef struct Row {
 	uint64_t ids;
 	double fill_s, fill_cpu_s, fill_first_rate, fill_last_rate;
+	double merge_cpu_s; /* of the fill, in catalog_index_merge_step() */
+	double merge_hold_ms; /* the longest batch of a merge: how long it held the catalog lock */
+	uint64_t runs;
 	uint64_t catalog_bytes;
 	double open_s;
 	uint64_t filter_bytes, locality_bytes;
@@ -140,7 +144,13 @@ static void synthetic_id(DedupHasher *h, uint64_t i, uint64_t n, uint8_t out[CAT
 	memcpy(out, id.bytes, CATALOG_DIGEST_SIZE);
 }
 
-/* N ids in full containers, committed in large transactions, as a store's index would hold them. */
+/*
+ * N ids in full containers, committed in large transactions, as a store's
+ * index would hold them: each digest is new (catalog_chunk_add_new(), as
+ * a writer whose filter never saw it adds it), and the recent table is
+ * merged into runs by catalog_index_merge_step(), batch by batch, after
+ * each commit; each batch's wall time bounds how long it held the lock.
+ */
 static void fill(Catalog *c, DedupHasher *h, Row *row) {
 	uint64_t container = 0, tenth = MAX(row->ids / 10, 1);
 	double start = now_s(CLOCK_MONOTONIC), mark = start, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
@@ -168,11 +178,21 @@ static void fill(Catalog *c, DedupHasher *h, Row *row) {
 		};
 		uint64_t id;
 		synthetic_id(h, i, row->ids, ch.digest);
-		if ((r = catalog_chunk_add(c, &ch, &id)) < 0)
+		if ((r = catalog_chunk_add_new(c, &ch, &id)) < 0)
 			die("chunk add", r);
-		if ((i + 1) % IDS_PER_TRANSACTION == 0 || i + 1 == row->ids)
+		if ((i + 1) % IDS_PER_TRANSACTION == 0 || i + 1 == row->ids) {
 			if ((r = catalog_commit(c)) < 0)
 				die("commit", r);
+			double t_cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
+			do {
+				double t = now_s(CLOCK_MONOTONIC);
+				if ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH,
+								  NULL)) < 0)
+					die("index merge", r);
+				row->merge_hold_ms = MAX(row->merge_hold_ms, (now_s(CLOCK_MONOTONIC) - t) * 1e3);
+			} while (r > 0);
+			row->merge_cpu_s += now_s(CLOCK_PROCESS_CPUTIME_ID) - t_cpu;
+		}
 		if ((i + 1) % tenth == 0) {
 			double t = now_s(CLOCK_MONOTONIC), rate = (double) tenth / (t - mark);
 			if (i + 1 == tenth)
@@ -184,6 +204,10 @@ static void fill(Catalog *c, DedupHasher *h, Row *row) {
 	}
 	row->fill_s = now_s(CLOCK_MONOTONIC) - start;
 	row->fill_cpu_s = now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu;
+	CatalogIndexState st;
+	if ((r = catalog_index_get(c, &st)) < 0)
+		die("index state", r);
+	row->runs = st.runs;
 }
 
 /* Seals data as one new file; returns wall MB/s, CPU s/GB and the writer's catalog look-ups. */
@@ -310,21 +334,26 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 
 /*
  * CPU seconds per GB beside the wall rates: on a shared machine the wall
- * clock measures the neighbours as much as the index.
+ * clock measures the neighbours as much as the index.  merge cpu/GB is the
+ * fill's merges per GB of new data (16 KiB chunks): what the seal of new
+ * data costs besides, later, on a seal worker; hold ms is its longest batch
+ * (wall clock), the longest the catalog lock was held by a merge.
  */
 static void print_header(FILE *f, const Options *o) {
 	fprintf(f, "index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
 		(unsigned long long) (o->data_bytes / MiB), (unsigned long long) o->lookups,
 		o->drop_caches ? "dropped before each step" : "kept");
-	fprintf(f, "%11s %9s %9s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
-		"fill s", "fill cpu", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
+	fprintf(f, "%11s %9s %9s %9s %8s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
+		"fill s", "fill cpu", "merge cpu", "hold ms", "runs", "merge cpu/GB", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
 		"of 0", "new cpu/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup look", "random/s",
 		"peak RSS");
 }
 
 static void print_row(FILE *f, const Row *r, const Row *base) {
-	fprintf(f, "%11llu %9.1f %9.1f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
-		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->fill_first_rate, r->fill_last_rate,
+	fprintf(f, "%11llu %9.1f %9.1f %9.1f %8.1f %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
+		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->merge_cpu_s, r->merge_hold_ms,
+		(unsigned long long) r->runs,
+		r->ids ? r->merge_cpu_s / (double) r->ids * (1e9 / SYNTHETIC_PLAIN) : 0.0, r->fill_first_rate, r->fill_last_rate,
 		(double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0, r->open_s,
 		(double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / base->new_mbs, r->new_cpu_s_gb,
 		r->new_cpu_s_gb / base->new_cpu_s_gb, r->dup_mbs, r->dup_mbs / base->dup_mbs, r->dup_cpu_s_gb,

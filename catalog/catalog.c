@@ -15,6 +15,20 @@
  *     no SQL text is ever built from names or values.
  *  5. SQLite result codes are translated to negative errno in
  *     catalog_result() and nowhere else.
+ *  6. The digest index (tier, digest) -> chunk id is the recent table
+ *     chunk_recent, the frozen one chunk_frozen (the recent table of a
+ *     merge under way, else empty) and the sorted runs in chunk_runs that
+ *     chunk_run_list marks live or merging; a digest is in one of them at
+ *     most, and every chunk row is in one of them unless retired.  A new
+ *     chunk goes into the recent table only: its uniqueness there is the
+ *     table's key, and in the others either a look-up (catalog_chunk_add())
+ *     or the caller's word that the digest was never committed
+ *     (catalog_chunk_add_new(): a filter with no false negatives, which
+ *     saw every id of the frozen table before it was frozen).  A merge
+ *     copies the frozen table and the merging runs, batch by batch, into a
+ *     building run that look-ups skip (it holds a copy of some of theirs);
+ *     one short transaction swaps it in.  A digest found twice fails the
+ *     merge rather than drop one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +44,19 @@
 
 #include "catalog/catalog.h"
 #include "common/macros.h"
+
+/*
+ * chunk_run_list.state: what a run is to look-ups and to the merge under
+ * way (one at most).  The SQL spells them too (RUN_*_SQL).
+ */
+enum {
+	RUN_LIVE = 0,     /* looked in */
+	RUN_MERGING = 1,  /* looked in, and a source of the merge under way */
+	RUN_BUILDING = 2, /* the merge's new run, being written: not looked in, its sources are complete */
+	RUN_DROPPED = 3,  /* merged (or a failed merge's new run): not looked in, deleted batch by batch */
+};
+#define RUN_MERGING_SQL "1"
+#define RUN_BUILDING_SQL "2"
 
 typedef enum StatementId {
 	STMT_INODE_GET,
@@ -72,18 +99,43 @@ typedef enum StatementId {
 	STMT_CONTAINER_FOREIGN_ADD,
 	STMT_CONTAINERS_FOREIGN,
 	STMT_CONTAINERS_FOREIGN_PRUNE,
-	STMT_CHUNK_FIND,
 	STMT_CHUNK_GET,
 	STMT_CHUNK_ADD,
 	STMT_CHUNK_REF,
 	STMT_CHUNK_MOVE,
-	STMT_CHUNK_DELETE,
 	STMT_CHUNK_RETIRE,
 	STMT_CHUNKS_IN_CONTAINER,
 	STMT_CHUNKS_TIER,
 	STMT_CHUNK_DIGESTS_TIER,
 	STMT_CHUNKS_COUNT_TIER,
 	STMT_CHUNKS_DEAD,
+	STMT_INDEX_FIND,
+	STMT_INDEX_RECENT_FIND,
+	STMT_INDEX_RECENT_ADD,
+	STMT_INDEX_RECENT_REMOVE,
+	STMT_INDEX_FROZEN_REMOVE,
+	STMT_INDEX_RUNS_REMOVE,
+	STMT_INDEX_RECENT_COUNT,
+	STMT_INDEX_FROZEN_COUNT,
+	STMT_INDEX_FROZEN_SCAN,
+	STMT_INDEX_RUN_SCAN,
+	STMT_INDEX_RUN_LAST,
+	STMT_INDEX_RUNS,
+	STMT_INDEX_RUN_NEW,
+	STMT_INDEX_RUN_ROW_ADD,
+	STMT_INDEX_RUN_NTH,
+	STMT_INDEX_RUN_DROP_TO,
+	STMT_INDEX_RUN_DROP,
+	STMT_INDEX_RUN_FORGET,
+	STMT_INDEX_RUN_SIZE,
+	STMT_INDEX_RUN_STATE,
+	STMT_INDEX_MERGED_NTH,
+	STMT_INDEX_MERGED_DROP_TO,
+	STMT_INDEX_MERGED_DROP,
+	STMT_CHUNK_DELETE_RETURNING,
+	STMT_SAVEPOINT,
+	STMT_SAVEPOINT_RELEASE,
+	STMT_SAVEPOINT_ROLLBACK,
 	STMT_TIER_MOVED_ADD,
 	STMT_TIER_MOVED_GET,
 	STMT_KEY_ID_GET,
@@ -170,8 +222,6 @@ static const char *const statement_sql[_STMT_MAX] = {
 				    "ORDER BY id",
 	[STMT_CONTAINERS_FOREIGN_PRUNE] = "DELETE FROM containers WHERE tier = ? AND host IS NOT NULL AND NOT EXISTS "
 					  "(SELECT 1 FROM chunks WHERE chunks.container = containers.id)",
-	[STMT_CHUNK_FIND] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
-			    "region_offset FROM chunks WHERE tier = ? AND digest = ?",
 	[STMT_CHUNK_GET] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			   "region_offset FROM chunks WHERE id = ?",
 	[STMT_CHUNK_ADD] = "INSERT INTO chunks (tier, digest, container, offset, frame_size, plain_size, refs, "
@@ -180,7 +230,7 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_CHUNK_MOVE] = "UPDATE chunks SET container = ?, offset = ?, frame_size = ?, region_size = ?, "
 			    "region_offset = ? WHERE id = ?",
 	[STMT_CHUNK_RETIRE] = "UPDATE chunks SET digest = ? WHERE id = ?",
-	[STMT_CHUNK_DELETE] = "DELETE FROM chunks WHERE id = ? AND refs = 0",
+	[STMT_CHUNK_DELETE_RETURNING] = "DELETE FROM chunks WHERE id = ? AND refs = 0 RETURNING tier, digest",
 	[STMT_CHUNKS_IN_CONTAINER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, "
 				     "region_size, region_offset FROM chunks WHERE container = ? "
 				     "ORDER BY offset, region_offset",
@@ -191,9 +241,47 @@ static const char *const statement_sql[_STMT_MAX] = {
 	 */
 	[STMT_CHUNKS_TIER] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			     "region_offset FROM chunks NOT INDEXED WHERE tier = ?",
-	/* Only columns of the (tier, digest) index: a scan of the index alone, in its page order. */
-	[STMT_CHUNK_DIGESTS_TIER] = "SELECT digest FROM chunks WHERE tier = ?",
-	[STMT_CHUNKS_COUNT_TIER] = "SELECT count(*) FROM chunks WHERE tier = ?",
+	/* The digest index alone (recent, then run by run), smaller than the table. */
+	[STMT_CHUNK_DIGESTS_TIER] = "SELECT digest FROM chunk_recent WHERE tier = ?1 UNION ALL SELECT digest FROM "
+				    "chunk_frozen WHERE tier = ?1 UNION ALL SELECT digest FROM chunk_runs WHERE run IN "
+				    "(SELECT run FROM chunk_run_list WHERE state <= " RUN_MERGING_SQL ") AND tier = ?1",
+	[STMT_CHUNKS_COUNT_TIER] = "SELECT (SELECT count(*) FROM chunk_recent WHERE tier = ?1) + (SELECT count(*) FROM "
+				   "chunk_frozen WHERE tier = ?1) + (SELECT count(*) FROM chunk_runs WHERE run IN "
+				   "(SELECT run FROM chunk_run_list WHERE state <= " RUN_MERGING_SQL ") AND tier = ?1)",
+	/*
+	 * The digest index (invariant 6): the recent table, then each run, in
+	 * run order (the oldest runs are the largest: most ids are found in
+	 * the first one looked at); a digest is in one table at most.
+	 */
+	[STMT_INDEX_FIND] = "SELECT id FROM chunk_recent WHERE tier = ?1 AND digest = ?2 UNION ALL SELECT id FROM "
+			    "chunk_frozen WHERE tier = ?1 AND digest = ?2 UNION ALL SELECT id FROM chunk_runs WHERE run IN "
+			    "(SELECT run FROM chunk_run_list WHERE state <= " RUN_MERGING_SQL ") AND tier = ?1 AND "
+			    "digest = ?2 LIMIT 1",
+	[STMT_INDEX_RECENT_FIND] = "SELECT id FROM chunk_recent WHERE tier = ? AND digest = ?",
+	[STMT_INDEX_RECENT_ADD] = "INSERT INTO chunk_recent (tier, digest, id) VALUES (?, ?, ?)",
+	[STMT_INDEX_RECENT_REMOVE] = "DELETE FROM chunk_recent WHERE tier = ? AND digest = ? AND id = ?",
+	[STMT_INDEX_FROZEN_REMOVE] = "DELETE FROM chunk_frozen WHERE tier = ? AND digest = ? AND id = ?",
+	[STMT_INDEX_RUNS_REMOVE] = "DELETE FROM chunk_runs WHERE run IN (SELECT run FROM chunk_run_list) AND tier = ? "
+				   "AND digest = ? AND id = ?",
+	[STMT_INDEX_RECENT_COUNT] = "SELECT count(*) FROM chunk_recent",
+	[STMT_INDEX_FROZEN_COUNT] = "SELECT count(*) FROM chunk_frozen",
+	[STMT_INDEX_FROZEN_SCAN] = "SELECT tier, digest, id FROM chunk_frozen WHERE (tier, digest) > (?1, ?2) "
+				   "ORDER BY tier, digest",
+	[STMT_INDEX_RUN_SCAN] = "SELECT tier, digest, id FROM chunk_runs WHERE run = ?3 AND (tier, digest) > (?1, ?2) "
+				"ORDER BY tier, digest",
+	[STMT_INDEX_RUN_LAST] = "SELECT tier, digest FROM chunk_runs WHERE run = ? ORDER BY tier DESC, digest DESC LIMIT 1",
+	[STMT_INDEX_RUNS] = "SELECT run, entries, state FROM chunk_run_list ORDER BY run",
+	[STMT_INDEX_RUN_NEW] = "INSERT INTO chunk_run_list (entries, state) VALUES (0, " RUN_BUILDING_SQL ")",
+	[STMT_INDEX_RUN_ROW_ADD] = "INSERT INTO chunk_runs (run, tier, digest, id) VALUES (?, ?, ?, ?)",
+	[STMT_INDEX_RUN_NTH] = "SELECT tier, digest FROM chunk_runs WHERE run = ? ORDER BY tier, digest LIMIT 1 OFFSET ?",
+	[STMT_INDEX_RUN_DROP_TO] = "DELETE FROM chunk_runs WHERE run = ?1 AND (tier, digest) <= (?2, ?3)",
+	[STMT_INDEX_RUN_DROP] = "DELETE FROM chunk_runs WHERE run = ?",
+	[STMT_INDEX_RUN_FORGET] = "DELETE FROM chunk_run_list WHERE run = ?",
+	[STMT_INDEX_RUN_SIZE] = "UPDATE chunk_run_list SET entries = ? WHERE run = ?",
+	[STMT_INDEX_RUN_STATE] = "UPDATE chunk_run_list SET state = ? WHERE run = ?",
+	[STMT_INDEX_MERGED_NTH] = "SELECT tier, digest FROM chunk_merged ORDER BY tier, digest LIMIT 1 OFFSET ?",
+	[STMT_INDEX_MERGED_DROP_TO] = "DELETE FROM chunk_merged WHERE (tier, digest) <= (?2, ?3)",
+	[STMT_INDEX_MERGED_DROP] = "DELETE FROM chunk_merged",
 	[STMT_CHUNKS_DEAD] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
 			     "region_offset FROM chunks WHERE tier = ? AND refs = 0",
 	[STMT_TIER_MOVED_ADD] = "INSERT INTO tier_moves (tier, files, logical, source_stored, stored) "
@@ -233,6 +321,9 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_BEGIN] = "BEGIN IMMEDIATE",
 	[STMT_COMMIT] = "COMMIT",
 	[STMT_ROLLBACK] = "ROLLBACK",
+	[STMT_SAVEPOINT] = "SAVEPOINT chunk_index",
+	[STMT_SAVEPOINT_RELEASE] = "RELEASE chunk_index",
+	[STMT_SAVEPOINT_ROLLBACK] = "ROLLBACK TO chunk_index",
 };
 
 /* schema_steps[n] upgrades a catalog from version n to n + 1. */
@@ -403,6 +494,64 @@ static const char *const schema_steps[CATALOG_SCHEMA_VERSION] = {
 	"  tier INTEGER PRIMARY KEY,"
 	"  generation INTEGER NOT NULL,"
 	"  present INTEGER NOT NULL);",
+
+	/*
+	 * 11 -> 12: the digest index leaves the chunk table (invariant 6).
+	 * UNIQUE (tier, digest) made every new chunk a random read and write
+	 * of one large B-tree (bench/README.md, index-scale).  The map from
+	 * digest to id becomes a small recent table, the only one a seal
+	 * writes, and sorted runs that a merge writes once each,
+	 * in digest order.  What the old index held becomes run 1, read from
+	 * it in order; the chunk table is rebuilt without it, its ids and
+	 * its AUTOINCREMENT high-water mark kept (an id is never reused).
+	 */
+	"CREATE TABLE chunk_recent ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;"
+	"CREATE TABLE chunk_frozen ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;"
+	"CREATE TABLE chunk_merged ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;"
+	"CREATE TABLE chunk_runs ("
+	"  run INTEGER NOT NULL,"
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (run, tier, digest)) WITHOUT ROWID;"
+	"CREATE TABLE chunk_run_list ("
+	"  run INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  entries INTEGER NOT NULL,"
+	"  state INTEGER NOT NULL DEFAULT 0);"
+	"INSERT INTO chunk_run_list (run, entries) SELECT 1, count(*) FROM chunks HAVING count(*) > 0;"
+	"INSERT INTO chunk_runs (run, tier, digest, id) SELECT 1, tier, digest, id FROM chunks ORDER BY tier, digest;"
+	"CREATE TABLE chunks_v12 ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  container INTEGER NOT NULL REFERENCES containers (id),"
+	"  offset INTEGER NOT NULL,"
+	"  frame_size INTEGER NOT NULL,"
+	"  plain_size INTEGER NOT NULL,"
+	"  refs INTEGER NOT NULL CHECK (refs >= 0),"
+	"  region_size INTEGER NOT NULL DEFAULT 0,"
+	"  region_offset INTEGER NOT NULL DEFAULT 0);"
+	"INSERT INTO chunks_v12 (id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
+	"  region_offset) SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
+	"  region_offset FROM chunks ORDER BY id;"
+	"DELETE FROM sqlite_sequence WHERE name = 'chunks_v12';"
+	"INSERT INTO sqlite_sequence (name, seq) SELECT 'chunks_v12', seq FROM sqlite_sequence WHERE name = 'chunks';"
+	"DROP TABLE chunks;"
+	"ALTER TABLE chunks_v12 RENAME TO chunks;"
+	"CREATE INDEX chunks_container ON chunks (container, offset);"
+	"CREATE INDEX chunks_dead ON chunks (tier) WHERE refs = 0;",
 };
 
 struct Catalog {
@@ -412,6 +561,9 @@ struct Catalog {
 	sqlite3_stmt *stmts[_STMT_MAX]; /* protected by lock */
 	uint64_t commits;               /* protected by lock: bumped by every change */
 	uint64_t synced;                /* protected by sync_lock: commits known durable */
+	uint64_t recent_bound;          /* protected by lock: at least chunk_recent's rows; UINT64_MAX unknown */
+	int merging;                    /* protected by lock: a merge is under way (1), none (0), unknown (-1) */
+	uint64_t merge_recent;          /* protected by lock: chunk_frozen's rows when counted; UINT64_MAX unknown */
 	pthread_mutex_t sync_lock;      /* taken without lock held */
 };
 
@@ -563,6 +715,9 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->recent_bound = UINT64_MAX;
+	c->merging = -1;
+	c->merge_recent = UINT64_MAX;
 	if (asprintf(&c->wal_path, "%s-wal", path) < 0) {
 		c->wal_path = NULL;
 		return -ENOMEM;
@@ -610,6 +765,14 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 		r = exec(c, "PRAGMA journal_mode = WAL");
 	if (r >= 0)
 		r = exec(c, "PRAGMA synchronous = NORMAL");
+	/*
+	 * 16 MiB instead of SQLite's 2: the recent table of the digest index
+	 * (CATALOG_INDEX_RECENT_MAX ids, about 6 MiB) stays in it, so a new
+	 * chunk's insert neither reads its page back nor spills it to the
+	 * WAL before the commit (bench/README.md, index-scale).
+	 */
+	if (r >= 0)
+		r = exec(c, "PRAGMA cache_size = -16384");
 	if (r >= 0)
 		r = exec(c, "PRAGMA foreign_keys = ON");
 	if (r < 0)
@@ -1555,19 +1718,82 @@ static int chunk_query_one(Catalog *c, sqlite3_stmt *s, CatalogChunk *ret) {
 	return r;
 }
 
+/* The id the digest index maps (tier, digest) to: 0, -ENOENT, or an error.  Only the recent table if recent_only. */
+static int index_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], bool recent_only,
+		      uint64_t *ret_id) {
+	sqlite3_stmt *s = stmt(c, recent_only ? STMT_INDEX_RECENT_FIND : STMT_INDEX_FIND);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, tier);
+	sqlite3_bind_blob(s, 2, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	int rc = sqlite3_step(s), r;
+	if (rc == SQLITE_ROW) {
+		*ret_id = (uint64_t) sqlite3_column_int64(s, 0);
+		r = 0;
+	} else
+		r = rc == SQLITE_DONE ? -ENOENT : catalog_result(rc);
+	finish(s);
+	return r;
+}
+
+/* Takes (tier, digest) -> id out of the digest index, from whichever table holds it. */
+static int index_remove(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], uint64_t id) {
+	/* A digest of the frozen table or of a run may be in the new run of a merge under way too (RUNS_REMOVE). */
+	static const StatementId ids[] = { STMT_INDEX_RECENT_REMOVE, STMT_INDEX_FROZEN_REMOVE, STMT_INDEX_RUNS_REMOVE };
+	for (size_t k = 0; k < ELEMENTSOF(ids); k++) {
+		sqlite3_stmt *s = stmt(c, ids[k]);
+		if (!s)
+			return catalog_result(sqlite3_errcode(c->db));
+		sqlite3_bind_int64(s, 1, tier);
+		sqlite3_bind_blob(s, 2, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 3, (sqlite3_int64) id);
+		int r = step_done(c, s);
+		if (r < 0)
+			return r;
+		if (k == 0 && sqlite3_changes(c->db) > 0)
+			break;
+	}
+	return 0;
+}
+
+static int run_stmt(Catalog *c, StatementId id) {
+	sqlite3_stmt *s = stmt(c, id);
+	return s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
+}
+
+/*
+ * A change of several rows outside a transaction gets one of its own,
+ * whole or nothing.  Inside the caller's, a failure after the first write
+ * leaves the transaction for the caller to roll back: a savepoint there
+ * would copy every page it touches to a statement journal, as much as the
+ * rest of a chunk insert costs (bench/README.md, index-scale).
+ */
+static int savepoint_begin(Catalog *c, bool *ret_own) {
+	*ret_own = sqlite3_get_autocommit(c->db);
+	return *ret_own ? run_stmt(c, STMT_SAVEPOINT) : 0;
+}
+
+static int savepoint_end(Catalog *c, bool own, int r) {
+	if (!own)
+		return r;
+	if (r < 0)
+		(void) run_stmt(c, STMT_SAVEPOINT_ROLLBACK);
+	int q = run_stmt(c, STMT_SAVEPOINT_RELEASE);
+	return r < 0 ? r : q;
+}
+
 int catalog_chunk_find(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_DIGEST_SIZE], CatalogChunk *ret) {
+	uint64_t id = 0;
 	int r;
 
 	lock(c);
-	sqlite3_stmt *s = stmt(c, STMT_CHUNK_FIND);
-	if (!s) {
-		r = catalog_result(sqlite3_errcode(c->db));
-		goto out;
+	r = index_find(c, tier, digest, false, &id);
+	if (r >= 0) {
+		r = catalog_chunk_get(c, id, ret);
+		/* An index entry with no chunk row, or another chunk's, is damage. */
+		if (r == -ENOENT || (r >= 0 && (ret->tier != tier || memcmp(ret->digest, digest, CATALOG_DIGEST_SIZE) != 0)))
+			r = -EUCLEAN;
 	}
-	sqlite3_bind_int64(s, 1, tier);
-	sqlite3_bind_blob(s, 2, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
-	r = chunk_query_one(c, s, ret);
-out:
 	unlock(c);
 	return r;
 }
@@ -1627,14 +1853,25 @@ static int container_live_add(Catalog *c, uint64_t container, int64_t delta) {
 	return r;
 }
 
-int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
+static int chunk_add(Catalog *c, const CatalogChunk *ch, bool recent_only, uint64_t *ret_id) {
+	uint64_t other = 0;
+	bool own = false;
 	int r;
 
 	lock(c);
+	/* Checked before anything is written: -EEXIST leaves the caller's transaction as it was. */
+	r = index_find(c, ch->tier, ch->digest, recent_only, &other);
+	if (r >= 0)
+		r = -EEXIST;
+	if (r != -ENOENT)
+		goto out;
+	r = savepoint_begin(c, &own);
+	if (r < 0)
+		goto out;
 	sqlite3_stmt *s = stmt(c, STMT_CHUNK_ADD);
 	if (!s) {
 		r = catalog_result(sqlite3_errcode(c->db));
-		goto out;
+		goto end;
 	}
 	sqlite3_bind_int64(s, 1, ch->tier);
 	sqlite3_bind_blob(s, 2, ch->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
@@ -1647,13 +1884,37 @@ int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
 	sqlite3_bind_int64(s, 9, ch->region_offset);
 	r = step_done(c, s);
 	if (r < 0)
-		goto out;
-	*ret_id = (uint64_t) sqlite3_last_insert_rowid(c->db);
-	if (ch->refs > 0)
+		goto end;
+	uint64_t id = (uint64_t) sqlite3_last_insert_rowid(c->db);
+	s = stmt(c, STMT_INDEX_RECENT_ADD);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto end;
+	}
+	sqlite3_bind_int64(s, 1, ch->tier);
+	sqlite3_bind_blob(s, 2, ch->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64) id);
+	r = step_done(c, s);
+	if (r >= 0 && ch->refs > 0)
 		r = container_live_add(c, ch->container, ch->frame_size);
+	if (r >= 0) {
+		*ret_id = id;
+		if (c->recent_bound != UINT64_MAX)
+			c->recent_bound++;
+	}
+end:
+	r = savepoint_end(c, own, r);
 out:
 	unlock(c);
 	return r;
+}
+
+int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
+	return chunk_add(c, ch, false, ret_id);
+}
+
+int catalog_chunk_add_new(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id) {
+	return chunk_add(c, ch, true, ret_id);
 }
 
 int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta) {
@@ -1727,32 +1988,73 @@ out:
 
 int catalog_chunk_retire(Catalog *c, uint64_t id) {
 	uint8_t digest[CATALOG_DIGEST_SIZE] = {};
+	CatalogChunk ch;
+	bool own = false;
 	int r;
 
 	memset(digest, 0xff, 8);
 	for (unsigned k = 0; k < 8; k++)
 		digest[8 + k] = (uint8_t) (id >> (8 * k));
 	lock(c);
-	sqlite3_stmt *s = stmt(c, STMT_CHUNK_RETIRE);
-	if (!s) {
-		r = catalog_result(sqlite3_errcode(c->db));
+	r = catalog_chunk_get(c, id, &ch);
+	if (r < 0)
 		goto out;
+	r = savepoint_begin(c, &own);
+	if (r < 0)
+		goto out;
+	/* Out of the digest index: nothing finds it by content any more. */
+	r = index_remove(c, ch.tier, ch.digest, id);
+	if (r >= 0) {
+		sqlite3_stmt *s = stmt(c, STMT_CHUNK_RETIRE);
+		if (!s)
+			r = catalog_result(sqlite3_errcode(c->db));
+		else {
+			sqlite3_bind_blob(s, 1, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+			sqlite3_bind_int64(s, 2, (sqlite3_int64) id);
+			r = step_done(c, s);
+		}
 	}
-	sqlite3_bind_blob(s, 1, digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, (sqlite3_int64) id);
-	r = step_done(c, s);
-	if (r >= 0 && sqlite3_changes(c->db) == 0)
-		r = -ENOENT;
+	r = savepoint_end(c, own, r);
 out:
 	unlock(c);
 	return r;
 }
 
 int catalog_chunk_delete(Catalog *c, uint64_t id) {
+	uint8_t digest[CATALOG_DIGEST_SIZE];
+	uint32_t tier = 0;
+	bool own = false;
+	int r, rc;
+
 	lock(c);
-	int r = run_ino(c, STMT_CHUNK_DELETE, id);
-	if (r >= 0 && sqlite3_changes(c->db) == 0)
-		r = -EBUSY;
+	r = savepoint_begin(c, &own);
+	if (r < 0)
+		goto out;
+	sqlite3_stmt *s = stmt(c, STMT_CHUNK_DELETE_RETURNING);
+	if (!s) {
+		r = catalog_result(sqlite3_errcode(c->db));
+		goto end;
+	}
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		tier = (uint32_t) sqlite3_column_int64(s, 0);
+		r = sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE ? 0 : -EUCLEAN;
+		if (r == 0)
+			memcpy(digest, sqlite3_column_blob(s, 1), CATALOG_DIGEST_SIZE);
+		rc = sqlite3_step(s);
+		if (r == 0 && rc != SQLITE_DONE)
+			r = catalog_result(rc);
+		c->commits++;
+	} else
+		r = rc == SQLITE_DONE ? -EBUSY : catalog_result(rc);
+	finish(s);
+	/* A retired chunk's made-up digest is in no table: nothing to take out. */
+	if (r >= 0)
+		r = index_remove(c, tier, digest, id);
+end:
+	r = savepoint_end(c, own, r);
+out:
 	unlock(c);
 	return r;
 }
@@ -1837,6 +2139,561 @@ int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
 	finish(s);
 out:
 	unlock(c);
+	return r;
+}
+
+/* One input of a merge: the recent table or a run, read in (tier, digest) order. */
+typedef struct MergeInput {
+	sqlite3_stmt *s;
+	bool done;
+	uint32_t tier;
+	uint8_t digest[CATALOG_DIGEST_SIZE];
+	int64_t id;
+} MergeInput;
+
+static int merge_input_next(MergeInput *in) {
+	int rc = sqlite3_step(in->s);
+	if (rc == SQLITE_DONE) {
+		in->done = true;
+		return 0;
+	}
+	if (rc != SQLITE_ROW)
+		return catalog_result(rc);
+	if (sqlite3_column_bytes(in->s, 1) != CATALOG_DIGEST_SIZE)
+		return -EUCLEAN;
+	in->tier = (uint32_t) sqlite3_column_int64(in->s, 0);
+	memcpy(in->digest, sqlite3_column_blob(in->s, 1), CATALOG_DIGEST_SIZE);
+	in->id = sqlite3_column_int64(in->s, 2);
+	return 0;
+}
+
+static int merge_key_cmp(const MergeInput *a, const MergeInput *b) {
+	if (a->tier != b->tier)
+		return a->tier < b->tier ? -1 : 1;
+	return memcmp(a->digest, b->digest, CATALOG_DIGEST_SIZE);
+}
+
+/* The level of a run of `entries` ids: log base CATALOG_INDEX_FANOUT of its size in recent tables. */
+static unsigned run_level(uint64_t entries, uint64_t recent_max) {
+	unsigned level = 0;
+	for (uint64_t size = MAX(recent_max, (uint64_t) 1) * CATALOG_INDEX_FANOUT; entries >= size && level < 63;
+	     size *= CATALOG_INDEX_FANOUT)
+		level++;
+	return level;
+}
+
+/*
+ * Writes the inputs (each sorted, from past the new run's last key) into
+ * run `run` in (tier, digest) order, `batch` rows at most: SQLite appends
+ * each row at the right edge of chunk_runs.  Two inputs with one digest
+ * are damage (invariant 6): -EUCLEAN, never one dropped; so the key after
+ * the batch's last is read too, lest the next batch start past its twin.
+ */
+static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint64_t batch, uint64_t *ret_rows,
+		       bool *ret_exhausted) {
+	MergeInput last = {};
+	MergeInput *min = NULL;
+	uint64_t rows = 0;
+	int r = 0;
+
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUN_ROW_ADD);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	for (size_t k = 0; k < n && r >= 0; k++)
+		r = merge_input_next(in + k);
+	while (r >= 0) {
+		min = NULL;
+		for (size_t k = 0; k < n; k++)
+			if (!in[k].done && (!min || merge_key_cmp(in + k, min) < 0))
+				min = in + k;
+		if (!min)
+			break;
+		if (rows > 0 && merge_key_cmp(min, &last) == 0) {
+			r = -EUCLEAN;
+			break;
+		}
+		if (rows == batch)
+			break;
+		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
+		sqlite3_bind_int64(s, 2, min->tier);
+		sqlite3_bind_blob(s, 3, min->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 4, min->id);
+		r = step_done(c, s);
+		if (r == -EEXIST)
+			r = -EUCLEAN;
+		if (r < 0)
+			break;
+		rows++;
+		last.tier = min->tier;
+		memcpy(last.digest, min->digest, CATALOG_DIGEST_SIZE);
+		r = merge_input_next(min);
+	}
+	*ret_rows = rows;
+	*ret_exhausted = !min;
+	return r;
+}
+
+typedef struct RunInfo {
+	uint64_t run;
+	uint64_t entries;
+	int state;
+} RunInfo;
+
+/* Chooses what a merge takes (see catalog_index_merge_step()) from runs (in run order); returns how many it marked. */
+static size_t merge_choose(RunInfo *runs, size_t n, uint64_t recent_max, bool *take) {
+	size_t taken = 0;
+
+	for (unsigned level = 0;; level++) {
+		size_t at = 0;
+		for (size_t k = 0; k < n; k++)
+			at += run_level(runs[k].entries, recent_max) == level;
+		if (at < CATALOG_INDEX_FANOUT - 1)
+			break;
+		for (size_t k = 0; k < n; k++)
+			if (run_level(runs[k].entries, recent_max) == level) {
+				take[k] = true;
+				taken++;
+			}
+	}
+	return taken;
+}
+
+static int runs_list(Catalog *c, RunInfo **ret, size_t *ret_n) {
+	_cleanup_free_ RunInfo *runs = NULL;
+	size_t n = 0, cap = 0;
+	int r = 0, rc;
+
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUNS);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = MAX(cap * 2, (size_t) 16);
+			RunInfo *p = realloc(runs, cap * sizeof(*p));
+			if (!p) {
+				r = -ENOMEM;
+				break;
+			}
+			runs = p;
+		}
+		runs[n++] = (RunInfo) { (uint64_t) sqlite3_column_int64(s, 0), (uint64_t) sqlite3_column_int64(s, 1),
+					sqlite3_column_int(s, 2) };
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(runs);
+	*ret_n = n;
+	return 0;
+}
+
+static int run_set(Catalog *c, StatementId id, uint64_t value, uint64_t run) {
+	sqlite3_stmt *s = stmt(c, id);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) value);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64) run);
+	return step_done(c, s);
+}
+
+static int recent_count(Catalog *c, uint64_t *ret) {
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RECENT_COUNT);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*ret = (uint64_t) sqlite3_column_int64(s, 0);
+	finish(s);
+	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
+}
+
+static int frozen_count(Catalog *c, uint64_t *ret) {
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_FROZEN_COUNT);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*ret = (uint64_t) sqlite3_column_int64(s, 0);
+	finish(s);
+	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
+}
+
+/*
+ * Deletes the first batch rows of a dropped run (run > 0) or of
+ * chunk_merged (run 0), up to its batch-th key: a range the primary key
+ * finds; or the rest, and the run.  Returns 1 if rows are left, 0, or an
+ * error.
+ */
+static int merge_drop(Catalog *c, uint64_t run, uint64_t batch) {
+	uint8_t to[CATALOG_DIGEST_SIZE];
+	int64_t to_tier = -1;
+	int r = 0;
+
+	sqlite3_stmt *s = stmt(c, run ? STMT_INDEX_RUN_NTH : STMT_INDEX_MERGED_NTH);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	if (run)
+		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
+	sqlite3_bind_int64(s, run ? 2 : 1, (sqlite3_int64) (batch - 1));
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE) {
+		to_tier = sqlite3_column_int64(s, 0);
+		memcpy(to, sqlite3_column_blob(s, 1), CATALOG_DIGEST_SIZE);
+	} else if (rc == SQLITE_ROW)
+		r = -EUCLEAN;
+	else if (rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+	if (r < 0)
+		return r;
+	if (to_tier < 0) {
+		if (!run)
+			return run_stmt(c, STMT_INDEX_MERGED_DROP);
+		r = run_ino(c, STMT_INDEX_RUN_DROP, run);
+		return r >= 0 ? run_ino(c, STMT_INDEX_RUN_FORGET, run) : r;
+	}
+	s = stmt(c, run ? STMT_INDEX_RUN_DROP_TO : STMT_INDEX_MERGED_DROP_TO);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	if (run)
+		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
+	sqlite3_bind_int64(s, 2, to_tier);
+	sqlite3_bind_blob(s, 3, to, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+	r = step_done(c, s);
+	return r < 0 ? r : 1;
+}
+
+/* Whether chunk_merged has rows left to delete: 1, 0, or an error. */
+static int merged_left(Catalog *c) {
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_MERGED_NTH);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, 0);
+	int rc = sqlite3_step(s);
+	finish(s);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : catalog_result(rc);
+}
+
+/*
+ * Freezes the recent table as chunk_frozen (a rename: no row is copied)
+ * and a fresh one takes new ids.  A frozen table a failed merge left is
+ * merged as it is: the recent table stays.  At the swap the frozen table
+ * becomes chunk_merged, whose rows go batch by batch (so does a run's):
+ * emptying it in the swap took as long as a few batches.
+ */
+static const char merge_freeze_sql[] =
+	"DROP TABLE chunk_frozen;"
+	"ALTER TABLE chunk_recent RENAME TO chunk_frozen;"
+	"CREATE TABLE chunk_recent ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;";
+
+static const char merge_swap_sql[] =
+	"DROP TABLE chunk_merged;"
+	"ALTER TABLE chunk_frozen RENAME TO chunk_merged;"
+	"CREATE TABLE chunk_frozen ("
+	"  tier INTEGER NOT NULL,"
+	"  digest BLOB NOT NULL,"
+	"  id INTEGER NOT NULL,"
+	"  PRIMARY KEY (tier, digest)) WITHOUT ROWID;";
+
+static int merge_start(Catalog *c, RunInfo *runs, size_t n, uint64_t recent_max, bool *ret_froze) {
+	_cleanup_free_ bool *take = calloc(MAX(n, (size_t) 1), sizeof(*take));
+	uint64_t frozen = 0;
+	int r;
+
+	if (!take)
+		return -ENOMEM;
+	merge_choose(runs, n, recent_max, take);
+	r = frozen_count(c, &frozen);
+	if (r < 0)
+		return r;
+	*ret_froze = frozen == 0;
+	if (frozen == 0) {
+		r = exec(c, merge_freeze_sql);
+		if (r < 0)
+			return r;
+		c->commits++;
+	}
+	for (size_t k = 0; r >= 0 && k < n; k++)
+		if (take[k])
+			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_MERGING, runs[k].run);
+	return r >= 0 ? run_stmt(c, STMT_INDEX_RUN_NEW) : r;
+}
+
+/* Copies the next batch of the sources into the new run `to`; the last one makes it live and drops them. */
+static int merge_copy(Catalog *c, RunInfo *runs, size_t n, const RunInfo *to, uint64_t batch, CatalogIndexMerge *m) {
+	_cleanup_free_ MergeInput *in = calloc(n + 1, sizeof(*in));
+	uint8_t after[CATALOG_DIGEST_SIZE];
+	int64_t after_tier = -1;
+	size_t n_in = 0;
+	int r = 0, rc;
+
+	if (!in)
+		return -ENOMEM;
+	/* Where the last batch stopped: the new run's last key (one a delete took since is in no source either). */
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_RUN_LAST);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	sqlite3_bind_int64(s, 1, (sqlite3_int64) to->run);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE) {
+		after_tier = sqlite3_column_int64(s, 0);
+		memcpy(after, sqlite3_column_blob(s, 1), CATALOG_DIGEST_SIZE);
+	} else if (rc == SQLITE_ROW)
+		r = -EUCLEAN;
+	else if (rc != SQLITE_DONE)
+		r = catalog_result(rc);
+	finish(s);
+	if (r < 0)
+		return r;
+
+	/* Scans of their own: all inputs are read at once, which one cached statement cannot do. */
+	for (size_t k = 0; k <= n; k++) {
+		if (k > 0 && runs[k - 1].state != RUN_MERGING)
+			continue;
+		rc = sqlite3_prepare_v2(c->db, statement_sql[k == 0 ? STMT_INDEX_FROZEN_SCAN : STMT_INDEX_RUN_SCAN], -1,
+					&in[n_in].s, NULL);
+		if (rc != SQLITE_OK) {
+			r = catalog_result(rc);
+			break;
+		}
+		sqlite3_stmt *q = in[n_in++].s;
+		sqlite3_bind_int64(q, 1, after_tier);
+		if (after_tier < 0)
+			sqlite3_bind_zeroblob(q, 2, 0);
+		else
+			sqlite3_bind_blob(q, 2, after, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
+		if (k > 0) {
+			sqlite3_bind_int64(q, 3, (sqlite3_int64) runs[k - 1].run);
+			m->runs++;
+			m->from_runs += runs[k - 1].entries;
+		}
+	}
+	uint64_t rows = 0;
+	bool exhausted = false;
+	if (r >= 0)
+		r = merge_write(c, in, n_in, to->run, batch, &rows, &exhausted);
+	for (size_t k = 0; k < n_in; k++)
+		sqlite3_finalize(in[k].s);
+	if (r < 0)
+		return r;
+	m->run = to->run;
+	m->entries = to->entries + rows;
+	if (rows > 0)
+		r = run_set(c, STMT_INDEX_RUN_SIZE, m->entries, to->run);
+	if (r < 0 || !exhausted)
+		return r;
+
+	/* The swap: one short transaction; the sources' rows go in later batches. */
+	m->done = true;
+	r = run_set(c, STMT_INDEX_RUN_STATE, m->entries > 0 ? RUN_LIVE : RUN_DROPPED, to->run);
+	for (size_t k = 0; r >= 0 && k < n; k++)
+		if (runs[k].state == RUN_MERGING)
+			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_DROPPED, runs[k].run);
+	if (r >= 0)
+		r = exec(c, merge_swap_sql);
+	if (r >= 0)
+		c->commits++;
+	return r;
+}
+
+/* A failed merge: its new run is dropped (in later batches), its sources are live runs again, as they were. */
+static int merge_abandon(Catalog *c) {
+	_cleanup_free_ RunInfo *runs = NULL;
+	size_t n = 0;
+
+	int r = runs_list(c, &runs, &n);
+	for (size_t k = 0; r >= 0 && k < n; k++)
+		if (runs[k].state == RUN_BUILDING)
+			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_DROPPED, runs[k].run);
+		else if (runs[k].state == RUN_MERGING)
+			r = run_set(c, STMT_INDEX_RUN_STATE, RUN_LIVE, runs[k].run);
+	return r;
+}
+
+/* One batch (see catalog_index_merge_step()): 1 (done), 0 (nothing to do), or an error. */
+static int index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *m, bool *ret_froze) {
+	_cleanup_free_ RunInfo *runs = NULL;
+	const RunInfo *building = NULL;
+	size_t n = 0;
+	int r;
+
+	r = runs_list(c, &runs, &n);
+	if (r < 0)
+		return r;
+	/* What a finished (or failed) merge left to delete goes first; the batch that deletes the last returns 0. */
+	uint64_t drop = 0;
+	int left = 0;
+	for (size_t k = 0; k < n; k++)
+		if (runs[k].state == RUN_DROPPED) {
+			drop = drop ?: runs[k].run;
+			left++;
+		} else if (runs[k].state == RUN_BUILDING)
+			building = runs + k;
+	r = merged_left(c);
+	if (r < 0)
+		return r;
+	left += r;
+	if (left > 0) {
+		r = merge_drop(c, drop, batch);
+		return r < 0 ? r : r > 0 || left > 1;
+	}
+	if (!building) {
+		uint64_t recent = 0;
+		r = recent_count(c, &recent);
+		if (r < 0)
+			return r;
+		c->recent_bound = recent;
+		if (recent <= recent_max)
+			return 0;
+		r = merge_start(c, runs, n, recent_max, ret_froze);
+		if (r < 0)
+			return r;
+		c->merge_recent = *ret_froze ? recent : UINT64_MAX;
+		*m = (CatalogIndexMerge) { .run = (uint64_t) sqlite3_last_insert_rowid(c->db) };
+		return 1;
+	}
+	if (c->merge_recent == UINT64_MAX) {
+		r = frozen_count(c, &c->merge_recent);
+		if (r < 0)
+			return r;
+	}
+	*m = (CatalogIndexMerge) { .recent = c->merge_recent };
+	r = merge_copy(c, runs, n, building, batch, m);
+	if (r < 0)
+		return r;
+	m->level = run_level(m->entries, recent_max);
+	return 1;
+}
+
+/* Whether a merge is under way (a run being written or dropped): 1, 0, or an error. */
+static int merge_pending(Catalog *c) {
+	_cleanup_free_ RunInfo *runs = NULL;
+	size_t n = 0;
+
+	if (c->merging >= 0)
+		return c->merging;
+	int r = runs_list(c, &runs, &n);
+	if (r < 0)
+		return r;
+	r = merged_left(c);
+	if (r < 0)
+		return r;
+	c->merging = r;
+	for (size_t k = 0; k < n; k++)
+		if (runs[k].state >= RUN_BUILDING)
+			c->merging = 1;
+	return c->merging;
+}
+
+int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recent) {
+	uint64_t n = 0;
+	int r;
+
+	lock(c);
+	r = merge_pending(c);
+	if (r >= 0 && (r > 0 || c->recent_bound > recent_max)) {
+		bool pending = r > 0;
+		r = recent_count(c, &n);
+		if (r >= 0) {
+			c->recent_bound = n;
+			r = pending || n > recent_max;
+		}
+	}
+	unlock(c);
+	if (r > 0)
+		*ret_recent = n;
+	return r;
+}
+
+int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *ret) {
+	CatalogIndexMerge m = {};
+	bool froze = false;
+	int r;
+
+	lock(c);
+	r = merge_pending(c);
+	if (r <= 0 && (r < 0 || c->recent_bound <= recent_max))
+		goto out;
+	if (!sqlite3_get_autocommit(c->db)) {
+		r = -EBUSY;
+		goto out;
+	}
+	r = exec(c, "BEGIN IMMEDIATE");
+	if (r < 0)
+		goto out;
+	r = index_merge_step(c, recent_max, MAX(batch, (uint64_t) 1), &m, &froze);
+	if (r >= 0) {
+		int q = exec(c, "COMMIT");
+		if (q < 0)
+			r = q;
+	}
+	if (r < 0) {
+		if (!sqlite3_get_autocommit(c->db))
+			(void) exec(c, "ROLLBACK");
+		c->merging = -1;
+		c->recent_bound = UINT64_MAX;
+		c->merge_recent = UINT64_MAX;
+		if (r == -EUCLEAN) {
+			/* Its own transaction: the failed batch's is gone. */
+			int q = exec(c, "BEGIN IMMEDIATE");
+			if (q >= 0)
+				q = merge_abandon(c);
+			if (q >= 0)
+				q = exec(c, "COMMIT");
+			if (q < 0 && !sqlite3_get_autocommit(c->db))
+				(void) exec(c, "ROLLBACK");
+		}
+		goto out;
+	}
+	c->commits++;
+	c->merging = r;
+	if (froze)
+		c->recent_bound = 0;
+	if (r > 0 && m.run > 0 && ret)
+		*ret = m;
+out:
+	unlock(c);
+	return r;
+}
+
+int catalog_index_get(Catalog *c, CatalogIndexState *ret) {
+	CatalogIndexState st = {};
+	int r, rc;
+
+	lock(c);
+	r = recent_count(c, &st.recent);
+	if (r >= 0)
+		r = frozen_count(c, &st.frozen);
+	sqlite3_stmt *s = r >= 0 ? stmt(c, STMT_INDEX_RUNS) : NULL;
+	if (r >= 0 && !s)
+		r = catalog_result(sqlite3_errcode(c->db));
+	if (r >= 0) {
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			int state = sqlite3_column_int(s, 2);
+			if (state <= RUN_MERGING) {
+				st.runs++;
+				st.in_runs += (uint64_t) sqlite3_column_int64(s, 1);
+			} else
+				st.merging = true;
+		}
+		if (rc != SQLITE_DONE)
+			r = catalog_result(rc);
+		finish(s);
+	}
+	if (r >= 0 && !st.merging) {
+		r = merged_left(c);
+		st.merging = r > 0;
+		r = MIN(r, 0);
+	}
+	unlock(c);
+	if (r >= 0)
+		*ret = st;
 	return r;
 }
 
@@ -2020,6 +2877,7 @@ int catalog_open_reader(Catalog *c, Catalog **ret) {
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	r->recent_bound = UINT64_MAX;
 	pthread_mutexattr_t attr;
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);

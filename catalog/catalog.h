@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CATALOG_SCHEMA_VERSION 11
+#define CATALOG_SCHEMA_VERSION 12
 #define CATALOG_ROOT_INO 1
 #define CATALOG_NAME_MAX 255
 #define CATALOG_SYMLINK_MAX 4095
@@ -262,7 +262,24 @@ int catalog_chunk_get(Catalog *c, uint64_t id, CatalogChunk *ret);
  * Returns 0, or an error when none could be looked up.
  */
 int catalog_chunks_get(Catalog *c, const uint64_t *ids, size_t n, CatalogChunk *ret, int *ret_r);
+/*
+ * Adds a chunk row and its digest to the index.  Returns 0, -EEXIST (the
+ * tier holds the digest already: nothing is modified), or an error (in a
+ * transaction of the caller's, which it rolls back; outside one, nothing
+ * is modified: so for retire and delete too).  It looks the digest up in every
+ * table of the index, a random read of each run when the index is large:
+ * a writer that knows better calls catalog_chunk_add_new().
+ */
 int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
+/*
+ * As catalog_chunk_add(), for a digest the caller knows was never
+ * committed to this tier's index: only the recent table is checked.  The
+ * caller's knowledge must have no false negatives and cover every commit
+ * before its own (dedup/'s chunk filter, with each id added before the
+ * commit that adds it here); a duplicate that gets past it makes the next
+ * merge (catalog_index_merge_step()) fail with -EUCLEAN.
+ */
+int catalog_chunk_add_new(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
 int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta);
 /*
  * Points chunk to->id at a new location (compaction): to's container,
@@ -289,16 +306,85 @@ int catalog_chunks_foreach_dead(Catalog *c, uint32_t tier, int (*cb)(const Catal
 int catalog_chunks_foreach(Catalog *c, uint32_t tier, int (*cb)(const CatalogChunk *ch, void *userdata),
 			   void *userdata);
 
-/* The number of chunks of a tier (from the digest index alone). */
+/* The number of chunks of a tier, retired ones aside (from the digest index alone). */
 int catalog_chunks_count(Catalog *c, uint32_t tier, uint64_t *ret);
 /*
- * Visits the digest of every chunk of a tier (same rule for cb), in digest
- * order, reading the digest index alone: smaller than the table that
- * catalog_chunks_foreach() reads, and a store builds its filter from it at
- * every start.
+ * Visits the digest of every chunk of a tier but the retired ones (same
+ * rule for cb), table by table of the digest index, reading it alone:
+ * smaller than the table that catalog_chunks_foreach() reads, and a store
+ * builds its filter from it at every start.
  */
 int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
 				  int (*cb)(const uint8_t digest[CATALOG_DIGEST_SIZE], void *userdata), void *userdata);
+
+/*
+ * The digest index (schema 12): (tier, digest) -> chunk id, kept apart from
+ * the chunk rows so that a new chunk costs an insert into a small recent
+ * table (the only table seals write: it stays in the page cache) instead of
+ * a random read and write of one large B-tree.  A merge (catalog_index_merge_step())
+ * moves the recent table, once it holds more than recent_max ids, into a
+ * sorted run written once in digest order (SQLite appends it), together
+ * with the smaller runs: the runs of each level (a run of level L holds
+ * about recent_max * CATALOG_INDEX_FANOUT^L ids) are merged into the next
+ * when there are CATALOG_INDEX_FANOUT - 1 of them, so an id is rewritten
+ * about log8(ids / recent_max) times and at most 7 runs per level are
+ * looked in.  Look-ups, retire and delete cover every table.
+ */
+#define CATALOG_INDEX_RECENT_MAX (UINT64_C(128) << 10)
+#define CATALOG_INDEX_FANOUT 8u
+
+/* Rows a merge writes or deletes per batch, each batch a transaction of its own: tens of ms (bench/README.md). */
+#define CATALOG_INDEX_MERGE_BATCH (UINT64_C(8) << 10)
+
+typedef struct CatalogIndexMerge {
+	uint64_t run;       /* the new run's number */
+	uint64_t recent;    /* ids taken from the recent table (when counted) */
+	unsigned runs;      /* runs merged with them */
+	uint64_t from_runs; /* ids those runs held when written */
+	uint64_t entries;   /* ids written into the new run so far */
+	unsigned level;     /* its level, by those */
+	bool done;          /* this batch made the new run live */
+} CatalogIndexMerge;
+
+/*
+ * Does one batch of a merge of the index, in a transaction of its own: the
+ * catalog lock is held for that batch alone, so the FUSE threads wait for
+ * a batch at most, never for a whole merge.  With no merge under way and
+ * more than recent_max ids in the recent table, the first batch starts one:
+ * the recent table is frozen (renamed: a fresh one takes new ids) and the
+ * runs due (above) marked; the batches then copy them, in (tier, digest)
+ * order, into a new run that look-ups skip until the batch that swaps it in
+ * and drops them (their rows go in the batches after).  The frozen table
+ * and the runs stay complete and looked in until the swap; retire and delete
+ * take an entry out of the new run too.  The merge's state is in the
+ * catalog alone: after a crash (or a stop between batches) the next call
+ * resumes it where it stopped.  Returns 1 (a batch done, the merge goes
+ * on: call again; *ret, when ret is not NULL, describes the merge,
+ * untouched by a batch that only deletes rows), 0 (nothing to do, or this
+ * batch ended the merge: the next call starts another if one is due),
+ * -EBUSY (called inside a
+ * transaction), -EUCLEAN (a digest in two tables: the new run is dropped
+ * in the next batches, the frozen table and the runs stay as they were,
+ * and a later merge meets the same duplicate), or an error.
+ */
+int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *ret);
+/*
+ * Whether catalog_index_merge_step() has work: 1 (a merge under way, or
+ * more than recent_max ids in the recent table; *ret_recent, its ids), 0,
+ * or an error.  Cheap when nothing is due: the catalog counts the ids it
+ * added since it last looked.
+ */
+int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recent);
+
+typedef struct CatalogIndexState {
+	uint64_t recent;    /* ids in the recent table */
+	uint64_t frozen;    /* ids in the frozen recent table of a merge under way (or of a failed one) */
+	uint64_t runs;      /* sorted runs looked in */
+	uint64_t in_runs;   /* ids they held when written (retire and delete take some out since) */
+	bool merging;       /* a merge is under way: a run is being written or dropped */
+} CatalogIndexState;
+/* The index's tables now.  Returns 0 or an error. */
+int catalog_index_get(Catalog *c, CatalogIndexState *ret);
 
 /*
  * Recipes: a sealed file is a sequence of segments, each an opaque blob (at

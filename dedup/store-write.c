@@ -44,6 +44,11 @@
  *  6. This writer lands its flights only after their registration committed
  *     and the filter knows them, so a writer that no longer finds a chunk
  *     in flight finds it in the catalog.
+ *  7. A chunk enters the filter inside the transaction that registers it,
+ *     before its commit (chunk_register()): a registration that finds an
+ *     id not in the filter, under the catalog's lock, knows no commit
+ *     holds it, and asks the catalog to check only the recent table of
+ *     its index (catalog_chunk_add_new()), not every sorted run.
  *
  * States:
  *
@@ -237,6 +242,15 @@ static int locality_load(DedupWriter *w, uint64_t container) {
 	return 0;
 }
 
+/* Registers ch (id's row) in the caller's transaction (invariant 7); -EEXIST when the tier holds id already. */
+static int chunk_register(DedupStore *s, const DedupChunkId *id, const CatalogChunk *ch, uint64_t *ret_chunk) {
+	int r = dedup_bloom_maybe_contains(s->filter, id) ? catalog_chunk_add(s->catalog, ch, ret_chunk)
+							  : catalog_chunk_add_new(s->catalog, ch, ret_chunk);
+	if (r >= 0)
+		dedup_bloom_add(s->filter, id);
+	return r;
+}
+
 /*
  * Global dedup (store-global.c): id, len bytes long, published by another
  * host on this shared tier becomes a chunk of this catalog in that host's
@@ -283,7 +297,7 @@ static int foreign_lookup(DedupWriter *w, const DedupChunkId *id, size_t len, ui
 			.region_offset = hit.region_offset,
 		};
 		memcpy(ch.digest, id->bytes, DEDUP_CHUNK_ID_SIZE);
-		r = catalog_chunk_add(s->catalog, &ch, &chunk);
+		r = chunk_register(s, id, &ch, &chunk);
 		if (r == -EEXIST) {
 			/* Registered meanwhile (by a writer of this host): that copy it is. */
 			CatalogChunk other;
@@ -311,7 +325,6 @@ static int foreign_lookup(DedupWriter *w, const DedupChunkId *id, size_t len, ui
 		w->stats.foreign_chunks++;
 		w->stats.foreign_bytes += len;
 	}
-	dedup_bloom_add(s->filter, id);
 	dedup_locality_add(s->locality, container, id, chunk);
 	*ret_chunk = chunk;
 	return 1;
@@ -457,7 +470,7 @@ static int register_own(DedupWriter *w) {
 			.region_offset = p->region_offset,
 		};
 		memcpy(ch.digest, p->id.bytes, DEDUP_CHUNK_ID_SIZE);
-		r = catalog_chunk_add(s->catalog, &ch, &w->pending_chunk[i]);
+		r = chunk_register(s, &p->id, &ch, &w->pending_chunk[i]);
 		if (r == -EEXIST) {
 			/*
 			 * Stored by another writer meanwhile (invariant 2): ours is
@@ -497,7 +510,6 @@ static int register_own(DedupWriter *w) {
 		StorePending *p = w->pending + i;
 		if (p->container == 0)
 			continue;
-		dedup_bloom_add(s->filter, &p->id);
 		dedup_locality_add(s->locality, p->container, &p->id, w->pending_chunk[i]);
 		if (s->global) {
 			/* For the next segment: registered, so durable below the committed size. */

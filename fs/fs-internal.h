@@ -170,6 +170,7 @@ struct Fs {
 	uint64_t hot_container_size; /* the hot store's container_size; 0: its default */
 	unsigned seal_delay_s;    /* quiet time after the last close before a file is sealed */
 	unsigned gc_interval_s;
+	uint64_t index_recent;    /* ids in the catalog's recent index table before a merge (seal.c) */
 	unsigned seal_workers;    /* sealing threads */
 	unsigned restore_workers; /* the restore pipeline's threads, 0: none (readahead.c) */
 	unsigned encode_workers;  /* the stores' region encoders, 0: none (dedup/store-encode.c) */
@@ -188,6 +189,8 @@ struct Fs {
 	unsigned n_streams;       /* protected by seal_lock: attached to an inode */
 	bool seal_stop;           /* protected by seal_lock */
 	atomic_bool seal_stopping; /* read without the lock by a seal in progress, to give up */
+	atomic_bool index_merging; /* a seal worker drives a merge of the catalog's digest index: the others leave it */
+	atomic_bool index_merge_again; /* a seal left it to that worker: it checks for a merge due once more */
 	atomic_bool gc_waiting;   /* the collector waits for writers to end: start no stream meanwhile */
 	/* Since the mount, for status: seals that finished a stream, seals that read the whole file. */
 	atomic_uint_fast64_t seals_streamed, seals_whole;

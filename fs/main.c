@@ -77,6 +77,7 @@ typedef struct Args {
 	unsigned read_ahead_kb;
 	unsigned restore_workers;
 	unsigned encode_workers;
+	unsigned index_recent;     /* 0: CATALOG_INDEX_RECENT_MAX */
 	char *positional[2];
 	unsigned n_positional;
 	bool allow_other;
@@ -113,6 +114,7 @@ static const struct fuse_opt arg_table[] = {
 	{ "read_ahead_kb=%u", offsetof(Args, read_ahead_kb), 0 },
 	{ "restore_workers=%u", offsetof(Args, restore_workers), 0 },
 	{ "encode_workers=%u", offsetof(Args, encode_workers), 0 },
+	{ "index_recent=%u", offsetof(Args, index_recent), 0 },
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -183,6 +185,8 @@ static void help(const char *argv0) {
 	       "                   0 = none: each read decompresses on its own (default %u, at most %u)\n"
 	       "  -o encode_workers=N threads that compress the regions of files being sealed or moved, at\n"
 	       "                   nice 10, 0 = none: each seal worker compresses its own (default %u, at most %u)\n"
+	       "  -o index_recent=N chunk ids the catalog's recent index table takes before a seal worker\n"
+	       "                   merges it into a sorted run (default %llu)\n"
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -o key_file=FILE the mount's key (default: the config's key_file; none: no encryption);\n"
 	       "                   a data directory written under a key cannot be mounted without it\n"
@@ -204,7 +208,8 @@ static void help(const char *argv0) {
 	       CONFIG_BACKGROUND_SHARE_DEFAULT, (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MIN >> 10),
 	       (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_MAX >> 10),
 	       (unsigned long long) (DEDUP_STORE_CONTAINER_SIZE_DEFAULT >> 10), READ_AHEAD_KB_DEFAULT,
-	       FS_RA_WORKERS_DEFAULT, FS_RA_WORKERS_MAX, ENCODE_WORKERS_DEFAULT, ENCODE_WORKERS_MAX);
+	       FS_RA_WORKERS_DEFAULT, FS_RA_WORKERS_MAX, ENCODE_WORKERS_DEFAULT, ENCODE_WORKERS_MAX,
+	       (unsigned long long) CATALOG_INDEX_RECENT_MAX);
 }
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -648,6 +653,7 @@ static int run(int argc, char **argv) {
 	fs.seal_delay_s = a.seal_delay_s;
 	fs.hot_container_size = (uint64_t) a.container_kib << 10;
 	fs.gc_interval_s = a.gc_interval_s ?: 1;
+	fs.index_recent = a.index_recent ?: CATALOG_INDEX_RECENT_MAX;
 	fs.policy_interval_s = a.policy_interval_s ?: (unsigned) config.policy_interval;
 	/* Not given: the config's (0 is a choice here: no samples). */
 	history_interval_s = a.history_interval_s != UINT_MAX ? a.history_interval_s : (unsigned) config.history_interval;

@@ -161,6 +161,67 @@ typedef struct FsSealWorker {
 	pthread_t thread;
 } FsSealWorker;
 
+/*
+ * The catalog's digest index: once its recent table passed index_recent
+ * ids, merged into a sorted run (catalog_index_merge_step()), between
+ * seals, batch by batch: the catalog lock is free between batches, so the
+ * FUSE threads wait for a batch at most.  A stop between batches leaves
+ * the merge to the next mount, whose seal workers resume it as they
+ * start (resume_only: they start none).  One worker drives a merge at a
+ * time, one merge per call, and checks once more if a seal ended
+ * meanwhile.  Logged before and after: a crash in between shows in the
+ * log (tests/e2e/dedup/test_index_crash.py).
+ */
+static void index_merge_one(Fs *fs, bool resume_only) {
+	CatalogIndexMerge m = {};
+	uint64_t recent = 0, batches = 0;
+	int64_t longest = 0;
+
+	int r = catalog_index_merge_due(fs->catalog, resume_only ? UINT64_MAX : fs->index_recent, &recent);
+	if (r <= 0) {
+		if (r < 0)
+			log_warning_errno(r, "Failed to count the catalog's recent index entries: %m");
+		return;
+	}
+	log_info("merging the chunk index: %llu recent ids", (unsigned long long) recent);
+	int64_t start = monotonic_ns();
+	while (!atomic_load(&fs->seal_stopping)) {
+		int64_t t = monotonic_ns();
+		r = catalog_index_merge_step(fs->catalog, fs->index_recent, CATALOG_INDEX_MERGE_BATCH, &m);
+		longest = MAX(longest, monotonic_ns() - t);
+		if (r <= 0)
+			break;
+		batches++;
+	}
+	if (r < 0)
+		log_warning_errno(r, "Failed to merge the chunk index: %m");
+	else if (r == 0 && m.run == 0) /* resumed after its swap: only old rows were left */
+		log_info("merged the chunk index: the old rows of a merge deleted in %.2f s, %llu batches, the longest %.1f ms",
+			 (double) (monotonic_ns() - start) / 1e9, (unsigned long long) batches, (double) longest / 1e6);
+	else if (r == 0)
+		log_info("merged the chunk index: %llu recent ids and %u runs into run %llu (level %u, %llu ids) in %.2f s, "
+			 "%llu batches, the longest %.1f ms",
+			 (unsigned long long) m.recent, m.runs, (unsigned long long) m.run, m.level,
+			 (unsigned long long) m.entries, (double) (monotonic_ns() - start) / 1e9,
+			 (unsigned long long) batches, (double) longest / 1e6);
+}
+
+static void index_merge(Fs *fs, bool resume_only) {
+	for (;;) {
+		if (atomic_exchange(&fs->index_merging, true)) {
+			if (!resume_only)
+				atomic_store(&fs->index_merge_again, true);
+			return;
+		}
+		atomic_store(&fs->index_merge_again, false);
+		index_merge_one(fs, resume_only);
+		atomic_store(&fs->index_merging, false);
+		if (!atomic_load(&fs->index_merge_again) || atomic_load(&fs->seal_stopping))
+			return;
+		resume_only = false;
+	}
+}
+
 static void *worker_main(void *userdata) {
 	FsSealWorker *me = userdata;
 	Fs *fs = me->fs;
@@ -168,6 +229,7 @@ static void *worker_main(void *userdata) {
 	bool sealed = false; /* since the last checkpoint */
 
 	lower_priority();
+	index_merge(fs, true); /* one a crash or an unmount left under way */
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
 		int64_t now = monotonic_ns(), wake = INT64_MAX;
@@ -201,9 +263,11 @@ static void *worker_main(void *userdata) {
 			if (r < 0)
 				log_warning_errno(r, "Failed to seal inode %llu (it stays raw): %m",
 						  (unsigned long long) ino);
-			else
+			else {
 				/* The policy moves only sealed files: one that needs space can start now, not at its next pass. */
 				fs_policy_check_space(fs);
+				index_merge(fs, false);
+			}
 			pthread_mutex_lock(&fs->seal_lock);
 			fs->sealing[me->index] = 0;
 			sealed = true;

@@ -6,11 +6,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "catalog/catalog.h"
@@ -352,17 +354,20 @@ static void test_chunks_and_recipes(void) {
 						     .digest = { 0xab, 0xab } }, &other) == 0);
 	CHECK(catalog_chunk_retire(c, 999999) == -ENOENT);
 
-	/* The digests of a tier alone, in digest order (the new chunk before the retired one's 0xff...), and their count. */
+	/* The digests of a tier alone, and their count: the retired chunk is in the index no more. */
 	DigestList dl = {};
 	uint64_t count = 99;
-	CHECK(catalog_chunk_digests_foreach(c, 0, collect_digest, &dl) == 0 && dl.n == 2);
-	CHECK(dl.d[0][0] == 0xab && dl.d[0][1] == 0xab && dl.d[0][2] == 0 && dl.d[1][0] == 0xff && dl.d[1][7] == 0xff);
-	CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == 2);
+	CHECK(catalog_chunk_digests_foreach(c, 0, collect_digest, &dl) == 0 && dl.n == 1);
+	CHECK(dl.d[0][0] == 0xab && dl.d[0][1] == 0xab && dl.d[0][2] == 0);
+	CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == 1);
 	dl = (DigestList) {};
 	CHECK(catalog_chunk_digests_foreach(c, 1, collect_digest, &dl) == 0 && dl.n == 1 && dl.d[0][0] == 0xab &&
 	      dl.d[0][CATALOG_DIGEST_SIZE - 1] == 0xab);
 	CHECK(catalog_chunks_count(c, 1, &count) == 0 && count == 1);
 	CHECK(catalog_chunks_count(c, 7, &count) == 0 && count == 0);
+	uint64_t third;
+	CHECK(catalog_chunk_add(c, &(CatalogChunk) { .tier = 0, .container = cont, .frame_size = 1, .plain_size = 1,
+						     .digest = { 0xcd, 0xcd } }, &third) == 0);
 	dl = (DigestList) { .stop_at = 1 };
 	CHECK(catalog_chunk_digests_foreach(c, 0, collect_digest, &dl) == -ECANCELED && dl.n == 1);
 
@@ -508,7 +513,9 @@ static void test_archivelogs(void) {
 	/* A version 2 catalog (before archivelog headers) is upgraded in place and keeps its files. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
 		 "DROP INDEX archivelogs_sequence; DROP TABLE archivelogs; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; "
+		 "DROP TABLE chunk_recent; DROP TABLE chunk_frozen; DROP TABLE chunk_merged; DROP TABLE chunk_runs; "
+		 "DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -549,7 +556,9 @@ static void test_pins(void) {
 
 	/* A version 3 catalog (before pins) is upgraded in place: nothing pinned, pins work. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; DROP TABLE pins; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; "
+		 "DROP TABLE chunk_recent; DROP TABLE chunk_frozen; DROP TABLE chunk_merged; DROP TABLE chunk_runs; "
+		 "DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -623,7 +632,9 @@ static void test_history(void) {
 
 	/* A version 4 catalog (before history) is upgraded in place, with no samples. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'DROP TABLE history_tiers; DROP TABLE history_classes; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; "
+		 "DROP TABLE chunk_recent; DROP TABLE chunk_frozen; DROP TABLE chunk_merged; DROP TABLE chunk_runs; "
+		 "DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -663,7 +674,9 @@ static void test_staging_tier(void) {
 
 	/* Version 5 never read a raw file's tier: whatever it held, the upgrade puts the file on the hot tier. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'UPDATE inodes SET tier = 7 WHERE ino = %llu; "
-		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; ALTER TABLE containers DROP COLUMN key_id; "
+		 "DROP TABLE tier_moves; DROP TABLE keys; DROP TABLE rekeys; DROP TABLE descriptions; "
+		 "DROP TABLE chunk_recent; DROP TABLE chunk_frozen; DROP TABLE chunk_merged; DROP TABLE chunk_runs; "
+		 "DROP TABLE chunk_run_list; ALTER TABLE containers DROP COLUMN key_id; "
 		 "DROP INDEX containers_foreign; "
 		 "ALTER TABLE containers DROP COLUMN host; ALTER TABLE containers DROP COLUMN remote; "
 		 "ALTER TABLE chunks DROP COLUMN region_size; "
@@ -704,8 +717,346 @@ static int key_usage(uint32_t tier, const uint8_t *key_id, uint64_t containers, 
 	return 0;
 }
 
+/* The i-th digest of test_chunk_index(): spread over the key space like real ids. */
+static void index_digest(uint64_t i, uint8_t out[CATALOG_DIGEST_SIZE]) {
+	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15u;
+	for (size_t k = 0; k < CATALOG_DIGEST_SIZE; k++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		out[k] = (uint8_t) x;
+	}
+}
+
+static uint64_t index_add(Catalog *c, uint64_t cont, uint64_t i, uint64_t refs) {
+	CatalogChunk ch = { .tier = 0, .container = cont, .offset = i * 100, .frame_size = 100, .plain_size = 100,
+			    .refs = refs };
+	uint64_t id = 0;
+	index_digest(i, ch.digest);
+	CHECK(catalog_chunk_add_new(c, &ch, &id) == 0);
+	return id;
+}
+
+/*
+ * A whole merge, in batches of 5 rows: 1 (one done, *m its last report), 0
+ * (nothing due), or the first error.
+ */
+static int index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *m) {
+	int r, any = 0;
+	*m = (CatalogIndexMerge) {};
+	while ((r = catalog_index_merge_step(c, recent_max, 5, m)) > 0)
+		any = 1;
+	return r < 0 ? r : any;
+}
+
+/* Every digest 0..n-1 found, by the id it was added with, but those in gone[]. */
+static void index_check(Catalog *c, const uint64_t *ids, uint64_t n, const bool *gone) {
+	int missing = 0, wrong = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint8_t d[CATALOG_DIGEST_SIZE];
+		CatalogChunk got;
+		index_digest(i, d);
+		int r = catalog_chunk_find(c, 0, d, &got);
+		if (gone && gone[i])
+			wrong += r != -ENOENT;
+		else if (r != 0)
+			missing++;
+		else
+			wrong += got.id != ids[i] || memcmp(got.digest, d, sizeof(d)) != 0;
+	}
+	if (missing || wrong)
+		fprintf(stderr, "index_check of %llu: %d missing, %d wrong\n", (unsigned long long) n, missing, wrong);
+	CHECK(missing == 0 && wrong == 0);
+}
+
+/*
+ * The digest index (schema 12): look-ups in the recent table and in every
+ * run, merges by level, retire and delete from each table, a duplicate
+ * that a merge refuses, and the rules for a merge's caller.
+ */
+static void test_chunk_index(void) {
+	char p12[300];
+	uint64_t ids[512], cont, id, recent = 0;
+	bool gone[512] = {};
+	CatalogIndexMerge m = {};
+	CatalogIndexState st;
+	CatalogChunk got;
+	Catalog *c;
+
+	snprintf(p12, sizeof(p12), "%s/index.db", dir);
+	CHECK(catalog_open(p12, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	CHECK(index_merge(c, 0, &m) == 0); /* empty: nothing to merge */
+
+	/* 300 ids, merged into one run of level 1 (at least 8 recent tables of 10). */
+	CHECK(catalog_begin(c) == 0);
+	for (uint64_t i = 0; i < 300; i++)
+		ids[i] = index_add(c, cont, i, 1);
+	CHECK(index_merge(c, 10, &m) == -EBUSY); /* not inside a transaction */
+	CHECK(catalog_commit(c) == 0);
+	CHECK(catalog_index_merge_due(c, 300, &recent) == 0);
+	CHECK(catalog_index_merge_due(c, 10, &recent) == 1 && recent == 300);
+	CHECK(index_merge(c, 10, &m) == 1);
+	CHECK(m.done && m.recent == 300 && m.runs == 0 && m.entries == 300 && m.level == 1);
+	CHECK(catalog_index_get(c, &st) == 0 && st.recent == 0 && st.runs == 1 && st.in_runs == 300);
+	CHECK(index_merge(c, 10, &m) == 0);
+	index_check(c, ids, 300, NULL);
+
+	/* Seven recent tables of 11 become seven runs of level 0; the eighth merges them, not the large run. */
+	for (uint64_t round = 0; round < 8; round++) {
+		for (uint64_t i = 300 + round * 11; i < 300 + (round + 1) * 11; i++)
+			ids[i] = index_add(c, cont, i, 1);
+		CHECK(index_merge(c, 10, &m) == 1);
+		if (round < 7)
+			CHECK(m.runs == 0 && m.level == 0 && m.entries == 11);
+		else
+			CHECK(m.runs == 7 && m.from_runs == 77 && m.entries == 88 && m.level == 1);
+		index_check(c, ids, 300 + (round + 1) * 11, NULL);
+	}
+	CHECK(catalog_index_get(c, &st) == 0 && st.recent == 0 && st.runs == 2 && st.in_runs == 388);
+	uint64_t n = 388;
+
+	/* A few more in the recent table: found there, and before the runs' look-ups. */
+	for (; n < 395; n++)
+		ids[n] = index_add(c, cont, n, 1);
+	index_check(c, ids, n, NULL);
+	CHECK(catalog_index_get(c, &st) == 0 && st.recent == 7 && st.runs == 2);
+
+	/* Any digest of any table is refused again: a look-up checks every one, the caller's word the recent one. */
+	CatalogChunk dup = { .tier = 0, .container = cont, .frame_size = 1, .plain_size = 1 };
+	index_digest(10, dup.digest); /* in the first run */
+	CHECK(catalog_chunk_add(c, &dup, &id) == -EEXIST);
+	index_digest(390, dup.digest); /* in the recent table */
+	CHECK(catalog_chunk_add(c, &dup, &id) == -EEXIST);
+	CHECK(catalog_chunk_add_new(c, &dup, &id) == -EEXIST);
+	dup.tier = 1; /* the same digest on another tier is another chunk */
+	CHECK(catalog_chunk_add_new(c, &dup, &id) == 0);
+	CHECK(catalog_chunk_find(c, 1, dup.digest, &got) == 0 && got.id == id);
+	CHECK(catalog_chunk_find(c, 0, dup.digest, &got) == 0 && got.id == ids[390]);
+
+	/* Retire and delete take a chunk out of whichever table holds it: the recent one and both runs. */
+	uint64_t out[] = { 5, 320, 392 }, dead[] = { 7, 350, 393 };
+	for (size_t k = 0; k < ELEMENTSOF(out); k++) {
+		CHECK(catalog_chunk_retire(c, ids[out[k]]) == 0);
+		CHECK(catalog_chunk_get(c, ids[out[k]], &got) == 0 && got.digest[0] == 0xff);
+		gone[out[k]] = true;
+	}
+	for (size_t k = 0; k < ELEMENTSOF(dead); k++) {
+		CHECK(catalog_chunk_delete(c, ids[dead[k]]) == -EBUSY); /* referenced */
+		CHECK(catalog_chunk_ref(c, ids[dead[k]], -1) == 0);
+		CHECK(catalog_chunk_delete(c, ids[dead[k]]) == 0);
+		CHECK(catalog_chunk_get(c, ids[dead[k]], &got) == -ENOENT);
+		gone[dead[k]] = true;
+	}
+	index_check(c, ids, n, gone);
+	uint64_t count = 0;
+	CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == n - 6);
+	/* A retired chunk's content is stored afresh: a new chunk, found by it. */
+	CatalogChunk again = { .tier = 0, .container = cont, .frame_size = 1, .plain_size = 1 };
+	index_digest(320, again.digest);
+	CHECK(catalog_chunk_add(c, &again, &id) == 0 && id != ids[320]);
+	CHECK(catalog_chunk_find(c, 0, again.digest, &got) == 0 && got.id == id);
+	CHECK(catalog_chunk_retire(c, id) == 0 && catalog_chunk_retire(c, ids[320]) == 0);
+
+	/* Merged again and again with recent_max 0 (each run a level higher): all still found. */
+	for (int k = 0; k < 8; k++) {
+		ids[n] = index_add(c, cont, n, 1);
+		n++;
+		CHECK(index_merge(c, 0, &m) == 1);
+	}
+	index_check(c, ids, n, gone);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+
+	/*
+	 * A digest of a run added again on the caller's word (as if its filter
+	 * had a false negative) is a duplicate that the next merge of that run
+	 * meets: it fails and changes nothing.
+	 */
+	snprintf(p12, sizeof(p12), "%s/index-dup.db", dir);
+	CHECK(catalog_open(p12, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	for (uint64_t i = 0; i < CATALOG_INDEX_FANOUT - 1; i++) {
+		ids[i] = index_add(c, cont, i, 1);
+		CHECK(index_merge(c, 0, &m) == 1 && m.level == 0 && m.runs == 0);
+	}
+	index_digest(3, dup.digest);
+	dup.tier = 0;
+	CHECK(catalog_chunk_add_new(c, &dup, &id) == 0);
+	CHECK(catalog_index_get(c, &st) == 0 && st.recent == 1 && st.runs == CATALOG_INDEX_FANOUT - 1);
+	/* Batches of one row: the twin is always the next batch's, which the one before must see. */
+	int r;
+	while ((r = catalog_index_merge_step(c, 0, 1, &m)) == 1) {
+	}
+	CHECK(r == -EUCLEAN);
+	/* The failed merge's new run goes in the next batches; the frozen recent table stays, looked in. */
+	CatalogIndexState st2;
+	CHECK(catalog_index_get(c, &st2) == 0 && st2.merging && st2.frozen == 1 && st2.recent == 0);
+	while ((r = catalog_index_merge_step(c, 0, 5, &m)) == 1) {
+	}
+	CHECK(r == 0); /* nothing due: the recent table is empty */
+	CHECK(catalog_index_get(c, &st2) == 0 && !st2.merging && st2.frozen == 1 && st2.recent == 0 &&
+	      st2.runs == st.runs && st2.in_runs == st.in_runs);
+	CHECK(catalog_chunk_find(c, 0, dup.digest, &got) == 0);
+	index_check(c, ids, 3, NULL);
+	for (uint64_t i = 4; i < CATALOG_INDEX_FANOUT - 1; i++) {
+		index_digest(i, dup.digest);
+		CHECK(catalog_chunk_find(c, 0, dup.digest, &got) == 0 && got.id == ids[i]);
+	}
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
+typedef struct IndexWriter {
+	Catalog *c;
+	uint64_t cont, i, id;
+	int r;
+} IndexWriter;
+
+/* A transaction of another thread's: it begins only once the catalog lock is free and no transaction open. */
+static void *index_writer(void *userdata) {
+	IndexWriter *w = userdata;
+	CatalogChunk ch = { .tier = 0, .container = w->cont, .offset = w->i * 100, .frame_size = 100, .plain_size = 100,
+			    .refs = 1 };
+	index_digest(w->i, ch.digest);
+	w->r = catalog_begin(w->c);
+	if (w->r >= 0) {
+		w->r = catalog_chunk_add_new(w->c, &ch, &w->id);
+		int q = catalog_commit(w->c);
+		if (w->r >= 0)
+			w->r = q;
+	}
+	return NULL;
+}
+
+/* Digest i added by another thread between two batches; its id in ids[i].  Joined within a minute or failed. */
+static void index_add_elsewhere(Catalog *c, uint64_t cont, uint64_t i, uint64_t *ids) {
+	IndexWriter w = { .c = c, .cont = cont, .i = i };
+	struct timespec deadline;
+	pthread_t t;
+
+	CHECK(pthread_create(&t, NULL, index_writer, &w) == 0);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 60; /* not a timing: a thread that never got the lock */
+	int rc = pthread_timedjoin_np(t, NULL, &deadline);
+	CHECK(rc == 0 && w.r == 0);
+	if (rc != 0)
+		abort();
+	ids[i] = w.id;
+}
+
+/*
+ * A merge batch by batch: between any two batches another thread writes
+ * (the lock is free, no transaction open), look-ups find every id once
+ * (the new run is skipped until the swap), and retire and delete take an
+ * id out whether the merge copied it already or not.  Then a merge stopped
+ * (the catalog closed, as a crash between batches leaves it) at its start,
+ * mid-copy and after the swap is resumed at the next open.
+ */
+static void test_chunk_index_batches(void) {
+	uint64_t ids[1000], cont, n = 0, live, count = 0, steps = 0, removed = 0, recent = 0;
+	bool gone[1000] = {}, swapped = false;
+	CatalogIndexMerge m = {};
+	CatalogIndexState st;
+	char p[300];
+	Catalog *c;
+	int r;
+
+	snprintf(p, sizeof(p), "%s/index-batches.db", dir);
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	/* Seven runs of level 0, and a recent table: the next merge takes all eight. */
+	for (int run = 0; run < 8; run++) {
+		for (int k = 0; k < 40; k++, n++)
+			ids[n] = index_add(c, cont, n, 1);
+		if (run < 7)
+			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
+	}
+	live = n;
+	CHECK(catalog_index_merge_due(c, 10, &recent) == 1 && recent == 40);
+	while (!swapped) {
+		CHECK((r = catalog_index_merge_step(c, 10, 7, &m)) == 1);
+		if (r != 1)
+			break;
+		steps++;
+		index_add_elsewhere(c, cont, n, ids);
+		n++, live++;
+		if (steps % 3 == 0) {
+			uint64_t a = (steps * 37) % 320, b = (steps * 53 + 11) % 320;
+			if (!gone[a]) {
+				CHECK(catalog_chunk_retire(c, ids[a]) == 0);
+				gone[a] = true, live--, removed++;
+			}
+			if (!gone[b]) {
+				CHECK(catalog_chunk_ref(c, ids[b], -1) == 0 && catalog_chunk_delete(c, ids[b]) == 0);
+				gone[b] = true, live--, removed++;
+			}
+		}
+		swapped = swapped || m.done;
+		CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
+		index_check(c, ids, n, gone);
+	}
+	/* The sources' rows go in batches of their own; the last returns 0, though the recent table is due. */
+	while ((r = catalog_index_merge_step(c, 10, 7, &m)) == 1) {
+		CHECK(catalog_index_get(c, &st) == 0 && st.merging);
+		CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
+	}
+	CHECK(r == 0 && catalog_index_get(c, &st) == 0 && !st.merging);
+	index_check(c, ids, n, gone);
+	CHECK(swapped && m.runs == 7 && m.from_runs == 280 && m.recent == 40);
+	CHECK(st.frozen == 0 && st.runs == 1 && st.recent == steps);
+	/* Some ids were taken out before the merge copied them, some after. */
+	CHECK(st.in_runs == m.entries && m.entries < 320 && m.entries > 320 - removed);
+	CHECK(catalog_check(c) == 0);
+
+	/*
+	 * Another eight sources, their merge stopped (the catalog closed and
+	 * opened again) after its first batch, mid-copy, after the swap and
+	 * mid-drop: each time found whole and resumed where it stopped.
+	 */
+	CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == steps); /* the other thread's ids */
+	for (int run = 0; run < 7; run++) {
+		for (int k = 0; k < 40; k++, n++, live++)
+			ids[n] = index_add(c, cont, n, 1);
+		if (run < 6)
+			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
+	}
+	uint64_t batch = 0, done_at = 0, reopened = 0;
+	while ((r = catalog_index_merge_step(c, 10, 7, &m)) == 1) {
+		batch++;
+		if (m.done && !done_at)
+			done_at = batch;
+		if (batch != 1 && batch != 4 && (!done_at || (batch != done_at && batch != done_at + 3)))
+			continue;
+		catalog_close(c);
+		CHECK(catalog_open(p, 0, 0, &c) == 0);
+		reopened++;
+		CHECK(catalog_index_get(c, &st) == 0 && st.merging && st.frozen == (done_at ? 0 : 40));
+		CHECK(catalog_index_merge_due(c, 1000, &recent) == 1 && recent == 0); /* under way: due */
+		CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
+		index_check(c, ids, n, gone);
+	}
+	CHECK(r == 0 && reopened == 4 && done_at > 4 && m.runs == 7 && m.recent == 40);
+	CHECK(catalog_index_get(c, &st) == 0 && !st.merging && st.frozen == 0 && st.recent == 0 && st.runs == 2);
+	CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
+	index_check(c, ids, n, gone);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
+typedef struct ChunkList {
+	CatalogChunk v[64];
+	size_t n;
+} ChunkList;
+
+static int chunk_list(const CatalogChunk *ch, void *userdata) {
+	ChunkList *l = userdata;
+	if (l->n == ELEMENTSOF(l->v))
+		return -ENOBUFS;
+	l->v[l->n++] = *ch;
+	return 0;
+}
+
 static void test_regions_upgrade(void) {
-	char p6[300], cmd[1000];
+	char p6[300], cmd[1500];
 	CatalogTierMoved m;
 	Catalog *c;
 	int bad = 0, n = 0;
@@ -713,12 +1064,30 @@ static void test_regions_upgrade(void) {
 	/* A catalog written by schema 6 (tests/dedup/fixture-store-v1, from ea0b055). */
 	snprintf(p6, sizeof(p6), "%s/v6.db", dir);
 	snprintf(cmd, sizeof(cmd), "cp '%s/tests/dedup/fixture-store-v1/catalog.db' '%s' && "
-		 "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = 6",
-		 getenv("FRATIER_SOURCE_ROOT") ?: ".", p6, p6);
+		 "test \"$(sqlite3 '%s' 'PRAGMA user_version')\" = 6 && "
+		 "sqlite3 '%s' \"UPDATE sqlite_sequence SET seq = 1000 WHERE name = 'chunks'\"",
+		 getenv("FRATIER_SOURCE_ROOT") ?: ".", p6, p6, p6);
 	CHECK(system(cmd) == 0);
 	CHECK(catalog_open(p6, 0, 0, &c) == 0);
 	CHECK(catalog_chunks_foreach(c, 0, chunk_region_fields, &bad) == 0 && bad == 0);
 	CHECK(catalog_chunks_foreach(c, 0, count_chunk, &n) == 0 && n == 29);
+	/*
+	 * Schema 12: the old (tier, digest) index became run 1 of the digest
+	 * index; every chunk is found by its digest, and the chunk table kept
+	 * its AUTOINCREMENT mark (set above the largest id before the upgrade,
+	 * as chunks deleted at the end of the table leave it).
+	 */
+	ChunkList all = {};
+	CatalogIndexState st;
+	CHECK(catalog_chunks_foreach(c, 0, chunk_list, &all) == 0 && all.n == 29);
+	for (size_t i = 0; i < all.n; i++) {
+		CatalogChunk found;
+		CHECK(catalog_chunk_find(c, 0, all.v[i].digest, &found) == 0 && found.id == all.v[i].id);
+	}
+	CHECK(catalog_index_get(c, &st) == 0 && st.recent == 0 && st.runs == 1 && st.in_runs == 29);
+	snprintf(cmd, sizeof(cmd), "test \"$(sqlite3 '%s' \"SELECT seq FROM sqlite_sequence WHERE name = 'chunks'\")\" = 1000",
+		 p6);
+	CHECK(system(cmd) == 0);
 	CHECK(catalog_tier_moved_get(c, 1, &m) == 0 && m.files == 0 && m.stored == 0);
 	CHECK(catalog_tier_moved_add(c, 1, 1000, 300, 200) == 0);
 	CHECK(catalog_tier_moved_add(c, 1, 10, 5, 4) == 0);
@@ -829,6 +1198,8 @@ int main(void) {
 	test_pins();
 	test_history();
 	test_staging_tier();
+	test_chunk_index();
+	test_chunk_index_batches();
 	test_regions_upgrade();
 	test_shrinks();
 	test_bad_files();
