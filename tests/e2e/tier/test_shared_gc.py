@@ -47,20 +47,6 @@ SOAK = os.environ.get("FRATIER_SOAK") == "1"
 ROUNDS = 8 if SOAK else 2 if os.environ.get("FRATIER_TEST_BUILD") == "asan" else 3
 
 
-def put(res, fs, files):
-    """Writes {name: bytes} into fs, seals, migrates to the shared tier."""
-    paths = []
-    for name, data in sorted(files.items()):
-        with open(fs.path(name), "wb") as f:
-            f.write(data)
-        paths.append(fs.path(name))
-    if not dc.check_sealed(res, paths, "seal"):
-        res.finish()
-    j = tc.tierctl_json(res, fs, "migrate", "--to", "filer", *paths)
-    res.check(j.get("moved") == len(paths), "%s: migrate %s: %r" % (os.path.basename(fs.base), sorted(files),
-                                                                      {k: j.get(k) for k in ("moved", "failed")}))
-
-
 def objects(root, host, sub, suffix):
     out = []
     for d, _, names in os.walk(os.path.join(root, "h", host, sub)):
@@ -97,8 +83,8 @@ def compare(res, fs, model, what):
 def phase_ack(res, root, a, b):
     """A container is deleted only once every host acknowledged its condemnation and does not reference it."""
     p, q, f = os.urandom(36 * MiB), os.urandom(8 * MiB), os.urandom(2 * MiB)
-    put(res, a, {"P": p, "Q": q})
-    put(res, b, {"Q": q, "F": f})
+    tc.put_shared(res, a, {"P": p, "Q": q})
+    tc.put_shared(res, b, {"Q": q, "F": f})
     res.check(int(filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a's Q")
     before = objects(root, "a", "c", ".ftc")
     res.check(len(before) >= 2, "a's P and Q in %d containers, expected 2 or more" % len(before))
@@ -147,8 +133,8 @@ def phase_ack(res, root, a, b):
 def phase_concurrent(res, root, a, b, c, model_b):
     """a collects while b migrates the same data and c reads what references a's containers."""
     s, t = os.urandom(8 * MiB), os.urandom(8 * MiB)
-    put(res, a, {"S": s, "T": t})
-    put(res, c, {"T": t})
+    tc.put_shared(res, a, {"S": s, "T": t})
+    tc.put_shared(res, c, {"T": t})
     res.check(int(filer_row(res, c).get("global_foreign_hits", 0)) > 0, "c referenced nothing of a's T")
     errors = []
 
@@ -162,7 +148,7 @@ def phase_concurrent(res, root, a, b, c, model_b):
 
     def migrator():
         try:
-            put(res, b, {"S": s})
+            tc.put_shared(res, b, {"S": s})
         except Exception as e:  # noqa: BLE001: reported as a check below
             errors.append("b: %r" % e)
 
@@ -192,7 +178,7 @@ def phase_expired(res, root, a, b, c, model_b):
     c.kill()
     res.check(wait_for("c expired", lambda: host_state(res, a, "c") == "expired", harness.scaled(6 * LEASE)),
               "c never showed expired")
-    put(res, a, {"R": os.urandom(4 * MiB)})
+    tc.put_shared(res, a, {"R": os.urandom(4 * MiB)})
     os.unlink(a.path("R"))
     os.unlink(b.path("S"))  # b lets go of a's S: only c holds anything of a now
     row = wait_for("a waits for c", lambda: (lambda r: r if r.get("global_blocked_by") == "c" and
@@ -221,8 +207,8 @@ def phase_crash(res, root, a, b, model_b):
     model_b = {k: v for k, v in model_b.items() if k != "S"}
     for i in range(ROUNDS):
         u = os.urandom(3 * MiB)
-        put(res, a, {"U%d" % i: u})
-        put(res, b, {"U%d" % i: u})
+        tc.put_shared(res, a, {"U%d" % i: u})
+        tc.put_shared(res, b, {"U%d" % i: u})
         os.unlink(a.path("U%d" % i))
         for fs, delay in ((a, 0.002 * (1 + 7 * i)), (b, 0.003 * (1 + 5 * i))):
             gc = popen_gc(fs)

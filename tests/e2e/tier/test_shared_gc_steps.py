@@ -51,26 +51,11 @@ import time
 
 import harness
 import tiercommon as tc
-from tiercommon import dc
 
 LEASE = 4
 MiB = 1 << 20
 ROUNDS = 3 if os.environ.get("FRATIER_SOAK") == "1" else 1
 STRACE = shutil.which("strace")
-
-
-def put(res, fs, files):
-    """Writes {name: bytes} into fs, seals, migrates to the shared tier."""
-    paths = []
-    for name, data in sorted(files.items()):
-        with open(fs.path(name), "wb") as f:
-            f.write(data)
-        paths.append(fs.path(name))
-    if not dc.check_sealed(res, paths, "seal"):
-        res.finish()
-    j = tc.tierctl_json(res, fs, "migrate", "--to", "filer", *paths)
-    res.check(j.get("moved") == len(paths), "%s: migrate %s: %r" % (os.path.basename(fs.base), sorted(files),
-                                                                      {k: j.get(k) for k in ("moved", "failed")}))
 
 
 def names(root, host, sub, pattern):
@@ -118,7 +103,7 @@ def refer(res, fs, files):
     rc, _, err = tc.tierctl(fs, "gc")
     res.check(rc == 0, "gc: %s" % err)
     hits = foreign_hits(res, fs)
-    put(res, fs, files)
+    tc.put_shared(res, fs, files)
     res.check(foreign_hits(res, fs) > hits, "%s referenced nothing of %s" % (os.path.basename(fs.base), sorted(files)))
 
 
@@ -197,8 +182,8 @@ def one_round(res, tmp, root, a, b, models, i):
               "round %d: a still keeps containers of the last round: %r" % (i, names(root, "a", "c", r".*")))
     v, u, w = os.urandom(2 * MiB), os.urandom(3 * MiB), os.urandom(1 * MiB)
     # V is b's, and a reads it from b's container; U is a's alone in its container, and b reads it from there.
-    put(res, b, {"V%d" % i: v})
-    put(res, a, {"V%d" % i: v, "U%d" % i: u})
+    tc.put_shared(res, b, {"V%d" % i: v})
+    tc.put_shared(res, a, {"V%d" % i: v, "U%d" % i: u})
     models["a"].update({"V%d" % i: v, "U%d" % i: u})
     refer(res, b, {"U%d" % i: u})
     models["b"].update({"V%d" % i: v, "U%d" % i: u})
@@ -253,7 +238,7 @@ def one_round(res, tmp, root, a, b, models, i):
               "a did not collect the container it was killed deleting: %r" % names(root, "a", "c", r".*"))
 
     # 4. a condemns W; b acknowledges it and dies at the unlink of its older publication.
-    put(res, a, {"W%d" % i: w})
+    tc.put_shared(res, a, {"W%d" % i: w})
     res.check(wait_for(lambda: len(epochs(root, "b", "r", "ftr")) == 1), "b keeps older publications: %r" %
               epochs(root, "b", "r", "ftr"))
     r = epochs(root, "b", "r", "ftr")[-1]
@@ -272,7 +257,7 @@ def merge_case(res, tmp, root, a, b, models):
     """Kills while a merges its condemnations (every DEDUP_CONDEMN_MERGE_AT = 16): at the rename of the merged one,
     then at the first unlink of a single one it covers; b reads what it references throughout."""
     h = os.urandom(1 * MiB)
-    put(res, a, {"H": h})
+    tc.put_shared(res, a, {"H": h})
     refer(res, b, {"H": h})
     models["b"]["H"] = h
     held = names(root, "a", "c", r"[0-9a-f]{16}\.ftc")
@@ -283,7 +268,7 @@ def merge_case(res, tmp, root, a, b, models):
         """One collection of a that condemns one container (of a file written and dropped for it)."""
         last = (epochs(root, "a", "k", "ftk") or [0])[-1]
         if n[0] > 0:
-            put(res, a, {"D%d" % n[0]: os.urandom(64 * 1024)})
+            tc.put_shared(res, a, {"D%d" % n[0]: os.urandom(64 * 1024)})
             os.unlink(a.path("D%d" % n[0]))
         else:
             os.unlink(a.path("H"))  # the first: the container b references

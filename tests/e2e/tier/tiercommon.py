@@ -146,6 +146,20 @@ def nfs_mount(tmp, url, filer_keys=""):
     return harness.Fratier(base=tmp, config=conf, data=data, options=dc.OPTIONS)
 
 
+def put_shared(res, fs, files):
+    """Writes {name: bytes} into fs, seals them, migrates them to the shared tier "filer"."""
+    paths = []
+    for name, data in sorted(files.items()):
+        with open(fs.path(name), "wb") as f:
+            f.write(data)
+        paths.append(fs.path(name))
+    if not dc.check_sealed(res, paths, "seal"):
+        res.finish()
+    j = tierctl_json(res, fs, "migrate", "--to", "filer", *paths)
+    res.check(j.get("moved") == len(paths), "%s: migrate %s: %r" % (os.path.basename(fs.base), sorted(files),
+                                                                      {k: j.get(k) for k in ("moved", "failed")}))
+
+
 def shared_daemon(tmp, host, filer, lease=None, options=()):
     """A daemon named HOST with its own data directory under TMP, and FILER (a directory, or an nfs:// URL) as
     its shared lower tier; lease: shared_lease in seconds, or the default."""
