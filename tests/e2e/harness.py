@@ -50,6 +50,27 @@ def tool_path(name):
     return os.path.join(root, "tools", name)
 
 
+def stop_process(pid, timeout=10.0):
+    """SIGSTOP pid and wait until every thread of it is stopped: kill() returns before the
+    signal is delivered, and a loaded machine may let the process run on meanwhile."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + scaled(timeout)
+    while True:
+        states = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    # The state follows the command name, which may hold spaces and parentheses.
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+        if all(st in ("T", "t", "Z", "X") for st in states):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("process %d not stopped after SIGSTOP: thread states %s" % (pid, states))
+        time.sleep(0.01)
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:

@@ -90,7 +90,7 @@ def phase_ack(res, root, a, b):
     res.check(len(before) >= 2, "a's P and Q in %d containers, expected 2 or more" % len(before))
     res.check(wait_for("b's references", lambda: objects(root, "b", "r", ".ftr")), "b never published references")
 
-    os.kill(b.proc.pid, signal.SIGSTOP)
+    harness.stop_process(b.proc.pid)
     try:
         os.unlink(a.path("P"))
         os.unlink(a.path("Q"))

@@ -30,7 +30,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import Fratier, Results, require_fuse, scaled
+from harness import Fratier, Results, require_fuse, scaled, stop_process
 
 STATE_XATTR = "trusted.fratier.state"
 SEAL_TIMEOUT = scaled(float(os.environ.get("FRATIER_SEAL_TIMEOUT", "120")))
@@ -448,7 +448,7 @@ def main():
             # CONNECTIONS_MAX into its slots and must refuse every later one,
             # tierctl last, whatever the machine's speed.
             pid = fs.proc.pid
-            os.kill(pid, signal.SIGSTOP)
+            stop_process(pid)
             try:
                 # The status client above may still be draining in its slot:
                 # let it go until the daemon holds no accepted connection.
@@ -457,7 +457,7 @@ def main():
                         break
                     os.kill(pid, signal.SIGCONT)
                     time.sleep(0.05)
-                    os.kill(pid, signal.SIGSTOP)
+                    stop_process(pid)
                 res.check(not accepted_connections(sock), "the daemon still holds a connection: %r"
                           % accepted_connections(sock))
                 silent = []
