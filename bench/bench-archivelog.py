@@ -7,15 +7,18 @@ Run as root, on demand (not a test):
 
     bench/bench-archivelog.py [--size 4G] [--rounds 5] [--build DIR]
                               [--workdir DIR] [--native-only]
-                              [--mount-opts OPTS] [--perf]
+                              [--mount-opts OPTS] [--series N] [--perf]
 
-Each round runs three tests on fratier, passthrough and native, the order
+Each round runs four tests on fratier, passthrough and native, the order
 of the sides rotating between rounds so that drift (page cache, disk,
 neighbours on the machine) hits every side alike:
 
   write   one SIZE file in 1 MiB writes, fsync before close
   read    that file back right after, page cache dropped first
   4x      four parallel writers of SIZE/4 each (RMAN channels), fsync each
+  series  one writer, N files of SIZE/N one after another, fsync before
+          each close (ARCn, or one RMAN channel), with the mount's own
+          seal_delay: the earlier files seal while the later are written
 
 "native" is the hot-tier directory itself (DATA/hot/native-bench/), the
 physical floor of this machine; "passthrough" is bench/passthrough over
@@ -32,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
@@ -43,7 +47,10 @@ SRC_ROOT = os.path.dirname(BENCH_DIR)
 # Kept free on the workdir's filesystem beyond the SIZE bytes of files alive at once.
 FREE_MARGIN = 2 << 30
 
-TESTS = ('write', 'read', 'par4')
+TESTS = ('write', 'read', 'par4', 'series')
+STATE_XATTR = 'trusted.fratier.state'
+# The longest wait for fratier's seals before another side's measurement.
+SETTLE_TIMEOUT = 600.0
 RATIOS = (('fratier', 'native'), ('passthrough', 'native'), ('fratier', 'passthrough'))
 SIDES = ('fratier', 'passthrough', 'native')
 FUSE_SIDES = ('fratier', 'passthrough')
@@ -87,6 +94,9 @@ class Bench:
         # ratios[test][(a, b)] = list of a/b, one per round
         self.ratios = {t: {p: [] for p in RATIOS} for t in TESTS}
         self.daemon_cpu = {t: {s: [] for s in FUSE_SIDES} for t in TESTS}
+        # Seconds from the end of a fratier series until every file of it was sealed, one per round.
+        self.series_drain = []
+        self.settled = True
         build = args.build or os.path.join(SRC_ROOT, 'build')
         self.build = os.path.abspath(build)
         self.fratierfs = os.path.join(self.build, 'fs', 'fratierfs')
@@ -205,6 +215,8 @@ class Bench:
         d = self.dir_of(side)
         if test == 'par4':
             return [os.path.join(d, f'channel{i}.bkp') for i in range(1, 5)]
+        if test == 'series':
+            return [os.path.join(d, f'thread_1_seq_{i}.arc') for i in range(101, 101 + self.args.series)]
         return [os.path.join(d, 'thread_1_seq_1.arc')]
 
     def remove(self, side, test):
@@ -214,17 +226,47 @@ class Bench:
             except FileNotFoundError:
                 pass
 
-    def measure(self, side, test):
+    def settle(self):
+        """Waits until every file on the fratier mount is sealed, so that no side is measured while
+        fratier still seals an earlier test's files (except the series' own, which is the point of it).
+        Returns the seconds waited."""
+        t0 = time.monotonic()
+        while not self.args.native_only:
+            raw = []
+            for name in os.listdir(self.mnt):
+                try:
+                    if os.getxattr(os.path.join(self.mnt, name), STATE_XATTR).split()[0] != b'sealed':
+                        raw.append(name)
+                except FileNotFoundError:
+                    pass
+            if not raw:
+                break
+            self.daemon.check()
+            if time.monotonic() - t0 > SETTLE_TIMEOUT:
+                raise BenchError(f'{", ".join(raw)} still not sealed {SETTLE_TIMEOUT:.0f}s after the last write')
+            time.sleep(0.01)
+        return time.monotonic() - t0
+
+    def measure(self, side, test, rnd=0):
         """Returns MB/s of one run and the daemon CPU seconds it cost."""
         if test == 'read':
             argv = ['read'] + self.files(side, 'write')
+        elif test == 'series':
+            self.remove(side, test)
+            # A seed per round: no series dedups against the previous round's files.
+            argv = ['series', str(self.size // self.args.series), str(1000 * rnd)] + self.files(side, test)
         else:
             self.remove(side, test)
             per_file = self.size // 4 if test == 'par4' else self.size
             argv = ['write', str(per_file)] + self.files(side, test)
+        if test != 'read':
+            self.settle()
         self.drop_caches()
         cpu0 = self.daemon_cpu_seconds(side)
         nbytes, ns = self.seqio_run(argv)
+        if side == 'fratier' and test == 'series':
+            # The seals the series left, which are part of its cost: counted in its CPU s/GB.
+            self.series_drain.append(self.settle())
         cpu = self.daemon_cpu_seconds(side) - cpu0
         if nbytes != self.size:
             raise BenchError(f'{test} on {side} moved {nbytes} bytes, expected {self.size}')
@@ -250,13 +292,17 @@ class Bench:
             # Each side reads its file right after writing it, so whatever the
             # write leaves behind (e.g. the host still flushing a virtual
             # disk) weighs on every read alike.
-            for phase in (('write', 'read'), ('par4',)):
+            for phase in (('write', 'read'), ('par4',), ('series',)):
+                if phase[0] == 'series' and not self.args.series:
+                    continue
                 for side in order:
                     for test in phase:
-                        got[test][side], cpu[test][side] = self.measure(side, test)
+                        got[test][side], cpu[test][side] = self.measure(side, test, rnd)
                         self.results[test][side].append(got[test][side])
                     self.remove(side, phase[0])
             for test in TESTS:
+                if not got[test]:
+                    continue
                 ratio = {}
                 for a, b in RATIOS:
                     if a in got[test] and b in got[test]:
@@ -285,10 +331,12 @@ class Bench:
             return f'write {human(self.size)}'
         if test == 'read':
             return f'read {human(self.size)}'
+        if test == 'series':
+            return f'{self.args.series} in a row {human(self.size // self.args.series)}'
         return f'4x write {human(self.size // 4)}'
 
     def print_summary(self):
-        targets = {'write': 'fr/nat >=0.95', 'read': 'fr/nat >=0.90', 'par4': '-'}
+        targets = {'write': 'fr/nat >=0.95', 'read': 'fr/nat >=0.90', 'par4': '-', 'series': 'fr/nat >=0.95'}
         print()
         print(f'median of {self.args.rounds} round(s); MB/s = 10^6 bytes/s; '
               f'ratios = medians of the per-round ratios (fr = fratier, pt = passthrough, nat = native)')
@@ -297,6 +345,8 @@ class Bench:
         print(hdr)
         print('-' * len(hdr))
         for test in TESTS:
+            if not self.results[test]['native']:
+                continue
             mbs = [fmt(med(self.results[test][side])) for side in SIDES]
             ratios = [fmt(med(self.ratios[test][p]), 3) for p in RATIOS]
             cpu = [fmt(med(self.daemon_cpu[test][side]) / (self.size / 1e9)
@@ -304,6 +354,9 @@ class Bench:
             print(f'{self.label(test):<22} ' + ' '.join(f'{m:>8}' for m in mbs) + ' '
                   + ' '.join(f'{r:>6}' for r in ratios)
                   + f'  {targets[test]:<14} {cpu[0]:>11} {cpu[1]:>5}')
+        if self.series_drain:
+            print(f'series: fratier sealed the last file {fmt(med(self.series_drain), 2)} s after its close '
+                  f'(median; {", ".join(fmt(d, 2) for d in self.series_drain)}); its CPU s/GB includes those seals')
         self.print_memory()
         load = os.getloadavg()
         busy = '  -- busier than its cores: figures are noisy' if load[1] > os.cpu_count() else ''
@@ -395,12 +448,16 @@ def main():
                     help='extra -o options for fratierfs, comma-separated')
     ap.add_argument('--pt-opts', default='',
                     help='extra -o options for the passthrough (e.g. writeback), comma-separated')
+    ap.add_argument('--series', type=int, default=4,
+                    help='files of the series test, written one after another (default 4; 0 = no series test)')
     ap.add_argument('--perf', action='store_true',
                     help='after the rounds, profile one more write and read with perf record '
                          '-a -g (installs linux-perf with apt-get if missing)')
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error('--rounds must be at least 1')
+    if args.series < 0 or args.series > 64 or (args.series and args.size % (args.series * MIB)):
+        ap.error('--series: 0 to 64 files, and SIZE a multiple of that many MiB')
     if os.geteuid() != 0:
         ap.error('run as root (mounting, dropping the page cache)')
 

@@ -7,6 +7,14 @@
  *   seqio write SIZE FILE...   one writer per FILE, SIZE bytes each, in
  *                              1 MiB write()s, fsync() before close()
  *   seqio read FILE...         one reader per FILE, 1 MiB read()s to EOF
+ *   seqio series SIZE SEED FILE...
+ *                              one writer, the FILEs one after another,
+ *                              SIZE bytes each, fsync() before each close()
+ *                              (an archiver, or one RMAN channel, writing
+ *                              file after file while the earlier ones seal);
+ *                              file k's content is generated from SEED + k,
+ *                              so that no file of a series or of another
+ *                              series (another SEED) dedups against it
  *
  * Workers are forked first and released together through a pipe, so the
  * elapsed time (printed by the parent as "workers=N bytes=B ns=T") covers
@@ -221,10 +229,52 @@ static int file_size(const char *path, uint64_t *ret) {
 	return 0;
 }
 
+/* seqio series SIZE SEED FILE...: one process, so the clock covers the first open() to the last close(). */
+static int series(int argc, char **argv) {
+	uint64_t size, start, elapsed;
+	unsigned long seed;
+	uint8_t *buf = NULL;
+	char *end;
+	int nfiles = argc - 4;
+
+	if (parse_size(argv[2], &size) < 0) {
+		fprintf(stderr, "seqio: bad size %s: want bytes, a multiple of %u\n", argv[2], SEQIO_BLOCK_SIZE);
+		return 2;
+	}
+	errno = 0;
+	seed = strtoul(argv[3], &end, 10);
+	if (errno != 0 || end == argv[3] || *end != '\0' || seed > UINT32_MAX - SEQIO_WORKERS_MAX) {
+		fprintf(stderr, "seqio: bad seed %s\n", argv[3]);
+		return 2;
+	}
+	if (nfiles > SEQIO_WORKERS_MAX) {
+		fprintf(stderr, "seqio: at most %d files\n", SEQIO_WORKERS_MAX);
+		return 2;
+	}
+	if (posix_memalign((void **) &buf, 4096, SEQIO_BLOCK_SIZE) != 0) {
+		fprintf(stderr, "seqio: out of memory\n");
+		return 1;
+	}
+	start = now_ns();
+	for (int k = 0; k < nfiles; k++) {
+		/* About a millisecond per file: an archiver's next file has new content too. */
+		buffer_fill(buf, (uint32_t) (seed + (unsigned long) k));
+		if (worker_write(argv[4 + k], size, buf) < 0) {
+			free(buf);
+			return 1;
+		}
+	}
+	elapsed = now_ns() - start;
+	free(buf);
+	printf("workers=1 bytes=%" PRIu64 " ns=%" PRIu64 "\n", size * (uint64_t) nfiles, elapsed);
+	return 0;
+}
+
 static void usage(void) {
 	fprintf(stderr,
 		"usage: seqio write SIZE FILE...   (SIZE in bytes, a multiple of 1 MiB)\n"
-		"       seqio read FILE...\n");
+		"       seqio read FILE...\n"
+		"       seqio series SIZE SEED FILE...\n");
 }
 
 int main(int argc, char **argv) {
@@ -233,6 +283,8 @@ int main(int argc, char **argv) {
 	int barrier[2], first, nworkers, failed = 0;
 	bool writing;
 
+	if (argc >= 5 && strcmp(argv[1], "series") == 0)
+		return series(argc, argv);
 	if (argc >= 4 && strcmp(argv[1], "write") == 0) {
 		writing = true;
 		if (parse_size(argv[2], &size) < 0) {
