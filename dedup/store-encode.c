@@ -4,12 +4,13 @@
  * writers gather, so that one file's regions are compressed on several
  * cores while its writer goes on chunking and hashing.
  *
- * A job is a region a builder handed over (store_encode_submit()): its
- * plain bytes, its table and where the encoded region goes.  The builder
- * keeps the job's buffers untouched until it has waited for the job
- * (store_encode_wait()); the appends stay in the builder's thread, in the
- * order the regions were gathered, so the containers' layout and the
- * writer's registration order are those of one thread.
+ * A job is up to STORE_ENCODE_BATCH regions a builder handed over
+ * (store_encode_submit()): their plain bytes, their tables and where the
+ * encoded regions go.  The builder keeps the job's buffers untouched until
+ * it has waited for the job (store_encode_wait()); the appends stay in the
+ * builder's thread, in the order the regions were gathered, so the
+ * containers' layout and the writer's registration order are those of one
+ * thread.
  *
  * The threads start with the store's first writer, not at open: a daemon
  * opens its stores before it detaches, and a fork keeps no thread.
@@ -41,10 +42,12 @@ enum {
 
 static void job_run(StoreEncodeJob *j, DedupRegionEncoder *e) {
 	int r = dedup_region_encoder_set_level(e, j->level);
-	if (r >= 0)
-		r = dedup_region_encode(e, j->ids, j->lengths, j->count, j->plain, j->plain_len, j->out, j->out_cap,
-					&j->size);
-	j->r = r;
+	for (size_t i = 0; r >= 0 && i < j->n; i++) {
+		StoreEncodeRegion *g = j->regions + i;
+		r = dedup_region_encode(e, g->ids, g->lengths, g->count, g->plain, g->plain_len, g->out, g->out_cap,
+					&g->size);
+	}
+	j->r = r < 0 ? r : 0;
 }
 
 static void *encoder_main(void *userdata) {

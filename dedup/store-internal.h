@@ -120,9 +120,17 @@ typedef struct StoreUnit {
 	uint64_t offset;
 } StoreUnit;
 
-/* A region for the store's encoders (store-encode.c). */
-typedef struct StoreEncodeJob {
-	int level;
+/*
+ * Regions one job of the store's encoders holds: the hand-offs (an
+ * encoder woken, the writer woken when it waits for one) are per job, and
+ * with one per 128 KiB region they cost as much as a tenth of the seal.
+ */
+#define STORE_ENCODE_BATCH 4u
+/* At most this many plain bytes a job (but one region): larger regions keep one region a job. */
+#define STORE_ENCODE_BATCH_BYTES ((size_t) 512 << 10)
+
+/* One region of a job. */
+typedef struct StoreEncodeRegion {
 	const DedupChunkId *ids;
 	const uint32_t *lengths;
 	size_t count;
@@ -130,37 +138,46 @@ typedef struct StoreEncodeJob {
 	size_t plain_len;
 	uint8_t *out; /* out_cap bytes, dedup_region_size_bound() of the region */
 	size_t out_cap;
+	size_t unit;  /* the builder's unit it is */
 	size_t size;  /* result: the encoded region's bytes */
-	int r;        /* result: dedup_region_encode()'s */
+} StoreEncodeRegion;
+
+/* Regions for the store's encoders (store-encode.c), encoded in order by one thread. */
+typedef struct StoreEncodeJob {
+	int level;
+	StoreEncodeRegion regions[STORE_ENCODE_BATCH];
+	size_t n;
+	int r;                       /* result: the first error of dedup_region_encode(), or 0 */
 	int state;                   /* protected by the store's encode_lock */
 	struct StoreEncodeJob *next; /* protected by the store's encode_lock */
 } StoreEncodeJob;
 
-/* A region's gathering buffers, and its job once handed to the encoders. */
+/* The gathering buffers of a builder's batch of regions, and their job once handed to the encoders. */
 typedef struct StoreEncodeSlot {
-	uint8_t *plain;
-	DedupChunkId *ids;
+	uint8_t *plain;    /* region k's plain bytes at k * the builder's plain_cap */
+	DedupChunkId *ids; /* region k's table at k * the builder's count_cap */
 	uint32_t *lengths;
-	size_t unit; /* the unit it was encoded as */
-	bool busy;   /* handed over and not waited for */
-	StoreEncodeJob job;
+	bool busy;         /* handed over and not waited for */
+	StoreEncodeJob job; /* job.n regions gathered (not busy) or handed over (busy) */
 } StoreEncodeSlot;
 
 /*
  * Gathers chunks into regions and encodes them into a buffer of units, for
  * writers and for compaction.  Not thread-safe.
  *
- * With the store's encoders (store_builder_init_parallel()), a gathered
- * region goes to them and the builder gathers the next one into another
- * slot meanwhile; each region is encoded into a place of the output
- * reserved for the largest it can be, so units are not back to back, and
- * their sizes (and shares) are known only after store_builder_wait().
+ * With the store's encoders (store_builder_init_parallel()), gathered
+ * regions go to them a batch at a time, and the builder gathers
+ * the next ones into another slot meanwhile; each region is encoded into a
+ * place of the output reserved for the largest it can be, so units are not
+ * back to back, and their sizes (and shares) are known only after
+ * store_builder_wait(), which hands over what a slot gathered so far.
  */
 typedef struct StoreRegionBuilder {
 	DedupRegionEncoder *encoder;
 	DedupStore *pool;        /* the store whose encoders compress, or NULL: encode() compresses */
 	StoreEncodeSlot *slots;  /* with a pool: n_slots, plain/ids/lengths below are slots[cur]'s */
 	size_t n_slots, cur;
+	size_t batch;            /* with a pool: regions a slot gathers before it is handed over */
 	size_t target;    /* a region is encoded before it would grow past this (unless it holds one chunk) */
 	size_t count_cap; /* and when it holds this many chunks */
 	/* The region being gathered. */
@@ -207,7 +224,11 @@ uint32_t store_builder_add(StoreRegionBuilder *b, const DedupChunkId *id, const 
  * region's).
  */
 int store_builder_encode(StoreRegionBuilder *b, size_t *ret_unit);
-/* Waits until every unit of the output is encoded.  Returns 0 or the first error of one. */
+/*
+ * Hands over what the current slot gathered and waits until every unit of
+ * the output is encoded; a region still being gathered stays so.  Returns
+ * 0 or the first error of one.
+ */
 int store_builder_wait(StoreRegionBuilder *b);
 /* Forgets the encoded units (after they were appended; after store_builder_wait()). */
 void store_builder_reset_output(StoreRegionBuilder *b);

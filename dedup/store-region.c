@@ -57,6 +57,14 @@ static size_t slots_for(const DedupStore *s) {
 	return MIN((size_t) s->n_encoders, (size_t) 4) + 1;
 }
 
+/* Points the region being gathered at the next free buffers of the current slot. */
+static void slot_gather(StoreRegionBuilder *b) {
+	StoreEncodeSlot *sl = b->slots + b->cur;
+	b->plain = sl->plain + sl->job.n * b->plain_cap;
+	b->ids = sl->ids + sl->job.n * b->count_cap;
+	b->lengths = sl->lengths + sl->job.n * b->count_cap;
+}
+
 int store_builder_init_parallel(StoreRegionBuilder *b, DedupStore *s, int level, size_t target, size_t min_chunk,
 				size_t max_chunk) {
 	int r = store_builder_init(b, level, s->opts.id_key != NULL, target, min_chunk, max_chunk);
@@ -70,13 +78,19 @@ int store_builder_init_parallel(StoreRegionBuilder *b, DedupStore *s, int level,
 		return -ENOMEM;
 	}
 	b->n_slots = n;
-	/* Slot 0 takes the buffers init() made. */
-	b->slots[0] = (StoreEncodeSlot) { .plain = b->plain, .ids = b->ids, .lengths = b->lengths };
-	for (size_t i = 1; i < n; i++) {
+	b->batch = MIN((size_t) STORE_ENCODE_BATCH, MAX(STORE_ENCODE_BATCH_BYTES / b->plain_cap, (size_t) 1));
+	/* The slots' buffers replace the one region's that init() made. */
+	free(b->plain);
+	free(b->ids);
+	free(b->lengths);
+	b->plain = NULL;
+	b->ids = NULL;
+	b->lengths = NULL;
+	for (size_t i = 0; i < n; i++) {
 		StoreEncodeSlot *sl = b->slots + i;
-		sl->plain = malloc(b->plain_cap);
-		sl->ids = malloc(b->count_cap * sizeof(*sl->ids));
-		sl->lengths = malloc(b->count_cap * sizeof(*sl->lengths));
+		sl->plain = malloc(b->batch * b->plain_cap);
+		sl->ids = malloc(b->batch * b->count_cap * sizeof(*sl->ids));
+		sl->lengths = malloc(b->batch * b->count_cap * sizeof(*sl->lengths));
 		if (!sl->plain || !sl->ids || !sl->lengths) {
 			store_builder_done(b);
 			return -ENOMEM;
@@ -84,9 +98,9 @@ int store_builder_init_parallel(StoreRegionBuilder *b, DedupStore *s, int level,
 	}
 	/*
 	 * Each region has the room of the largest it can be: enough for every
-	 * slot's region and a few more, so that appends stay large.
+	 * slot's regions and a few more, so that appends stay large.
 	 */
-	size_t cap = MAX(2 * STORE_WRITE_BUFFER, (n + 1) * dedup_region_size_bound(b->count_cap, b->plain_cap));
+	size_t cap = MAX(2 * STORE_WRITE_BUFFER, (n * b->batch + 1) * dedup_region_size_bound(b->count_cap, b->plain_cap));
 	uint8_t *out = realloc(b->out, cap);
 	if (!out) {
 		store_builder_done(b);
@@ -95,34 +109,61 @@ int store_builder_init_parallel(StoreRegionBuilder *b, DedupStore *s, int level,
 	b->out = out;
 	b->out_cap = cap;
 	b->pool = s;
+	slot_gather(b);
 	return 0;
 }
 
-/* Waits for the slot's region, if it was handed over, and records its size. */
+/* Waits for the slot's regions, if they were handed over, records their sizes and empties it. */
 static int slot_wait(StoreRegionBuilder *b, StoreEncodeSlot *sl) {
 	if (!sl->busy)
 		return 0;
 	int r = store_encode_wait(b->pool, &sl->job, b->encoder);
 	sl->busy = false;
+	size_t n = sl->job.n;
+	sl->job.n = 0;
 	if (r < 0)
 		return r;
-	b->units[sl->unit].size = (uint32_t) sl->job.size;
+	for (size_t i = 0; i < n; i++)
+		b->units[sl->job.regions[i].unit].size = (uint32_t) sl->job.regions[i].size;
 	return 0;
+}
+
+/* Hands the slot's regions to the encoders. */
+static void slot_submit(StoreRegionBuilder *b, StoreEncodeSlot *sl) {
+	sl->job.level = dedup_region_encoder_level(b->encoder);
+	sl->busy = true;
+	store_encode_submit(b->pool, &sl->job);
 }
 
 int store_builder_wait(StoreRegionBuilder *b) {
 	int ret = 0;
-	for (size_t i = 0; i < b->n_slots; i++) {
-		int r = slot_wait(b, b->slots + i);
+	if (!b->slots)
+		return 0;
+	/* What the current slot gathered so far goes first: the others may then be done already. */
+	StoreEncodeSlot *cur = b->slots + b->cur;
+	size_t at = cur->job.n; /* where a region still being gathered sits in it */
+	if (!cur->busy && cur->job.n > 0)
+		slot_submit(b, cur);
+	for (size_t k = 1; k <= b->n_slots; k++) {
+		int r = slot_wait(b, b->slots + (b->cur + k) % b->n_slots);
 		if (r < 0 && ret == 0)
 			ret = r;
 	}
+	/* The slot is empty now: the region being gathered (when out had no room for it) moves to its front. */
+	if (at > 0 && b->count > 0) {
+		memmove(cur->plain, b->plain, b->plain_len);
+		memmove(cur->ids, b->ids, b->count * sizeof(*b->ids));
+		memmove(cur->lengths, b->lengths, b->count * sizeof(*b->lengths));
+	}
+	slot_gather(b);
 	return ret;
 }
 
 void store_builder_done(StoreRegionBuilder *b) {
 	if (b->slots) {
-		(void) store_builder_wait(b);
+		/* Only what was handed over: regions still gathering are dropped. */
+		for (size_t i = 0; i < b->n_slots; i++)
+			(void) slot_wait(b, b->slots + i);
 		for (size_t i = 0; i < b->n_slots; i++) {
 			free(b->slots[i].plain);
 			free(b->slots[i].ids);
@@ -156,14 +197,13 @@ uint32_t store_builder_add(StoreRegionBuilder *b, const DedupChunkId *id, const 
 }
 
 /*
- * Hands the gathered region to the encoders, into the room of the largest
- * it can be, and makes the next slot the one gathering (once the region it
- * held last is encoded).
+ * Adds the gathered region to the current slot's job, into the room of the
+ * largest it can be; a full slot goes to the encoders, and the next slot
+ * becomes the one gathering (once the regions it held last are encoded).
  */
 static int encode_parallel(StoreRegionBuilder *b, size_t bound, size_t *ret_unit) {
 	StoreEncodeSlot *sl = b->slots + b->cur;
-	sl->job = (StoreEncodeJob) {
-		.level = dedup_region_encoder_level(b->encoder),
+	sl->job.regions[sl->job.n++] = (StoreEncodeRegion) {
 		.ids = b->ids,
 		.lengths = b->lengths,
 		.count = b->count,
@@ -171,26 +211,25 @@ static int encode_parallel(StoreRegionBuilder *b, size_t bound, size_t *ret_unit
 		.plain_len = b->plain_len,
 		.out = b->out + b->out_len,
 		.out_cap = bound,
+		.unit = b->n_units,
 	};
-	sl->unit = b->n_units;
-	sl->busy = true;
 	b->units[b->n_units] = (StoreUnit) {
 		.data = b->out + b->out_len,
 		.count = (uint32_t) b->count,
 		.plain_size = (uint32_t) b->plain_len,
 	};
-	store_encode_submit(b->pool, &sl->job);
 	b->out_len += bound;
 	*ret_unit = b->n_units++;
 	b->plain_len = 0;
 	b->count = 0;
 
-	b->cur = (b->cur + 1) % b->n_slots;
-	sl = b->slots + b->cur;
-	int r = slot_wait(b, sl);
-	b->plain = sl->plain;
-	b->ids = sl->ids;
-	b->lengths = sl->lengths;
+	int r = 0;
+	if (sl->job.n == b->batch) {
+		slot_submit(b, sl);
+		b->cur = (b->cur + 1) % b->n_slots;
+		r = slot_wait(b, b->slots + b->cur);
+	}
+	slot_gather(b);
 	return r < 0 ? r : 1;
 }
 
