@@ -156,9 +156,15 @@ def main():
                       "as before the merge" % (tries, recent, frozen, runs, sum(ballast[:3])))
             # What the kill left: the next mount finishes the merge once a file is sealed.
             fs.start()
+            at = dc.log_size(fs)
             for n, d in model.items():
                 dc.compare(res, fs.path(n), d, "after round %d" % tries)
             dc.check_sealed(res, [fs.path(n) for n in model], "after round %d" % tries)
+            # The merge resumed at the mount is paced while the reads above come in: it ends before the next
+            # round, whose kill must land in a merge of its own.
+            deadline = time.monotonic() + PHASE_TIMEOUT
+            while under_way and MERGED not in dc.log_since(fs, at) and time.monotonic() < deadline:
+                time.sleep(0.01)
             fs.stop()
             check_index(res, fs, "after the remount of round %d" % tries)
 
