@@ -4,6 +4,7 @@
  * millions of chunks (bench, not test):
  *
  *   index-scale [--ids N,N,...] [--data-mib M] [--lookups K] [--workdir DIR] [--drop-caches]
+ *               [--keep] [--reuse DIR --ids N] [--seed S] [--new-only]
  *
  * For each N (default 0,1000000,10000000) a fresh catalog and tier are
  * filled with N synthetic chunk ids (SHA-256 of a counter: as uniform as
@@ -17,6 +18,17 @@
  * locality, one B-tree descent each).  With --drop-caches (root) the page
  * cache is dropped before each timed step, so a catalog larger than the
  * cache it finds shows what a look-up costs from disk.
+ *
+ * A fill of 100M ids takes about 20 minutes: --keep leaves each row's
+ * directory in place, and --reuse DIR times the store on such a directory
+ * for the row of N > 0 instead of filling a new one (the fill's columns
+ * stay empty; a fill stopped short of N ids goes on to N), so that builds
+ * can be compared, alternated, on one index.  Each run's seals add
+ * their ids to it: --seed S makes its data differ from earlier runs'
+ * (every chunk new again), and a merge that those ids made due runs
+ * before the timed steps, as a seal worker runs it after a seal.
+ * --new-only stops each row after the new data (no repeat, no random
+ * look-ups: one filter build instead of two).
  *
  * The same data is written at every N, so the rows of one run compare as
  * ratios to the N = 0 row; memory is the store's own (filter + locality
@@ -58,7 +70,11 @@ typedef struct Options {
 	uint64_t data_bytes;
 	uint64_t lookups;
 	const char *workdir;
+	const char *reuse;
+	uint64_t seed;
 	bool drop_caches;
+	bool keep;
+	bool new_only;
 } Options;
 
 typedef struct Row {
@@ -151,15 +167,15 @@ static void synthetic_id(DedupHasher *h, uint64_t i, uint64_t n, uint8_t out[CAT
  * merged into runs by catalog_index_merge_step(), batch by batch, after
  * each commit; each batch's wall time bounds how long it held the lock.
  */
-static void fill(Catalog *c, DedupHasher *h, Row *row) {
+static void fill(Catalog *c, DedupHasher *h, uint64_t first, Row *row) {
 	uint64_t container = 0, tenth = MAX(row->ids / 10, 1);
 	double start = now_s(CLOCK_MONOTONIC), mark = start, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
 	int r;
 
-	for (uint64_t i = 0; i < row->ids; i++) {
-		if (i % IDS_PER_TRANSACTION == 0 && (r = catalog_begin(c)) < 0)
+	for (uint64_t i = first; i < row->ids; i++) {
+		if ((i == first || i % IDS_PER_TRANSACTION == 0) && (r = catalog_begin(c)) < 0)
 			die("begin", r);
-		if (i % CHUNKS_PER_CONTAINER == 0) {
+		if (i == first || i % CHUNKS_PER_CONTAINER == 0) {
 			CatalogContainer ct = { .tier = 0, .full = true };
 			if ((r = catalog_container_new(c, 0, &ct.id)) < 0)
 				die("container", r);
@@ -205,6 +221,20 @@ static void fill(Catalog *c, DedupHasher *h, Row *row) {
 	row->fill_s = now_s(CLOCK_MONOTONIC) - start;
 	row->fill_cpu_s = now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu;
 	CatalogIndexState st;
+	if ((r = catalog_index_get(c, &st)) < 0)
+		die("index state", r);
+	row->runs = st.runs;
+}
+
+/* A reused index: the merge an earlier run's seals made due, then the state the fill would report. */
+static void merge_due(Catalog *c, Row *row) {
+	CatalogIndexState st;
+	int r;
+
+	while ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH, NULL)) > 0)
+		;
+	if (r < 0)
+		die("index merge", r);
 	if ((r = catalog_index_get(c, &st)) < 0)
 		die("index state", r);
 	row->runs = st.runs;
@@ -275,11 +305,17 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 	Catalog *c;
 	int r;
 
-	snprintf(dir, sizeof(dir), "%s/index-scale-XXXXXX", o->workdir);
-	if (!mkdtemp(dir))
-		die("mkdtemp", -errno);
+	bool reuse = o->reuse && row->ids > 0;
+
+	if (reuse)
+		snprintf(dir, sizeof(dir), "%s", o->reuse);
+	else {
+		snprintf(dir, sizeof(dir), "%s/index-scale-XXXXXX", o->workdir);
+		if (!mkdtemp(dir))
+			die("mkdtemp", -errno);
+	}
 	snprintf(path, sizeof(path), "%s/tier0", dir);
-	if (mkdir(path, 0755) < 0)
+	if (!reuse && mkdir(path, 0755) < 0)
 		die("mkdir", -errno);
 	if ((r = tier_backend_dir_open(path, &backend)) < 0)
 		die("backend", r);
@@ -291,7 +327,14 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 
 	fprintf(stderr, "%llu ids in %s\n", (unsigned long long) row->ids, dir);
 	reset_peak_rss();
-	fill(c, h, row);
+	uint64_t held = 0;
+	if (reuse && (r = catalog_chunks_count(c, 0, &held)) < 0)
+		die("count", r);
+	/* A fill stopped midway goes on where it stopped: its ids ascend, so the rest are new. */
+	if (held < row->ids)
+		fill(c, h, held, row);
+	else
+		merge_due(c, row);
 	if ((r = catalog_checkpoint(c)) < 0)
 		die("checkpoint", r);
 	row->catalog_bytes = file_size(dir, "catalog.db") + file_size(dir, "catalog.db-wal");
@@ -311,6 +354,8 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 	fprintf(stderr, "  sealing new data\n");
 	seal(c, s, data, o->data_bytes, &row->new_mbs, &row->new_cpu_s_gb, &lookups);
 	fprintf(stderr, "  new data sealed\n");
+	if (o->new_only)
+		goto done;
 	/* A repeat comes back days later: a new mount, nothing of the first copy in the locality cache. */
 	dedup_store_free(s);
 	drop_caches(o);
@@ -322,13 +367,16 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 		drop_caches(o);
 		row->random_per_s = random_lookups(c, h, row->ids, o->lookups);
 	}
+done:
 	row->peak_rss = status_kib("VmHWM:");
 
 	dedup_store_free(s);
 	dedup_hasher_free(h);
 	catalog_close(c);
 	dedup_backend_free(backend);
-	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
+	if (o->keep || reuse)
+		fprintf(stderr, "  kept %s\n", dir);
+	else if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
 		die("cleanup", -errno);
 }
 
@@ -362,7 +410,8 @@ static void print_row(FILE *f, const Row *r, const Row *base) {
 }
 
 static void usage(FILE *f) {
-	fprintf(f, "usage: index-scale [--ids N,N,...] [--data-mib M] [--lookups K] [--workdir DIR] [--drop-caches]\n");
+	fprintf(f, "usage: index-scale [--ids N,N,...] [--data-mib M] [--lookups K] [--workdir DIR] [--drop-caches]\n"
+		   "                   [--keep] [--reuse DIR --ids N] [--seed S] [--new-only]\n");
 }
 
 static void parse(int argc, char **argv, Options *o) {
@@ -372,6 +421,10 @@ static void parse(int argc, char **argv, Options *o) {
 		{ "lookups", required_argument, NULL, 'l' },
 		{ "workdir", required_argument, NULL, 'w' },
 		{ "drop-caches", no_argument, NULL, 'c' },
+		{ "keep", no_argument, NULL, 'k' },
+		{ "reuse", required_argument, NULL, 'r' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "new-only", no_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -386,6 +439,10 @@ static void parse(int argc, char **argv, Options *o) {
 		case 'l': o->lookups = strtoull(optarg, NULL, 10); break;
 		case 'w': o->workdir = optarg; break;
 		case 'c': o->drop_caches = true; break;
+		case 'k': o->keep = true; break;
+		case 'r': o->reuse = optarg; break;
+		case 's': o->seed = strtoull(optarg, NULL, 10); break;
+		case 'n': o->new_only = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -400,7 +457,11 @@ static void parse(int argc, char **argv, Options *o) {
 		}
 		p = *end ? end + 1 : end;
 	}
-	if (optind != argc || o->n_ids == 0 || o->data_bytes == 0 || o->lookups == 0) {
+	size_t filled = 0;
+	for (size_t i = 0; i < o->n_ids; i++)
+		filled += o->ids[i] > 0;
+	/* A reused directory is the one row of N > 0: its N, which the random look-ups draw from, is the caller's to name. */
+	if (optind != argc || o->n_ids == 0 || o->data_bytes == 0 || o->lookups == 0 || (o->reuse && filled != 1)) {
 		usage(stderr);
 		exit(2);
 	}
@@ -408,11 +469,11 @@ static void parse(int argc, char **argv, Options *o) {
 
 int main(int argc, char **argv) {
 	Row rows[ELEMENTSOF(((Options *) NULL)->ids)] = {};
-	uint64_t x = 0x2545f4914f6cdd1du;
 	Options o;
 	uint8_t *data;
 
 	parse(argc, argv, &o);
+	uint64_t x = 0x2545f4914f6cdd1du ^ (o.seed * 0x9e3779b97f4a7c15u);
 	data = malloc(o.data_bytes);
 	if (!data)
 		die("data", -ENOMEM);

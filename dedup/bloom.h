@@ -6,8 +6,9 @@
  * RAM so that a chunk never stored before (the common case when new data
  * arrives) is known to be new without touching the on-disk index.  It answers
  * "maybe stored" or "certainly not"; at DEDUP_BLOOM_BITS_PER_CHUNK bits per
- * chunk and DEDUP_BLOOM_HASHES probes, about 0.8% of new chunks get a "maybe"
- * while the filter holds at most its capacity.  Past the capacity it still
+ * chunk and DEDUP_BLOOM_HASHES probes, all in one cache line of the filter,
+ * about 1% of new chunks get a "maybe" while the filter holds at most its
+ * capacity (0.03% at half of it, where a store opens it).  Past the capacity it still
  * answers correctly, only with more false "maybe"s; the store rebuilds it
  * bigger.
  *

@@ -189,8 +189,6 @@ struct Fs {
 	unsigned n_streams;       /* protected by seal_lock: attached to an inode */
 	bool seal_stop;           /* protected by seal_lock */
 	atomic_bool seal_stopping; /* read without the lock by a seal in progress, to give up */
-	atomic_bool index_merging; /* a seal worker drives a merge of the catalog's digest index: the others leave it */
-	atomic_bool index_merge_again; /* a seal left it to that worker: it checks for a merge due once more */
 	atomic_bool gc_waiting;   /* the collector waits for writers to end: start no stream meanwhile */
 	/* Since the mount, for status: seals that finished a stream, seals that read the whole file. */
 	atomic_uint_fast64_t seals_streamed, seals_whole;
@@ -205,6 +203,11 @@ struct Fs {
 	atomic_uint rekey_tier;   /* the tier being rekeyed, plus one; 0: none */
 	atomic_uint_fast64_t rekey_done, rekey_total; /* bytes of the pass running: its containers done, all */
 	atomic_uint_fast64_t rekey_rewritten;         /* containers rewritten since the mount */
+	/* The thread merging the catalog's digest index (seal.c index_main()), stopped with seal_stop. */
+	pthread_cond_t index_cond;
+	bool index_wake;          /* protected by seal_lock: a seal ended since the merge thread last looked */
+	bool index_thread_started;
+	pthread_t index_thread;
 	/* Shared tiers: the thread renewing this host's leases (seal.c lease_main()), stopped with seal_stop. */
 	pthread_cond_t lease_cond;
 	bool lease_thread_started;

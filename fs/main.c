@@ -185,7 +185,7 @@ static void help(const char *argv0) {
 	       "                   0 = none: each read decompresses on its own (default %u, at most %u)\n"
 	       "  -o encode_workers=N threads that compress the regions of files being sealed or moved, at\n"
 	       "                   nice 10, 0 = none: each seal worker compresses its own (default %u, at most %u)\n"
-	       "  -o index_recent=N chunk ids the catalog's recent index table takes before a seal worker\n"
+	       "  -o index_recent=N chunk ids the catalog's recent index table takes before the merge thread\n"
 	       "                   merges it into a sorted run (default %llu)\n"
 	       "  -o control=PATH  tierctl's control socket (default DATA_DIR/" CONTROL_SOCKET ")\n"
 	       "  -o key_file=FILE the mount's key (default: the config's key_file; none: no encryption);\n"

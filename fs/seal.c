@@ -15,7 +15,11 @@
  * commit), then a turn of stream work.  The collector's thread also runs
  * the rekeys tierctl asked for (run_rekeys()), between its collections.  The collector is a thread of its
  * own because it may wait long for writers to end (dedup_store_gc()); while
- * it waits no stream starts.
+ * it waits no stream starts.  Merges of the catalog's digest index run on a
+ * thread of their own too (index_main()), woken after each seal and paced
+ * by the throttle between batches: a merge of a large level, minutes of
+ * CPU, holds neither a sealing slot nor the disks while FUSE requests come
+ * in.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -163,17 +167,17 @@ typedef struct FsSealWorker {
 
 /*
  * The catalog's digest index: once its recent table passed index_recent
- * ids, merged into a sorted run (catalog_index_merge_step()), between
- * seals, batch by batch: the catalog lock is free between batches, so the
- * FUSE threads wait for a batch at most.  A stop between batches leaves
- * the merge to the next mount, whose seal workers resume it as they
- * start (resume_only: they start none).  One worker drives a merge at a
- * time, one merge per call, and checks once more if a seal ended
- * meanwhile.  Logged before and after: a crash in between shows in the
- * log (tests/e2e/dedup/test_index_crash.py).
+ * ids, merged into a sorted run (catalog_index_merge_step()), batch by
+ * batch: the catalog lock is free between batches, so the FUSE threads
+ * wait for a batch at most, and the throttle paces the batches
+ * (FS_THROTTLE_INDEX) while the foreground is busy.  A stop between
+ * batches leaves the merge to the next mount, whose merge thread resumes
+ * it as it starts (resume_only: it starts none).  Logged before and after:
+ * a crash in between shows in the log (tests/e2e/dedup/test_index_crash.py).
  */
 static void index_merge_one(Fs *fs, bool resume_only) {
 	CatalogIndexMerge m = {};
+	FsThrottleUnit unit;
 	uint64_t recent = 0, batches = 0;
 	int64_t longest = 0;
 
@@ -185,6 +189,7 @@ static void index_merge_one(Fs *fs, bool resume_only) {
 	}
 	log_info("merging the chunk index: %llu recent ids", (unsigned long long) recent);
 	int64_t start = monotonic_ns();
+	fs_throttle_begin(&unit);
 	while (!atomic_load(&fs->seal_stopping)) {
 		int64_t t = monotonic_ns();
 		r = catalog_index_merge_step(fs->catalog, fs->index_recent, CATALOG_INDEX_MERGE_BATCH, &m);
@@ -192,6 +197,7 @@ static void index_merge_one(Fs *fs, bool resume_only) {
 		if (r <= 0)
 			break;
 		batches++;
+		fs_throttle_pace(&fs->throttle, FS_THROTTLE_INDEX, &unit);
 	}
 	if (r < 0)
 		log_warning_errno(r, "Failed to merge the chunk index: %m");
@@ -206,20 +212,25 @@ static void index_merge_one(Fs *fs, bool resume_only) {
 			 (unsigned long long) batches, (double) longest / 1e6);
 }
 
-static void index_merge(Fs *fs, bool resume_only) {
-	for (;;) {
-		if (atomic_exchange(&fs->index_merging, true)) {
-			if (!resume_only)
-				atomic_store(&fs->index_merge_again, true);
-			return;
+/* One merge at a time, after the seals that may have made one due; the one a crash or an unmount left first. */
+static void *index_main(void *userdata) {
+	Fs *fs = userdata;
+
+	lower_priority();
+	index_merge_one(fs, true);
+	pthread_mutex_lock(&fs->seal_lock);
+	while (!fs->seal_stop) {
+		if (!fs->index_wake) {
+			pthread_cond_wait(&fs->index_cond, &fs->seal_lock);
+			continue;
 		}
-		atomic_store(&fs->index_merge_again, false);
-		index_merge_one(fs, resume_only);
-		atomic_store(&fs->index_merging, false);
-		if (!atomic_load(&fs->index_merge_again) || atomic_load(&fs->seal_stopping))
-			return;
-		resume_only = false;
+		fs->index_wake = false;
+		pthread_mutex_unlock(&fs->seal_lock);
+		index_merge_one(fs, false);
+		pthread_mutex_lock(&fs->seal_lock);
 	}
+	pthread_mutex_unlock(&fs->seal_lock);
+	return NULL;
 }
 
 static void *worker_main(void *userdata) {
@@ -229,7 +240,6 @@ static void *worker_main(void *userdata) {
 	bool sealed = false; /* since the last checkpoint */
 
 	lower_priority();
-	index_merge(fs, true); /* one a crash or an unmount left under way */
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
 		int64_t now = monotonic_ns(), wake = INT64_MAX;
@@ -266,11 +276,14 @@ static void *worker_main(void *userdata) {
 			else {
 				/* The policy moves only sealed files: one that needs space can start now, not at its next pass. */
 				fs_policy_check_space(fs);
-				index_merge(fs, false);
 			}
 			pthread_mutex_lock(&fs->seal_lock);
 			fs->sealing[me->index] = 0;
 			sealed = true;
+			if (r >= 0) {
+				fs->index_wake = true;
+				pthread_cond_signal(&fs->index_cond);
+			}
 			pthread_cond_broadcast(&fs->seal_cond);
 			continue;
 		}
@@ -527,6 +540,7 @@ int fs_sealer_start(Fs *fs) {
 	pthread_cond_init(&fs->seal_cond, &attr);
 	pthread_cond_init(&fs->gc_cond, &attr);
 	pthread_cond_init(&fs->lease_cond, &attr);
+	pthread_cond_init(&fs->index_cond, &attr);
 	pthread_condattr_destroy(&attr);
 	pthread_cond_init(&fs->stream_idle_cond, NULL);
 	fs->seal_started = true;
@@ -546,6 +560,10 @@ int fs_sealer_start(Fs *fs) {
 		fs->n_seal_threads++;
 		pthread_mutex_unlock(&fs->seal_lock);
 	}
+	r = -pthread_create(&fs->index_thread, NULL, index_main, fs);
+	if (r < 0)
+		return r;
+	fs->index_thread_started = true;
 	r = -pthread_create(&fs->gc_thread, NULL, gc_main, fs);
 	if (r == 0)
 		fs->gc_thread_started = true;
@@ -566,7 +584,11 @@ void fs_sealer_stop(Fs *fs) {
 	pthread_cond_broadcast(&fs->seal_cond);
 	pthread_cond_broadcast(&fs->gc_cond);
 	pthread_cond_broadcast(&fs->lease_cond);
+	pthread_cond_broadcast(&fs->index_cond);
 	pthread_mutex_unlock(&fs->seal_lock);
+	if (fs->index_thread_started)
+		pthread_join(fs->index_thread, NULL);
+	fs->index_thread_started = false;
 	if (fs->lease_thread_started)
 		pthread_join(fs->lease_thread, NULL);
 	fs->lease_thread_started = false;
@@ -590,6 +612,7 @@ void fs_sealer_stop(Fs *fs) {
 	pthread_cond_destroy(&fs->seal_cond);
 	pthread_cond_destroy(&fs->gc_cond);
 	pthread_cond_destroy(&fs->lease_cond);
+	pthread_cond_destroy(&fs->index_cond);
 	pthread_cond_destroy(&fs->stream_idle_cond);
 	pthread_mutex_destroy(&fs->seal_lock);
 }

@@ -216,6 +216,7 @@ const char *fs_throttle_kind_to_string(FsThrottleKind k) {
 		[FS_THROTTLE_MIGRATE] = "migrate",
 		[FS_THROTTLE_GC] = "gc",
 		[FS_THROTTLE_REKEY] = "rekey",
+		[FS_THROTTLE_INDEX] = "index",
 	};
 	return (unsigned) k < _FS_THROTTLE_KIND_MAX ? names[k] : NULL;
 }

@@ -32,6 +32,7 @@ typedef enum FsThrottleKind {
 	FS_THROTTLE_MIGRATE, /* moves between tiers, the policy's and tierctl's */
 	FS_THROTTLE_GC,      /* the collector thread's runs */
 	FS_THROTTLE_REKEY,   /* rekeys, run on the collector's thread */
+	FS_THROTTLE_INDEX,   /* the batches of a merge of the catalog's digest index, on a thread of their own */
 	_FS_THROTTLE_KIND_MAX,
 } FsThrottleKind;
 

@@ -47,7 +47,7 @@ static void test_bloom(void) {
 		DedupChunkId id = random_id(&rng);
 		fp += dedup_bloom_maybe_contains(b, &id);
 	}
-	/* 10 bits and 7 probes per id: about 0.8% at capacity. */
+	/* 10 bits and 7 probes per id, in one 512-bit block: about 1% at capacity. */
 	ASSERT(fp < 200000 / 50);
 	dedup_bloom_free(b);
 }

@@ -294,7 +294,7 @@ static void print_policy_worker(const CtlMessage *m) {
 	       tierctl_get(m, 0, "policy_failed"));
 }
 
-static const char *const throttle_kinds[] = { "seal", "migrate", "gc", "rekey" };
+static const char *const throttle_kinds[] = { "seal", "migrate", "gc", "rekey", "index" };
 
 static uint64_t throttle_get(const CtlMessage *m, const char *kind, const char *what) {
 	char key[64];

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """SIGKILL of the daemon while it merges the catalog's digest index.
 
-A seal worker merges the recent table of the digest index into a sorted run
-once it passed index_recent ids (catalog_index_merge_step(), batch by
+The daemon's merge thread (woken after each seal) merges the recent table of
+the digest index into a sorted run once it passed index_recent ids (catalog_index_merge_step(), batch by
 batch, each batch a transaction), logging "merging the chunk index" before
 and "merged the chunk index" after.  The merge freezes the recent table,
 copies it and the runs it takes into a new run that look-ups skip, swaps it
@@ -156,9 +156,15 @@ def main():
                       "as before the merge" % (tries, recent, frozen, runs, sum(ballast[:3])))
             # What the kill left: the next mount finishes the merge once a file is sealed.
             fs.start()
+            at = dc.log_size(fs)
             for n, d in model.items():
                 dc.compare(res, fs.path(n), d, "after round %d" % tries)
             dc.check_sealed(res, [fs.path(n) for n in model], "after round %d" % tries)
+            # The merge resumed at the mount is paced while the reads above come in: it ends before the next
+            # round, whose kill must land in a merge of its own.
+            deadline = time.monotonic() + PHASE_TIMEOUT
+            while under_way and MERGED not in dc.log_since(fs, at) and time.monotonic() < deadline:
+                time.sleep(0.01)
             fs.stop()
             check_index(res, fs, "after the remount of round %d" % tries)
 
@@ -181,6 +187,11 @@ def main():
         deadline = time.monotonic() + PHASE_TIMEOUT
         while merge_left and MERGED not in dc.log_since(fs, at) and time.monotonic() < deadline:
             time.sleep(0.01)
+        # Merges run on a thread of their own, paced between batches under a kind of their own.
+        st = dc.status(fs)
+        paced = sum(int(st.get("throttle_index_%s" % what, 0)) for what in ("busy", "idle"))
+        res.check(not merge_left or paced > 0,
+                  "the merge was not paced under its kind: throttle_index_busy + _idle = %d" % paced)
         fs.stop()
         recent, frozen, runs, building = ballast_where(fs)
         print("repeat: %d bytes, the hot tier grew by %d; ballast %d in the recent table, %d frozen, %d in runs"

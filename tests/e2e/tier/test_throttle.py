@@ -131,7 +131,7 @@ def main():
         s1 = dc.status(fs)
         res.check(grew(s0, s1, "migrate", "idle"), "an idle migration counted no idle steps: %r -> %r"
                   % (counter(s0, "migrate", "idle"), counter(s1, "migrate", "idle")))
-        for kind in ("seal", "migrate", "gc", "rekey"):
+        for kind in ("seal", "migrate", "gc", "rekey", "index"):
             for what in ("busy", "waits", "wait_us"):
                 res.check(counter(s1, kind, what) == counter(s0, kind, what),
                           "foreground idle, yet throttle_%s_%s went from %d to %d"
@@ -177,7 +177,7 @@ def main():
                 res.check(rc == 0, "migrate at share 100: exit %d: %s" % (rc, err.strip()))
                 s5 = dc.status(fs)
                 res.check(grew(s4, s5, "migrate", "busy"), "share 100: the migration counted no busy steps")
-                for kind in ("seal", "migrate", "gc", "rekey"):
+                for kind in ("seal", "migrate", "gc", "rekey", "index"):
                     res.check(counter(s5, kind, "waits") == 0, "share 100, yet %s waited %d times"
                               % (kind, counter(s5, kind, "waits")))
         res.check(w.error is None, "the writer failed: %s" % w.error)
