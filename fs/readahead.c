@@ -45,6 +45,7 @@
  *     store call is made while it is held.  Workers take no inode lock at
  *     all, so a FUSE thread holding data_lock may wait for a block.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -127,6 +128,8 @@ static FsRaBlock *block_find(FsReadahead *ra, const FsReadWindow *w, uint64_t in
 }
 
 static void block_release(FsReadahead *ra, FsRaBlock *b) {
+	/* Invariants 1 and 2: a block in a reply, or filled by another thread, is never let go. */
+	assert(b->refs == 0);
 	if (!b->read && (b->state == RA_READY || b->state == RA_FAILED))
 		atomic_fetch_add(&ra->unused, 1);
 	b->state = RA_FREE;
@@ -242,6 +245,7 @@ static void fill_begin(FsReadahead *ra, FsRaBlock *b) {
 /* Publishes a fill's result (invariant 1); lock held.  Returns whether b is READY now. */
 static bool fill_done(FsReadahead *ra, FsRaBlock *b, uint64_t gen, ssize_t n) {
 	bool ready = false;
+	assert(b->state == RA_FILLING); /* invariant 2: nobody took it from its filler */
 	if (b->w->gen != gen)
 		block_release(ra, b);
 	else if (n < 0)
@@ -611,8 +615,11 @@ void fs_readahead_forget(FsReadahead *ra, FsInode *i) {
 	i->ra_window = NULL;
 	if (w)
 		for (size_t k = 0; k < FS_RA_POOL_BLOCKS; k++)
-			if (ra->blocks[k].w == w)
+			if (ra->blocks[k].w == w) {
+				/* Invariant 3: a queued or filling block pins the inode, which is not forgotten then. */
+				assert(ra->blocks[k].state != RA_QUEUED && ra->blocks[k].state != RA_FILLING);
 				block_release(ra, ra->blocks + k);
+			}
 	pthread_mutex_unlock(&ra->lock);
 	free(w);
 }
