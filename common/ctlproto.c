@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/config.h"
 #include "common/ctlproto.h"
 
@@ -179,14 +180,8 @@ static bool name_is_valid(const char *s, size_t len) {
 }
 
 static int keep_string(CtlMessage *m, char *s) {
-	if (m->n_strings == m->cap_strings) {
-		size_t cap = MAX(m->cap_strings * 2, (size_t) 16);
-		char **p = realloc(m->strings, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		m->strings = p;
-		m->cap_strings = cap;
-	}
+	if (ARRAY_RESERVE_ONE(m->strings, m->cap_strings, m->n_strings, 16) < 0)
+		return -ENOMEM;
 	m->strings[m->n_strings++] = s;
 	return 0;
 }
@@ -194,14 +189,8 @@ static int keep_string(CtlMessage *m, char *s) {
 static int push_field(CtlMessage *m, const char *name, const char *value) {
 	if (m->n >= CTL_FIELDS_MAX)
 		return -E2BIG;
-	if (m->n == m->cap) {
-		size_t cap = MAX(m->cap * 2, (size_t) 16);
-		CtlField *p = realloc(m->fields, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		m->fields = p;
-		m->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(m->fields, m->cap, m->n, 16) < 0)
+		return -ENOMEM;
 	m->fields[m->n++] = (CtlField) { name, value };
 	return 0;
 }

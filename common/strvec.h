@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
+
 typedef struct StrVec {
 	char **names;
 	size_t n, cap;
@@ -19,14 +21,8 @@ typedef struct StrVec {
 
 /* Appends a copy of name.  Returns 0 or -ENOMEM. */
 static inline int strvec_push(StrVec *v, const char *name) {
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? 2 * v->cap : 16;
-		char **p = reallocarray(v->names, cap, sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		v->names = p;
-		v->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(v->names, v->cap, v->n, 16) < 0)
+		return -ENOMEM;
 	v->names[v->n] = strdup(name);
 	if (!v->names[v->n])
 		return -ENOMEM;

@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/macros.h"
 #include "dedup/frame.h"
 #include "dedup/store-internal.h"
@@ -70,14 +71,8 @@ typedef struct IdVec {
 } IdVec;
 
 static int idvec_push(IdVec *v, uint64_t id) {
-	if (v->n == v->cap) {
-		size_t cap = MAX(v->cap * 2, (size_t) 256);
-		uint64_t *p = realloc(v->ids, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		v->ids = p;
-		v->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(v->ids, v->cap, v->n, 256) < 0)
+		return -ENOMEM;
 	v->ids[v->n++] = id;
 	return 0;
 }
@@ -246,14 +241,8 @@ out:
 
 static int collect_chunk(const CatalogChunk *ch, void *userdata) {
 	StoreChunkVec *v = userdata;
-	if (v->n == v->cap) {
-		size_t cap = MAX(v->cap * 2, (size_t) 256);
-		CatalogChunk *p = realloc(v->items, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		v->items = p;
-		v->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(v->items, v->cap, v->n, 256) < 0)
+		return -ENOMEM;
 	v->items[v->n++] = *ch;
 	return 0;
 }
@@ -350,14 +339,8 @@ static int compaction_copy(Compaction *c, size_t k0, size_t k1, const uint8_t *u
 		r = compaction_flush(c);
 	if (r < 0)
 		return r;
-	if (b->n_units == b->cap_units) {
-		size_t cap = MAX(b->cap_units * 2, (size_t) 64);
-		StoreUnit *u = realloc(b->units, cap * sizeof(*u));
-		if (!u)
-			return -ENOMEM;
-		b->units = u;
-		b->cap_units = cap;
-	}
+	if (ARRAY_RESERVE_ONE(b->units, b->cap_units, b->n_units, 64) < 0)
+		return -ENOMEM;
 	size_t unit_index = b->n_units++;
 	b->units[unit_index] = (StoreUnit) {
 		.data = b->out + b->out_len,

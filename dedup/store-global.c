@@ -72,6 +72,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "common/array.h"
 #include "common/macros.h"
 #include "common/strvec.h"
 #include "dedup/refs.h"
@@ -159,14 +160,8 @@ static int prefix_compare(const uint8_t *a, const uint8_t *b) {
 }
 
 static int u64_push(uint64_t **v, size_t *n, size_t *cap, uint64_t x) {
-	if (*n == *cap) {
-		size_t c = MAX(*cap * 2, (size_t) 64);
-		uint64_t *p = realloc(*v, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		*v = p;
-		*cap = c;
-	}
+	if (ARRAY_RESERVE_ONE(*v, *cap, *n, 64) < 0)
+		return -ENOMEM;
 	(*v)[(*n)++] = x;
 	return 0;
 }
@@ -203,14 +198,8 @@ static int map_insert(StoreGlobal *g, uint64_t local, uint32_t host, uint64_t re
 	}
 	if (lo < g->n_map && g->map[lo].local == local)
 		return 0;
-	if (g->n_map == g->cap_map) {
-		size_t cap = MAX(g->cap_map * 2, (size_t) 64);
-		GlobalForeign *p = realloc(g->map, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		g->map = p;
-		g->cap_map = cap;
-	}
+	if (ARRAY_RESERVE_ONE(g->map, g->cap_map, g->n_map, 64) < 0)
+		return -ENOMEM;
 	memmove(g->map + lo + 1, g->map + lo, (g->n_map - lo) * sizeof(*g->map));
 	g->map[lo] = (GlobalForeign) { .local = local, .remote = remote, .host = host };
 	g->n_map++;
@@ -456,14 +445,8 @@ static int epoch_mark(GlobalHost *h, uint64_t epoch) {
 	}
 	if (lo < h->n_seen && h->seen[lo] == epoch)
 		return 0;
-	if (h->n_seen == h->cap_seen) {
-		size_t cap = MAX(h->cap_seen * 2, (size_t) 64);
-		uint64_t *p = realloc(h->seen, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		h->seen = p;
-		h->cap_seen = cap;
-	}
+	if (ARRAY_RESERVE_ONE(h->seen, h->cap_seen, h->n_seen, 64) < 0)
+		return -ENOMEM;
 	memmove(h->seen + lo + 1, h->seen + lo, (h->n_seen - lo) * sizeof(*h->seen));
 	h->seen[lo] = epoch;
 	h->n_seen++;
@@ -919,14 +902,8 @@ typedef struct RefsBuild {
 } RefsBuild;
 
 static int refs_push(RefsBuild *b, const char *host, uint64_t value) {
-	if (b->n == b->cap) {
-		size_t cap = MAX(b->cap * 2, (size_t) 64);
-		DedupRefsEntry *p = realloc(b->v, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		b->v = p;
-		b->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(b->v, b->cap, b->n, 64) < 0)
+		return -ENOMEM;
 	DedupRefsEntry *e = b->v + b->n++;
 	*e = (DedupRefsEntry) { .value = value };
 	snprintf(e->host, sizeof(e->host), "%s", host);
@@ -1027,14 +1004,8 @@ static int holder_collect(const char *host, void *userdata) {
 	Holders *h = userdata;
 	if (strcmp(host, h->self) == 0)
 		return 0;
-	if (h->n == h->cap) {
-		size_t cap = MAX(h->cap * 2, (size_t) 16);
-		Holder *p = realloc(h->v, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		h->v = p;
-		h->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(h->v, h->cap, h->n, 16) < 0)
+		return -ENOMEM;
 	Holder *x = h->v + h->n++;
 	*x = (Holder) {};
 	snprintf(x->host, sizeof(x->host), "%s", host);

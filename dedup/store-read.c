@@ -49,6 +49,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/macros.h"
 #include "dedup/frame.h"
 #include "dedup/store-internal.h"
@@ -409,14 +410,8 @@ static int unit_chunk(const CatalogChunk *ch, void *userdata) {
 	UnitChunks *u = userdata;
 	if (ch->offset != u->offset)
 		return 0;
-	if (u->n == u->cap) {
-		size_t cap = MAX(u->cap * 2, (size_t) 64);
-		uint64_t *p = realloc(u->ids, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		u->ids = p;
-		u->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(u->ids, u->cap, u->n, 64) < 0)
+		return -ENOMEM;
 	u->ids[u->n++] = ch->id;
 	return 0;
 }

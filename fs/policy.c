@@ -59,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "common/macros.h"
 #include "fs/fs-internal.h"
@@ -146,14 +147,8 @@ static int hot_space_needed(Fs *fs, Catalog *reader, uint64_t reserve, uint64_t 
 
 static int survey_one(const CatalogInode *ci, void *userdata) {
 	Survey *s = userdata;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 256;
-		TierPlanFile *p = reallocarray(s->files, cap, sizeof(TierPlanFile));
-		if (!p)
-			return -ENOMEM;
-		s->files = p;
-		s->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(s->files, s->cap, s->n, 256) < 0)
+		return -ENOMEM;
 	s->files[s->n++] = (TierPlanFile) {
 		.ino = ci->ino,
 		.file_class = ci->file_class,

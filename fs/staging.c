@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/macros.h"
@@ -281,14 +282,8 @@ typedef struct InoList {
 
 static int ino_list_add(uint64_t ino, void *userdata) {
 	InoList *l = userdata;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		uint64_t *grown = reallocarray(l->items, cap, sizeof(uint64_t));
-		if (!grown)
-			return -ENOMEM;
-		l->items = grown;
-		l->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(l->items, l->cap, l->n, 64) < 0)
+		return -ENOMEM;
 	l->items[l->n++] = ino;
 	return 0;
 }

@@ -43,7 +43,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/array.h"
 #include "common/macros.h"
+#include "common/strvec.h"
 #include "tier/backend-nfs.h"
 
 /* Read handles cached per connection. */
@@ -901,38 +903,9 @@ static int op_statfs(NfsConn *c, void *arg, unsigned attempt) {
 static int nfs_backend_statfs(DedupBackend *b, DedupBackendStatfs *ret) {
 	return with_conn(nfs_backend(b), op_statfs, ret);
 }
-/* Names found by a listing, handed to the callback only once the listing is complete. */
-typedef struct NameList {
-	char **names;
-	size_t n, allocated;
-} NameList;
-
-static void name_list_clear(NameList *l) {
-	for (size_t i = 0; i < l->n; i++)
-		free(l->names[i]);
-	free(l->names);
-	*l = (NameList) {};
-}
-
-static int name_list_add(NameList *l, const char *name) {
-	if (l->n == l->allocated) {
-		size_t allocated = l->allocated ? l->allocated * 2 : 64;
-		char **names = realloc(l->names, allocated * sizeof(*names));
-		if (!names)
-			return -ENOMEM;
-		l->names = names;
-		l->allocated = allocated;
-	}
-	l->names[l->n] = strdup(name);
-	if (!l->names[l->n])
-		return -ENOMEM;
-	l->n++;
-	return 0;
-}
-
 typedef struct ListArgs {
 	const char *prefix;
-	NameList names;
+	StrVec names; /* handed to the callback only once the listing is complete */
 } ListArgs;
 
 typedef struct DirEntry {
@@ -941,7 +914,7 @@ typedef struct DirEntry {
 } DirEntry;
 
 /* Lists path ("/" + name, name in path + 1) into l; path has room for NFS_PATH_MAX. */
-static int list_dir(NfsConn *c, char *path, size_t len, NameList *l) {
+static int list_dir(NfsConn *c, char *path, size_t len, StrVec *l) {
 	_cleanup_free_ DirEntry *entries = NULL;
 	size_t n_entries = 0, allocated = 0;
 	struct nfsdir *dir;
@@ -957,15 +930,9 @@ static int list_dir(NfsConn *c, char *path, size_t len, NameList *l) {
 			continue;
 		if (de->type != NF3DIR && de->type != NF3REG)
 			continue;
-		if (n_entries == allocated) {
-			allocated = allocated ? allocated * 2 : 64;
-			DirEntry *e = realloc(entries, allocated * sizeof(*e));
-			if (!e) {
-				r = -ENOMEM;
-				break;
-			}
-			entries = e;
-		}
+		r = ARRAY_RESERVE_ONE(entries, allocated, n_entries, 64);
+		if (r < 0)
+			break;
 		memcpy(entries[n_entries].name, de->name, n + 1);
 		entries[n_entries++].is_dir = de->type == NF3DIR;
 	}
@@ -978,7 +945,7 @@ static int list_dir(NfsConn *c, char *path, size_t len, NameList *l) {
 		path[len] = '/';
 		memcpy(path + len + 1, entries[i].name, n + 1);
 		if (dedup_backend_name_is_valid(path + 1))
-			r = entries[i].is_dir ? list_dir(c, path, len + 1 + n, l) : name_list_add(l, path + 1);
+			r = entries[i].is_dir ? list_dir(c, path, len + 1 + n, l) : strvec_push(l, path + 1);
 		path[len] = '\0';
 	}
 	return r;
@@ -988,7 +955,7 @@ static int op_list(NfsConn *c, void *arg, unsigned attempt) {
 	ListArgs *a = arg;
 	char path[NFS_PATH_MAX];
 
-	name_list_clear(&a->names); /* a retry starts over */
+	strvec_done(&a->names); /* a retry starts over */
 	int r = make_path(a->prefix, path);
 	if (r < 0)
 		return r;
@@ -1009,7 +976,7 @@ static int nfs_backend_list(DedupBackend *b, const char *prefix, int (*cb)(const
 		if (k < 0)
 			r = k;
 	}
-	name_list_clear(&a.names);
+	strvec_done(&a.names);
 	return r < 0 ? r : 0;
 }
 

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "common/macros.h"
 #include "dedup/describe.h"
@@ -71,14 +72,8 @@ static int collect_file(const CatalogInode *ci, void *userdata) {
 	Describe *d = userdata;
 	if (ci->state != CATALOG_FILE_SEALED || ci->tier != d->tier)
 		return 0;
-	if (d->n_files == d->cap_files) {
-		size_t n = MAX(d->cap_files * 2, (size_t) 64);
-		CatalogInode *p = realloc(d->files, n * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		d->files = p;
-		d->cap_files = n;
-	}
+	if (ARRAY_RESERVE_ONE(d->files, d->cap_files, d->n_files, 64) < 0)
+		return -ENOMEM;
 	d->files[d->n_files++] = *ci;
 	return 0;
 }
@@ -91,14 +86,8 @@ static size_t *dir_slot(Describe *d, uint64_t ino) {
 }
 
 static int dir_insert(Describe *d, DescribeDir *dir) {
-	if (d->n_dirs == d->cap_dirs) {
-		size_t n = MAX(d->cap_dirs * 2, (size_t) 64);
-		DescribeDir *p = realloc(d->dirs, n * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		d->dirs = p;
-		d->cap_dirs = n;
-	}
+	if (ARRAY_RESERVE_ONE(d->dirs, d->cap_dirs, d->n_dirs, 64) < 0)
+		return -ENOMEM;
 	/* At most half full, so a probe always ends. */
 	if ((d->n_dirs + 1) * 2 > d->n_slots) {
 		size_t n = MAX(d->n_slots * 2, (size_t) 128);

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/array.h"
 #include "common/macros.h"
 #include "dedup/describe.h"
 #include "tier/class.h"
@@ -348,14 +349,8 @@ typedef struct HostDirs {
 
 static int host_dir(const char *host, void *userdata) {
 	HostDirs *h = userdata;
-	if (h->n == h->cap) {
-		size_t cap = MAX(h->cap * 2, (size_t) 8);
-		char (*p)[2 + CONFIG_HOST_NAME_MAX + 1] = realloc(h->dirs, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		h->dirs = p;
-		h->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(h->dirs, h->cap, h->n, 8) < 0)
+		return -ENOMEM;
 	snprintf(h->dirs[h->n++], sizeof(h->dirs[0]), "h/%s", host);
 	return 0;
 }

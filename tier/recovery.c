@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/macros.h"
 #include "tier/recovery.h"
 
@@ -61,14 +62,8 @@ typedef struct SpanVec {
 } SpanVec;
 
 static TierRecoverySpan *span_add(SpanVec *s, TierRecoveryKind kind, const CatalogArchivelog *h) {
-	if (s->n == s->cap) {
-		size_t cap = MAX(s->cap * 2, (size_t) 16);
-		TierRecoverySpan *q = reallocarray(s->v, cap, sizeof(*q));
-		if (!q)
-			return NULL;
-		s->v = q;
-		s->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(s->v, s->cap, s->n, 16) < 0)
+		return NULL;
 	TierRecoverySpan *sp = &s->v[s->n++];
 	*sp = (TierRecoverySpan) { .kind = kind, .dbid = h->dbid, .resetlogs_id = h->resetlogs_id, .thread = h->thread };
 	return sp;
@@ -307,14 +302,8 @@ typedef struct IndexVec {
 } IndexVec;
 
 static int index_add(IndexVec *s, uint32_t i) {
-	if (s->n == s->cap) {
-		size_t cap = MAX(s->cap * 2, (size_t) 64);
-		uint32_t *q = reallocarray(s->v, cap, sizeof(*q));
-		if (!q)
-			return -ENOMEM;
-		s->v = q;
-		s->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(s->v, s->cap, s->n, 64) < 0)
+		return -ENOMEM;
 	s->v[s->n++] = i;
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "common/macros.h"
 #include "tier/shared.h"
 
@@ -40,14 +41,8 @@ static int host_name_collect(const char *object, void *userdata) {
 	len -= (sizeof(".host") - 1);
 	if (len > CONFIG_HOST_NAME_MAX)
 		return 0;
-	if (h->n == h->cap) {
-		size_t cap = MAX(h->cap * 2, (size_t) 16);
-		char (*names)[CONFIG_HOST_NAME_MAX + 1] = realloc(h->names, cap * sizeof(*names));
-		if (!names)
-			return -ENOMEM;
-		h->names = names;
-		h->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(h->names, h->cap, h->n, 16) < 0)
+		return -ENOMEM;
 	memcpy(h->names[h->n], p, len);
 	h->names[h->n][len] = '\0';
 	if (config_host_name_is_valid(h->names[h->n]))

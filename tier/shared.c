@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/macros.h"
 #include "common/strvec.h"
 #include "tier/backend-dir.h"
@@ -563,14 +564,8 @@ static int shared_ref_collect(const char *owner, uint64_t id, void *userdata) {
 	SharedRefs *s = userdata;
 	if (strlen(owner) > CONFIG_HOST_NAME_MAX)
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64;
-		SharedRef *p = reallocarray(s->v, cap, sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		s->v = p;
-		s->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(s->v, s->cap, s->n, 64) < 0)
+		return -ENOMEM;
 	snprintf(s->v[s->n].owner, sizeof(s->v[s->n].owner), "%s", owner);
 	s->v[s->n++].id = id;
 	return 0;
@@ -633,15 +628,9 @@ int tier_shared_usage(const DedupShared *sh, TierSharedUsage **ret, size_t *ret_
 		for (k = 0; k < n && strcmp(rows[k].host, host) != 0; k++)
 			;
 		if (k == n) {
-			if (n == cap) {
-				cap = cap ? 2 * cap : 8;
-				TierSharedUsage *p = reallocarray(rows, cap, sizeof(*rows));
-				if (!p) {
-					r = -ENOMEM;
-					break;
-				}
-				rows = p;
-			}
+			r = ARRAY_RESERVE_ONE(rows, cap, n, 8);
+			if (r < 0)
+				break;
 			rows[n] = (TierSharedUsage) {};
 			memcpy(rows[n].host, host, sizeof(host));
 			n++;

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "common/macros.h"
 #include "tier/backend-dir.h"
@@ -318,14 +319,8 @@ static int summary_add_foreign_container(uint64_t id, const char *host, uint64_t
 	SummarySums *u = userdata;
 	(void) host;
 	(void) remote;
-	if (u->n_foreign == u->cap_foreign) {
-		size_t cap = u->cap_foreign ? 2 * u->cap_foreign : 64;
-		uint64_t *p = reallocarray(u->foreign, cap, sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		u->foreign = p;
-		u->cap_foreign = cap;
-	}
+	if (ARRAY_RESERVE_ONE(u->foreign, u->cap_foreign, u->n_foreign, 64) < 0)
+		return -ENOMEM;
 	u->foreign[u->n_foreign++] = id;
 	return 0;
 }
