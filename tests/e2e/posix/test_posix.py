@@ -25,6 +25,7 @@ import re
 import select
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1021,6 +1022,83 @@ def mmap_shared(t):
     mm.close()
     t.pread(fd, 10, 19998)
     t.close(fd)
+
+
+@scenario
+def write_kills_privs(t):
+    """What a write clears (suid, sgid, security.capability), by writer and open
+    mode: fratier serves O_DIRECT opens with direct I/O, where the kernel leaves
+    the clearing to the daemon."""
+    # VFS_CAP_REVISION_2 with the effective flag, cap_net_raw permitted
+    cap = struct.pack("<5I", 0x02000001, 1 << 13, 0, 0, 0)
+    modes = (("wo", "O_WRONLY"), ("rw", "O_RDWR"), ("append", "O_WRONLY|O_APPEND"), ("direct", "O_WRONLY|O_DIRECT"))
+    files = (("suid", 0o4777, 0), ("sgidx", 0o2777, 0), ("sgid", 0o2666, 0), ("sgidmember", 0o2666, NOBODY),
+             ("both", 0o6777, 0), ("cap", 0o666, 0), ("plain", 0o666, 0))
+    for m, _ in modes:
+        for f, mode, gid in files:
+            name = "%s-%s" % (f, m)
+            t.mkfile(name, bytes(8192))
+            t.call("chown %s 0:%d" % (name, gid), os.chown, t.p(name), 0, gid)
+            t.call("chmod %s %04o" % (name, mode), os.chmod, t.p(name), mode)
+            if f == "cap":
+                t.call("setxattr %s security.capability" % name, os.setxattr, t.p(name), "security.capability", cap)
+    block = mmap.mmap(-1, 4096)  # page aligned, as O_DIRECT wants
+    block.write(b"w" * 4096)
+
+    def nobody(u):
+        for m, fl in modes:
+            for f, _, _ in files:
+                name = "%s-%s" % (f, m)
+                fd = u.open(name, fl)
+                u.fdcall("pwrite 4096 @4096 %s" % name, fd, os.pwrite, block, 4096)
+                u.close(fd)
+
+    t.as_user(NOBODY, NOBODY, [], nobody)
+    for m, _ in modes:
+        for f, _, _ in files:
+            t.st("%s-%s" % (f, m))
+            t.call("getxattr %s-%s security.capability" % (f, m), os.getxattr, t.p("%s-%s" % (f, m)),
+                   "security.capability")
+    # root (CAP_FSETID) keeps suid and sgid but loses the capability
+    for f, mode in (("rsuid", 0o6755), ("rcap", 0o755)):
+        t.mkfile(f, bytes(100))
+        t.call("chmod %s %04o" % (f, mode), os.chmod, t.p(f), mode)
+    t.call("setxattr rcap security.capability", os.setxattr, t.p("rcap"), "security.capability", cap)
+    for f in ("rsuid", "rcap"):
+        fd = t.open(f, "O_WRONLY")
+        t.write(fd, b"root")
+        t.close(fd)
+        t.st(f)
+        t.call("getxattr %s security.capability" % f, os.getxattr, t.p(f), "security.capability")
+    # bits set while a writer's O_WRONLY descriptor is open are cleared by its next write
+    t.mkfile("late", bytes(100))
+    path = t.p("late")
+    t.call("chmod late 0666", os.chmod, path, 0o666)
+    state = {}
+
+    def c_open():
+        state["fd"] = os.open(path, os.O_WRONLY)
+
+    def c_write():
+        return os.pwrite(state["fd"], b"late", 10)
+
+    def c_close():
+        os.close(state.pop("fd"))
+
+    c = Child({"open": c_open, "write": c_write, "close": c_close}, uid=NOBODY, gid=NOBODY, groups=[])
+    try:
+        t.note("nobody open late O_WRONLY", c.call("open"))
+        t.note("nobody write late", c.call("write"))
+        t.call("chmod late 06777", os.chmod, path, 0o6777)
+        t.call("setxattr late security.capability", os.setxattr, path, "security.capability", cap)
+        t.st("late")
+        t.note("nobody write late again", c.call("write"))
+        t.st("late")
+        t.call("getxattr late security.capability", os.getxattr, path, "security.capability")
+        t.note("nobody close late", c.call("close"))
+    finally:
+        c.close()
+    block.close()
 
 
 @scenario
