@@ -347,10 +347,24 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 	}
 	handle_done(i);
 	fi->fh = (uintptr_t) i;
-	if (fi->flags & O_DIRECT)
-		fi->direct_io = 1; /* the caller asked to bypass the page cache: so do we */
-	else
-		fi->keep_cache = 1;
+	/*
+	 * Direct I/O for O_DIRECT opens, and for opens that only write (the
+	 * archiver, RMAN): on a cached open the kernel asks for
+	 * security.capability before every write() (a FUSE inode never gets
+	 * S_NOSEC) and copies the bytes into its page cache too, a third
+	 * round trip per MiB and a copy nobody reads.  An O_WRONLY descriptor
+	 * cannot be read or mmapped; around each direct write the kernel
+	 * writes back and drops other opens' cached pages of the range
+	 * (fuse_direct_io(), fuse_direct_write_iter() of 6.18), so their
+	 * reads and mappings see the new bytes, as the POSIX suite checks.
+	 * What the kernel then leaves to us, clearing suid/sgid and
+	 * security.capability, write_kill_privs() does.  Every change of a
+	 * file's bytes goes through this kernel, so cached pages stay valid
+	 * across opens.
+	 */
+	if ((fi->flags & O_DIRECT) || (fi->flags & O_ACCMODE) == O_WRONLY)
+		fi->direct_io = 1;
+	fi->keep_cache = 1;
 	return 0;
 }
 

@@ -38,7 +38,7 @@ from transcript import (AT_SYMLINK_FOLLOW, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_
                         RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT,
                         XATTR_CREATE, XATTR_REPLACE, DT_NAMES, Child, T, errname,
                         fallocate, flock_struct, flock_unpack, getdents, getxattr_size,
-                        linkat, listxattr_size, renameat2, tree, utimensat)
+                        digest, linkat, listxattr_size, renameat2, tree, utimensat)
 
 NOBODY = 65534
 OTHER_GID = 65533  # a group nobody is not a member of
@@ -1027,8 +1027,8 @@ def mmap_shared(t):
 @scenario
 def write_kills_privs(t):
     """What a write clears (suid, sgid, security.capability), by writer and open
-    mode: fratier serves O_DIRECT opens with direct I/O, where the kernel leaves
-    the clearing to the daemon."""
+    mode: fratier serves O_WRONLY and O_DIRECT opens with direct I/O, where the
+    kernel leaves the clearing to the daemon."""
     # VFS_CAP_REVISION_2 with the effective flag, cap_net_raw permitted
     cap = struct.pack("<5I", 0x02000001, 1 << 13, 0, 0, 0)
     modes = (("wo", "O_WRONLY"), ("rw", "O_RDWR"), ("append", "O_WRONLY|O_APPEND"), ("direct", "O_WRONLY|O_DIRECT"))
@@ -1099,6 +1099,75 @@ def write_kills_privs(t):
     finally:
         c.close()
     block.close()
+
+
+@scenario
+def write_only_coherence(t):
+    """Another process's cached reads and mappings see the bytes of a write
+    through an O_WRONLY descriptor (a direct write on fratier), and its size
+    and mtime after the writer's fsync."""
+    page = 4096
+    t.mkfile("c", t.rand(3 * page))
+    path = t.p("c")
+    state = {}
+
+    def c_open():
+        state["fd"] = os.open(path, os.O_RDWR)
+        state["ro"] = mmap.mmap(state["fd"], 3 * page, mmap.MAP_SHARED, mmap.PROT_READ)
+        state["rw"] = mmap.mmap(state["fd"], 3 * page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        return digest(os.pread(state["fd"], 4 * page, 0)) + " " + digest(state["ro"][:])
+
+    def c_read():
+        return digest(os.pread(state["fd"], 4 * page, 0))
+
+    def c_map():
+        return digest(state["ro"][:])
+
+    def c_dirty():
+        state["rw"][2 * page + 10:2 * page + 20] = b"A" * 10  # dirty, not synced
+
+    def c_dirty_range():
+        return state["rw"][2 * page + 8:2 * page + 22]
+
+    def c_stat():
+        st = os.fstat(state["fd"])
+        return "%d %d" % (st.st_size, st.st_mtime_ns)
+
+    def c_close():
+        state.pop("rw").close()
+        state.pop("ro").close()
+        os.close(state.pop("fd"))
+
+    c = Child({"open": c_open, "read": c_read, "map": c_map, "dirty": c_dirty, "dirty-range": c_dirty_range,
+               "stat": c_stat, "close": c_close})
+    try:
+        t.note("reader open, read, map", c.call("open"))
+        before = c.call("stat")
+        fd = t.open("c", "O_WRONLY")
+        t.pwrite(fd, t.rand(200), 100)
+        t.pwrite(fd, t.rand(page), page + 7)
+        t.note("reader pread after write", c.call("read"))
+        t.note("reader mmap after write", c.call("map"))
+        t.note("reader dirties its mapping", c.call("dirty"))
+        t.pwrite(fd, b"BBBB", 2 * page + 12)
+        t.note("reader's dirty mapping after write", c.call("dirty-range"))
+        t.pwrite(fd, t.rand(100), 3 * page + 50)  # past EOF
+        t.fdcall("fsync", fd, os.fsync)
+        t.note("reader pread after extending", c.call("read"))
+        after = c.call("stat")
+        mine = os.fstat(fd) if fd is not None else None
+        if mine is not None and " " in after and " " in before:
+            size, mtime = (int(x) for x in after.split())
+            t.note("reader size", size)
+            t.note("reader mtime advanced", mtime > int(before.split()[1]))
+            t.note("reader mtime is the writer's", mtime == mine.st_mtime_ns)
+        else:
+            t.note("reader stat", after)
+        t.close(fd)
+        t.note("reader close", c.call("close"))
+    finally:
+        c.close()
+    t.cat("c")
 
 
 @scenario
