@@ -14,7 +14,7 @@ of the sides rotating between rounds so that drift (page cache, disk,
 neighbours on the machine) hits every side alike:
 
   write   one SIZE file in 1 MiB writes, fsync before close
-  read    that file back right after, page cache dropped first
+  read    that file back right after, its pages evicted first (fadvise)
   4x      four parallel writers of SIZE/4 each (RMAN channels), fsync each
   series  one writer, N files of SIZE/N one after another, fsync before
           each close (ARCn, or one RMAN channel), with the mount's own
@@ -113,6 +113,7 @@ class Bench:
             raise BenchError(f'{base}: {free >> 30} GiB free, need {need >> 30} GiB '
                              f'({human(self.size)} of files + margin)')
         self.work = tempfile.mkdtemp(prefix='fratier-bench.', dir=base)
+        self.cache.own(self.work)
         self.data = os.path.join(self.work, 'data')
         self.mnt = os.path.join(self.work, 'mnt')
         self.pt_mnt = os.path.join(self.work, 'ptmnt')
@@ -361,8 +362,6 @@ class Bench:
         load = os.getloadavg()
         busy = '  -- busier than its cores: figures are noisy' if load[1] > os.cpu_count() else ''
         print(f'load avg at end: {" ".join(f"{x:.2f}" for x in load)} (1/5/15 min){busy}')
-        if self.cache.problem:
-            print(f'note: {self.cache.problem}')
 
     # -- profiling ----------------------------------------------------------
 
@@ -459,7 +458,7 @@ def main():
     if args.series < 0 or args.series > 64 or (args.series and args.size % (args.series * MIB)):
         ap.error('--series: 0 to 64 files, and SIZE a multiple of that many MiB')
     if os.geteuid() != 0:
-        ap.error('run as root (mounting, dropping the page cache)')
+        ap.error('run as root (mounting)')
 
     def interrupted(signum, frame):
         raise Interrupted(signal.Signals(signum).name)

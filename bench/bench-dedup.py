@@ -499,6 +499,7 @@ class Bench:
         base = os.path.abspath(self.args.workdir)
         os.makedirs(base, exist_ok=True)
         self.work = tempfile.mkdtemp(prefix='fratier-dedup.', dir=base)
+        self.cache.own(self.work)
         self.logs = os.path.join(self.work, 'logs')
         os.mkdir(self.logs)
         if self.args.fra:
@@ -833,8 +834,6 @@ class Bench:
         load = os.getloadavg()
         busy = '  -- busier than its cores: figures are noisy' if load[1] > os.cpu_count() else ''
         print(f'load avg at end: {" ".join(f"{x:.2f}" for x in load)} (1/5/15 min){busy}')
-        if self.cache.problem:
-            print(f'note: {self.cache.problem}')
 
     def print_versus(self, rows):
         fr = rows.get('fratier')
@@ -907,7 +906,7 @@ def main():
     if args.fra and args.days is not None:
         ap.error('--days applies to generated data, not to --fra')
     if os.geteuid() != 0:
-        ap.error('run as root (mounting, dropping the page cache, trusted.* xattrs)')
+        ap.error('run as root (mounting, trusted.* xattrs)')
 
     def interrupted(signum, frame):
         raise Interrupted(signal.Signals(signum).name)

@@ -101,6 +101,7 @@ class Bench:
         base = os.path.abspath(self.args.workdir)
         os.makedirs(base, exist_ok=True)
         self.work = tempfile.mkdtemp(prefix='fratier-bench-seal.', dir=base)
+        self.cache.own(self.work)
         src = os.path.join(self.work, 'fra')
         a = self.args
         p = subprocess.run([self.oragen, '--out', src, '--days', '1', '--seed', str(a.seed),
@@ -376,7 +377,7 @@ def main():
     if args.rounds < 1:
         ap.error('--rounds must be at least 1')
     if os.geteuid() != 0:
-        ap.error('run as root (mounting, dropping the page cache, reading trusted.* xattrs)')
+        ap.error('run as root (mounting, reading trusted.* xattrs)')
 
     def interrupted(signum, frame):
         raise bl.Interrupted(signal.Signals(signum).name)

@@ -108,6 +108,7 @@ class Bench:
         base = os.path.abspath(self.args.workdir)
         os.makedirs(base, exist_ok=True)
         self.work = tempfile.mkdtemp(prefix='fratier-bench-tier.', dir=base)
+        self.cache.own(self.work)
         self.src = os.path.join(self.work, 'fra')
         dsize, nlogs, lsize = SCALES[self.args.scale]
         p = subprocess.run([self.oragen, '--out', self.src, '--days', '1', '--seed', str(self.args.seed),
@@ -385,8 +386,6 @@ class Bench:
         print(f'\nload avg at end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}'
               + (f' -- more runnable work than {os.cpu_count()} cores: figures are noisy'
                  if la[1] > os.cpu_count() else ''))
-        if self.cache.problem:
-            print(f'note: {self.cache.problem}')
 
 
 def profile(bench):
@@ -500,7 +499,7 @@ def main():
     if not 1 <= args.share <= 100:
         ap.error('--share must be 1..100')
     if os.geteuid() != 0:
-        ap.error('run as root (mounting, a network namespace for ganesha, dropping the page cache)')
+        ap.error('run as root (mounting, a network namespace for ganesha)')
     # Re-executes this script in a private network and mount namespace (exits 77 if it cannot).
     ganesha.enter_private_namespace()
 

@@ -65,6 +65,14 @@ typedef struct FsInode {
 	 */
 	atomic_int fd;
 	int xattrs;               /* protected by lock: -1 unknown, 0 none, 1 some (spares a catalog query per write) */
+	/*
+	 * Whether a write has anything to clear (ops.c write_kill_privs()):
+	 * -1 unknown, 0 neither S_ISUID/S_ISGID nor security.capability, 1 some.
+	 * Set to 0 only with the catalog's lock held (inside a transaction that
+	 * read the inode); set back to -1 after every commit that may add one
+	 * (setattr, setxattr), so a 0 is never older than the catalog.
+	 */
+	atomic_int privs;
 
 	/*
 	 * The run of appends a stream may chunk (stream.c): it starts with a

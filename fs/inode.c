@@ -103,6 +103,7 @@ static FsInode *inode_new(Fs *fs, uint64_t ino) {
 	i->ino = ino;
 	atomic_init(&i->fd, -1);
 	i->xattrs = -1;
+	atomic_init(&i->privs, -1);
 	pthread_mutex_init(&i->lock, NULL);
 	pthread_rwlock_init(&i->data_lock, NULL);
 	if (fs->n_inodes >= fs->n_buckets * 2)

@@ -41,6 +41,9 @@ static void xattr_cache_set(Fs *fs, uint64_t ino, int state) {
 	pthread_mutex_lock(&i->lock);
 	i->xattrs = state;
 	pthread_mutex_unlock(&i->lock);
+	/* One of them may be security.capability, which a write must clear (ops.c write_kill_privs()). */
+	if (state > 0)
+		atomic_store(&i->privs, -1);
 	fs_inode_unpin(fs, i);
 }
 

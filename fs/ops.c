@@ -18,9 +18,13 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
+#include <linux/capability.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -273,8 +277,11 @@ static int do_setattr(Fs *fs, FsInode *i, struct stat *attr, int to_set, struct 
 	if (r < 0)
 		goto fail;
 	r = catalog_commit(fs->catalog);
-	if (r >= 0)
+	if (r >= 0) {
+		/* A mode (or owner) that may now have bits a write must clear. */
+		atomic_store(&i->privs, -1);
 		r = inode_stat(fs, &ci, ret);
+	}
 	goto out_unlock;
 
 fail:
@@ -340,10 +347,24 @@ static int handle_attach(Fs *fs, FsInode *i, struct fuse_file_info *fi, int fd) 
 	}
 	handle_done(i);
 	fi->fh = (uintptr_t) i;
-	if (fi->flags & O_DIRECT)
-		fi->direct_io = 1; /* the caller asked to bypass the page cache: so do we */
-	else
-		fi->keep_cache = 1;
+	/*
+	 * Direct I/O for O_DIRECT opens, and for opens that only write (the
+	 * archiver, RMAN): on a cached open the kernel asks for
+	 * security.capability before every write() (a FUSE inode never gets
+	 * S_NOSEC) and copies the bytes into its page cache too, a third
+	 * round trip per MiB and a copy nobody reads.  An O_WRONLY descriptor
+	 * cannot be read or mmapped; around each direct write the kernel
+	 * writes back and drops other opens' cached pages of the range
+	 * (fuse_direct_io(), fuse_direct_write_iter() of 6.18), so their
+	 * reads and mappings see the new bytes, as the POSIX suite checks.
+	 * What the kernel then leaves to us, clearing suid/sgid and
+	 * security.capability, write_kill_privs() does.  Every change of a
+	 * file's bytes goes through this kernel, so cached pages stay valid
+	 * across opens.
+	 */
+	if ((fi->flags & O_DIRECT) || (fi->flags & O_ACCMODE) == O_WRONLY)
+		fi->direct_io = 1;
+	fi->keep_cache = 1;
 	return 0;
 }
 
@@ -571,6 +592,118 @@ static ssize_t write_in(struct fuse_bufvec *in, size_t left, int fd, off_t pos, 
 }
 
 /*
+ * Whether the writer of req has CAP_FSETID, as the kernel's capable() asks
+ * it: effective, in the initial user namespace (taken to be the daemon's:
+ * (!) a daemon inside a user namespace of its own answers for that one).
+ * A writer we cannot look at (gone, or in a pid namespace we do not see)
+ * has not.
+ */
+static bool writer_has_fsetid(const struct fuse_ctx *ctx) {
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = ctx->pid };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	char path[64];
+	struct stat mine, theirs;
+
+	if (ctx->pid <= 0 || syscall(SYS_capget, &h, d) < 0)
+		return false;
+	if (!(d[CAP_TO_INDEX(CAP_FSETID)].effective & CAP_TO_MASK(CAP_FSETID)))
+		return false;
+	(void) snprintf(path, sizeof(path), "/proc/%d/ns/user", (int) ctx->pid);
+	return stat("/proc/self/ns/user", &mine) >= 0 && stat(path, &theirs) >= 0 && mine.st_dev == theirs.st_dev &&
+	       mine.st_ino == theirs.st_ino;
+}
+
+/* in_group_p(): the writer's fsgid or one of its supplementary groups. */
+static bool writer_in_group(fuse_req_t req, const struct fuse_ctx *ctx, gid_t gid) {
+	if (ctx->gid == gid)
+		return true;
+	int n = fuse_req_getgroups(req, 0, NULL);
+	if (n <= 0)
+		return false;
+	_cleanup_free_ gid_t *list = calloc((size_t) n, sizeof(gid_t));
+	if (!list)
+		return false;
+	n = MIN(fuse_req_getgroups(req, n, list), n);
+	for (int k = 0; k < n; k++)
+		if (list[k] == gid)
+			return true;
+	return false;
+}
+
+/*
+ * A write clears what a write on a local filesystem clears
+ * (file_remove_privs()): security.capability always; S_ISUID, and S_ISGID
+ * if group-executable or the writer is outside the file's group, unless
+ * the writer has CAP_FSETID.  Before a cached write the kernel does it
+ * itself, but for one case: FUSE's setattr recomputes the bits to clear
+ * with the rule from before 6.2 and keeps an S_ISGID without S_IXGRP that
+ * a writer outside the group clears on ext4; so every write comes here.
+ * Before a direct write the kernel leaves it all to the server, with
+ * FUSE_WRITE_KILL_SUIDGID in the WRITE when the writer lacks CAP_FSETID;
+ * libfuse 3.14 does not pass that flag on, so the writer is looked at
+ * here.  A write from the page cache (an mmap's
+ * writeback) clears nothing, as on ext4, and carries no writer.  A
+ * cleared mode is told to the kernel before the write is answered, so
+ * that nobody executes the new bytes with the old bits.
+ * On error nothing is modified.
+ */
+static int write_kill_privs(fuse_req_t req, Fs *fs, FsInode *i) {
+	CatalogInode ci;
+
+	if (atomic_load(&i->privs) == 0)
+		return 0;
+	int r = catalog_begin(fs->catalog);
+	if (r < 0)
+		return r;
+	r = catalog_inode_get(fs->catalog, i->ino, &ci);
+	if (r < 0)
+		goto out_rollback;
+	int cap = catalog_xattr_get(fs->catalog, i->ino, "security.capability", NULL, 0);
+	if (cap < 0 && cap != -ENODATA) {
+		r = cap;
+		goto out_rollback;
+	}
+	if (cap < 0 && !(ci.mode & (S_ISUID | S_ISGID))) {
+		atomic_store(&i->privs, 0); /* under the catalog's lock: see FsInode.privs */
+		r = 0;
+		goto out_rollback;
+	}
+	atomic_store(&i->privs, 1);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	mode_t kill = ci.mode & S_ISUID;
+	if ((ci.mode & S_ISGID) && ((ci.mode & S_IXGRP) || !writer_in_group(req, ctx, ci.gid)))
+		kill |= S_ISGID;
+	if (kill && writer_has_fsetid(ctx))
+		kill = 0;
+	if (!kill && cap < 0) {
+		r = 0;
+		goto out_rollback;
+	}
+	if (cap >= 0) {
+		r = catalog_xattr_remove(fs->catalog, i->ino, "security.capability");
+		if (r < 0)
+			goto out_rollback;
+		pthread_mutex_lock(&i->lock);
+		i->xattrs = -1;
+		pthread_mutex_unlock(&i->lock);
+	}
+	ci.mode &= ~kill;
+	ci.ctime_ns = now_ns();
+	r = catalog_inode_update(fs->catalog, &ci);
+	if (r < 0)
+		goto out_rollback;
+	r = catalog_commit(fs->catalog);
+	if (r < 0)
+		return r;
+	fs_data_attrs_changed(fs, i->ino);
+	return 0;
+
+out_rollback:
+	catalog_rollback(fs->catalog);
+	return r;
+}
+
+/*
  * A write lands on the file's staging tier.  When that tier is full (below
  * its floor by the count of fs_spill_has_room(), or a real ENOSPC), the
  * file's staging file moves to the next tier with room (fs_spill_move())
@@ -587,6 +720,13 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	ssize_t n = 0;
 
 	fs_throttle_foreground(&fs->throttle);
+	if (!fi->writepage) {
+		int r = write_kill_privs(req, fs, i);
+		if (r < 0) {
+			handle_done(i);
+			return (void) fuse_reply_err(req, -r);
+		}
+	}
 	while (done < size) {
 		FsRunChange change = FS_RUN_NONE;
 		bool exact = true;

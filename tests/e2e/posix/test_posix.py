@@ -25,6 +25,7 @@ import re
 import select
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,7 @@ from transcript import (AT_SYMLINK_FOLLOW, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_
                         RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT,
                         XATTR_CREATE, XATTR_REPLACE, DT_NAMES, Child, T, errname,
                         fallocate, flock_struct, flock_unpack, getdents, getxattr_size,
-                        linkat, listxattr_size, renameat2, tree, utimensat)
+                        digest, linkat, listxattr_size, renameat2, tree, utimensat)
 
 NOBODY = 65534
 OTHER_GID = 65533  # a group nobody is not a member of
@@ -1021,6 +1022,152 @@ def mmap_shared(t):
     mm.close()
     t.pread(fd, 10, 19998)
     t.close(fd)
+
+
+@scenario
+def write_kills_privs(t):
+    """What a write clears (suid, sgid, security.capability), by writer and open
+    mode: fratier serves O_WRONLY and O_DIRECT opens with direct I/O, where the
+    kernel leaves the clearing to the daemon."""
+    # VFS_CAP_REVISION_2 with the effective flag, cap_net_raw permitted
+    cap = struct.pack("<5I", 0x02000001, 1 << 13, 0, 0, 0)
+    modes = (("wo", "O_WRONLY"), ("rw", "O_RDWR"), ("append", "O_WRONLY|O_APPEND"), ("direct", "O_WRONLY|O_DIRECT"))
+    files = (("suid", 0o4777, 0), ("sgidx", 0o2777, 0), ("sgid", 0o2666, 0), ("sgidmember", 0o2666, NOBODY),
+             ("both", 0o6777, 0), ("cap", 0o666, 0), ("plain", 0o666, 0))
+    for m, _ in modes:
+        for f, mode, gid in files:
+            name = "%s-%s" % (f, m)
+            t.mkfile(name, bytes(8192))
+            t.call("chown %s 0:%d" % (name, gid), os.chown, t.p(name), 0, gid)
+            t.call("chmod %s %04o" % (name, mode), os.chmod, t.p(name), mode)
+            if f == "cap":
+                t.call("setxattr %s security.capability" % name, os.setxattr, t.p(name), "security.capability", cap)
+    block = mmap.mmap(-1, 4096)  # page aligned, as O_DIRECT wants
+    block.write(b"w" * 4096)
+
+    def nobody(u):
+        for m, fl in modes:
+            for f, _, _ in files:
+                name = "%s-%s" % (f, m)
+                fd = u.open(name, fl)
+                u.fdcall("pwrite 4096 @4096 %s" % name, fd, os.pwrite, block, 4096)
+                u.close(fd)
+
+    t.as_user(NOBODY, NOBODY, [], nobody)
+    for m, _ in modes:
+        for f, _, _ in files:
+            t.st("%s-%s" % (f, m))
+            t.call("getxattr %s-%s security.capability" % (f, m), os.getxattr, t.p("%s-%s" % (f, m)),
+                   "security.capability")
+    # root (CAP_FSETID) keeps suid and sgid but loses the capability
+    for f, mode in (("rsuid", 0o6755), ("rcap", 0o755)):
+        t.mkfile(f, bytes(100))
+        t.call("chmod %s %04o" % (f, mode), os.chmod, t.p(f), mode)
+    t.call("setxattr rcap security.capability", os.setxattr, t.p("rcap"), "security.capability", cap)
+    for f in ("rsuid", "rcap"):
+        fd = t.open(f, "O_WRONLY")
+        t.write(fd, b"root")
+        t.close(fd)
+        t.st(f)
+        t.call("getxattr %s security.capability" % f, os.getxattr, t.p(f), "security.capability")
+    # bits set while a writer's O_WRONLY descriptor is open are cleared by its next write
+    t.mkfile("late", bytes(100))
+    path = t.p("late")
+    t.call("chmod late 0666", os.chmod, path, 0o666)
+    state = {}
+
+    def c_open():
+        state["fd"] = os.open(path, os.O_WRONLY)
+
+    def c_write():
+        return os.pwrite(state["fd"], b"late", 10)
+
+    def c_close():
+        os.close(state.pop("fd"))
+
+    c = Child({"open": c_open, "write": c_write, "close": c_close}, uid=NOBODY, gid=NOBODY, groups=[])
+    try:
+        t.note("nobody open late O_WRONLY", c.call("open"))
+        t.note("nobody write late", c.call("write"))
+        t.call("chmod late 06777", os.chmod, path, 0o6777)
+        t.call("setxattr late security.capability", os.setxattr, path, "security.capability", cap)
+        t.st("late")
+        t.note("nobody write late again", c.call("write"))
+        t.st("late")
+        t.call("getxattr late security.capability", os.getxattr, path, "security.capability")
+        t.note("nobody close late", c.call("close"))
+    finally:
+        c.close()
+    block.close()
+
+
+@scenario
+def write_only_coherence(t):
+    """Another process's cached reads and mappings see the bytes of a write
+    through an O_WRONLY descriptor (a direct write on fratier), and its size
+    and mtime after the writer's fsync."""
+    page = 4096
+    t.mkfile("c", t.rand(3 * page))
+    path = t.p("c")
+    state = {}
+
+    def c_open():
+        state["fd"] = os.open(path, os.O_RDWR)
+        state["ro"] = mmap.mmap(state["fd"], 3 * page, mmap.MAP_SHARED, mmap.PROT_READ)
+        state["rw"] = mmap.mmap(state["fd"], 3 * page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        return digest(os.pread(state["fd"], 4 * page, 0)) + " " + digest(state["ro"][:])
+
+    def c_read():
+        return digest(os.pread(state["fd"], 4 * page, 0))
+
+    def c_map():
+        return digest(state["ro"][:])
+
+    def c_dirty():
+        state["rw"][2 * page + 10:2 * page + 20] = b"A" * 10  # dirty, not synced
+
+    def c_dirty_range():
+        return state["rw"][2 * page + 8:2 * page + 22]
+
+    def c_stat():
+        st = os.fstat(state["fd"])
+        return "%d %d" % (st.st_size, st.st_mtime_ns)
+
+    def c_close():
+        state.pop("rw").close()
+        state.pop("ro").close()
+        os.close(state.pop("fd"))
+
+    c = Child({"open": c_open, "read": c_read, "map": c_map, "dirty": c_dirty, "dirty-range": c_dirty_range,
+               "stat": c_stat, "close": c_close})
+    try:
+        t.note("reader open, read, map", c.call("open"))
+        before = c.call("stat")
+        fd = t.open("c", "O_WRONLY")
+        t.pwrite(fd, t.rand(200), 100)
+        t.pwrite(fd, t.rand(page), page + 7)
+        t.note("reader pread after write", c.call("read"))
+        t.note("reader mmap after write", c.call("map"))
+        t.note("reader dirties its mapping", c.call("dirty"))
+        t.pwrite(fd, b"BBBB", 2 * page + 12)
+        t.note("reader's dirty mapping after write", c.call("dirty-range"))
+        t.pwrite(fd, t.rand(100), 3 * page + 50)  # past EOF
+        t.fdcall("fsync", fd, os.fsync)
+        t.note("reader pread after extending", c.call("read"))
+        after = c.call("stat")
+        mine = os.fstat(fd) if fd is not None else None
+        if mine is not None and " " in after and " " in before:
+            size, mtime = (int(x) for x in after.split())
+            t.note("reader size", size)
+            t.note("reader mtime advanced", mtime > int(before.split()[1]))
+            t.note("reader mtime is the writer's", mtime == mine.st_mtime_ns)
+        else:
+            t.note("reader stat", after)
+        t.close(fd)
+        t.note("reader close", c.call("close"))
+    finally:
+        c.close()
+    t.cat("c")
 
 
 @scenario
