@@ -11,7 +11,8 @@
  * (the request round trips, the copies through /dev/fuse) and what is
  * fratier's own.  It negotiates the connection exactly as fratierfs does
  * (fs/ops.c op_init: 1 MiB max_write, splice in both directions, the
- * kernel's locks, keep_cache on every non-O_DIRECT open, requests capped
+ * kernel's locks, direct I/O for O_DIRECT and write-only opens and
+ * keep_cache on every open, requests capped
  * to what libfuse can splice; read_ahead_kb as fratierfs's option of the
  * same name), so that the two differ only in what happens behind the requests;
  * writeback turns on the kernel's writeback cache for measuring it.
@@ -227,12 +228,17 @@ static int open_flags(Pt *pt, int flags) {
 	return (flags & ~O_NOFOLLOW) | O_CLOEXEC;
 }
 
-static void handle_set(struct fuse_file_info *fi, int fd) {
+/*
+ * As fratierfs (fs/ops.c handle_attach()): direct I/O for O_DIRECT opens
+ * and for opens that only write, where a cached write costs a GETXATTR
+ * round trip and a page-cache copy; the cache kept for every open.  Under
+ * the writeback cache a write-only open is cached: that is what it measures.
+ */
+static void handle_set(Pt *pt, struct fuse_file_info *fi, int fd) {
 	fi->fh = (uint64_t) fd;
-	if (fi->flags & O_DIRECT)
+	if ((fi->flags & O_DIRECT) || (!pt->writeback && (fi->flags & O_ACCMODE) == O_WRONLY))
 		fi->direct_io = 1;
-	else
-		fi->keep_cache = 1;
+	fi->keep_cache = 1;
 }
 
 static void pt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
@@ -245,7 +251,7 @@ static void pt_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		close(fd);
 		return (void) fuse_reply_err(req, -r);
 	}
-	handle_set(fi, fd);
+	handle_set(pt_of(req), fi, fd);
 	if (fuse_reply_create(req, &e, fi) < 0) {
 		close(fd);
 		inode_forget(pt_of(req), (PtInode *) (uintptr_t) e.ino, 1);
@@ -258,7 +264,7 @@ static void pt_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 	int fd = open(proc, open_flags(pt_of(req), fi->flags) & ~O_CREAT);
 	if (fd < 0)
 		return (void) fuse_reply_err(req, errno);
-	handle_set(fi, fd);
+	handle_set(pt_of(req), fi, fd);
 	if (fuse_reply_open(req, fi) < 0)
 		close(fd);
 }
