@@ -1930,6 +1930,32 @@ typedef struct LiveDelta {
 	int64_t delta;
 } LiveDelta;
 
+typedef struct LiveDeltas {
+	LiveDelta *items;
+	size_t n, cap;
+} LiveDeltas;
+
+/*
+ * A file's chunks in id order are mostly in a few containers, one run
+ * after another: a run takes one entry, not one per chunk.
+ */
+static int live_delta_add(LiveDeltas *l, uint64_t container, int64_t delta) {
+	if (l->n > 0 && l->items[l->n - 1].container == container) {
+		l->items[l->n - 1].delta += delta;
+		return 0;
+	}
+	if (l->n == l->cap) {
+		size_t cap = MAX(l->cap * 2, (size_t) 16);
+		LiveDelta *p = realloc(l->items, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->items = p;
+		l->cap = cap;
+	}
+	l->items[l->n++] = (LiveDelta) { container, delta };
+	return 0;
+}
+
 static int live_delta_cmp(const void *a, const void *b) {
 	uint64_t x = ((const LiveDelta *) a)->container, y = ((const LiveDelta *) b)->container;
 	return x < y ? -1 : x > y;
@@ -1937,6 +1963,8 @@ static int live_delta_cmp(const void *a, const void *b) {
 
 /* Applies n deltas (reordered), one update per container. */
 static int live_deltas_apply(Catalog *c, LiveDelta *d, size_t n) {
+	if (n == 0)
+		return 0; /* (!) d may be NULL then, which qsort() must not be given */
 	qsort(d, n, sizeof(*d), live_delta_cmp);
 	for (size_t i = 0; i < n;) {
 		int64_t sum = 0;
@@ -1980,17 +2008,12 @@ static int chunk_refs_set(Catalog *c, uint64_t id, int64_t refs) {
 }
 
 int catalog_chunks_ref(Catalog *c, const uint64_t *ids, const int64_t *deltas, size_t n) {
-	_cleanup_free_ LiveDelta *live = NULL;
-	size_t n_live = 0;
+	LiveDeltas live = {};
 	bool own = false;
 	int r;
 
 	if (n == 0)
 		return 0;
-	/* At most one per chunk: every chunk may cross zero. */
-	live = malloc(n * sizeof(*live));
-	if (!live)
-		return -ENOMEM;
 	lock(c);
 	r = savepoint_begin(c, &own);
 	if (r < 0)
@@ -2007,18 +2030,19 @@ int catalog_chunks_ref(Catalog *c, const uint64_t *ids, const int64_t *deltas, s
 			goto end;
 		}
 		r = chunk_refs_set(c, ids[i], after);
+		if (r >= 0 && refs == 0 && after > 0)
+			r = live_delta_add(&live, container, frame);
+		else if (r >= 0 && refs > 0 && after == 0)
+			r = live_delta_add(&live, container, -frame);
 		if (r < 0)
 			goto end;
-		if (refs == 0 && after > 0)
-			live[n_live++] = (LiveDelta) { container, frame };
-		else if (refs > 0 && after == 0)
-			live[n_live++] = (LiveDelta) { container, -frame };
 	}
-	r = live_deltas_apply(c, live, n_live);
+	r = live_deltas_apply(c, live.items, live.n);
 end:
 	r = savepoint_end(c, own, r);
 out:
 	unlock(c);
+	free(live.items);
 	return r;
 }
 
