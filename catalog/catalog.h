@@ -280,6 +280,17 @@ int catalog_chunk_add(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
  * merge (catalog_index_merge_step()) fail with -EUCLEAN.
  */
 int catalog_chunk_add_new(Catalog *c, const CatalogChunk *ch, uint64_t *ret_id);
+/*
+ * Adds deltas[i] to the refs of chunk ids[i], for n distinct ids (in
+ * ascending order, the table's: each row's page is then met once), and
+ * each container's live bytes by the frames whose refs crossed zero, in
+ * one update per container.  Returns 0, -ENOENT (an id with no row),
+ * -EUCLEAN (refs would fall below zero), or another error: in a
+ * transaction of the caller's, which it rolls back; outside one, nothing
+ * is modified.
+ */
+int catalog_chunks_ref(Catalog *c, const uint64_t *ids, const int64_t *deltas, size_t n);
+/* catalog_chunks_ref() of one chunk. */
 int catalog_chunk_ref(Catalog *c, uint64_t id, int64_t delta);
 /*
  * Points chunk to->id at a new location (compaction): to's container,

@@ -514,6 +514,9 @@ int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret);
 /* Sorts ids and sums the frame sizes of the distinct ones. */
 int store_catalog_stored_distinct(Catalog *c, uint64_t *ids, size_t n, uint64_t *ret);
 
-/* Sorts ids and calls catalog_chunk_ref(id, sign * occurrences) once per distinct id. */
+/*
+ * Sorts ids (and leaves them reordered, overwritten) and adds sign * its
+ * occurrences to each distinct id's refs, in one catalog_chunks_ref().
+ */
 int store_refs_apply(DedupStore *s, uint64_t *ids, size_t n, int sign);
 int store_catalog_refs_apply(Catalog *c, uint64_t *ids, size_t n, int sign);

@@ -531,17 +531,22 @@ int store_refs_apply(DedupStore *s, uint64_t *ids, size_t n, int sign) {
 int store_catalog_refs_apply(Catalog *c, uint64_t *ids, size_t n, int sign) {
 	if (n == 0)
 		return 0;
+	_cleanup_free_ int64_t *deltas = malloc(n * sizeof(*deltas));
+	if (!deltas)
+		return -ENOMEM;
 	qsort(ids, n, sizeof(*ids), id_cmp);
+	/* The distinct ids, in place, each with its occurrences. */
+	size_t m = 0;
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
 		while (j < n && ids[j] == ids[i])
 			j++;
-		int r = catalog_chunk_ref(c, ids[i], sign * (int64_t) (j - i));
-		if (r < 0)
-			return r == -ENOENT ? -EUCLEAN : r;
+		ids[m] = ids[i];
+		deltas[m++] = sign * (int64_t) (j - i);
 		i = j;
 	}
-	return 0;
+	int r = catalog_chunks_ref(c, ids, deltas, m);
+	return r == -ENOENT ? -EUCLEAN : r;
 }
 
 int store_catalog_stored_distinct(Catalog *c, uint64_t *ids, size_t n, uint64_t *ret) {

@@ -414,6 +414,65 @@ static void test_chunks_and_recipes(void) {
 	catalog_close(c);
 }
 
+static int64_t live_of(Catalog *c, uint64_t container) {
+	CatalogContainer ct;
+	return catalog_container_get(c, container, &ct) == 0 ? (int64_t) ct.live_bytes : -1;
+}
+
+static uint64_t refs_of(Catalog *c, uint64_t id) {
+	CatalogChunk got;
+	return catalog_chunk_get(c, id, &got) == 0 ? got.refs : UINT64_MAX;
+}
+
+/* References in batches: refs, live bytes per container, and whole or nothing outside a transaction. */
+static void test_chunks_ref_batch(void) {
+	Catalog *c = NULL;
+	uint64_t a, b, ids[6];
+
+	CHECK(catalog_open(path, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &a) == 0);
+	CHECK(catalog_container_new(c, 0, &b) == 0);
+	/* Three dead chunks in a (one after b's in id order), two live ones in b (b's live bytes 70). */
+	const uint64_t containers[5] = { a, a, b, b, a }, refs[5] = { 0, 0, 2, 1, 0 };
+	for (unsigned i = 0; i < 5; i++) {
+		CatalogChunk ch = { .tier = 0, .container = containers[i], .frame_size = 10 * (i + 1), .plain_size = 100,
+				    .refs = refs[i] };
+		memset(ch.digest, 0x50 + i, sizeof(ch.digest));
+		CHECK(catalog_chunk_add(c, &ch, &ids[i]) == 0);
+	}
+	CHECK(live_of(c, a) == 0 && live_of(c, b) == 70);
+
+	/* a's three come alive (+80), b's first dies (-30), b's second stays live (no change). */
+	int64_t d1[5] = { 1, 2, -2, 1, 1 };
+	CHECK(catalog_chunks_ref(c, ids, d1, 5) == 0);
+	CHECK(refs_of(c, ids[0]) == 1 && refs_of(c, ids[1]) == 2 && refs_of(c, ids[2]) == 0 && refs_of(c, ids[3]) == 2 &&
+	      refs_of(c, ids[4]) == 1);
+	CHECK(live_of(c, a) == 80 && live_of(c, b) == 40);
+	int n = 0;
+	CHECK(catalog_chunks_foreach_dead(c, 0, count_chunk, &n) == 0 && n >= 1);
+
+	/* An id with no row, or refs below zero, after others changed: nothing is modified. */
+	ids[5] = ids[4] + 1000;
+	int64_t d2[6] = { 5, 5, 5, 5, 5, 5 };
+	CHECK(catalog_chunks_ref(c, ids, d2, 6) == -ENOENT);
+	int64_t d3[5] = { -1, -2, 1, -3, -1 };
+	CHECK(catalog_chunks_ref(c, ids, d3, 5) == -EUCLEAN);
+	CHECK(refs_of(c, ids[0]) == 1 && refs_of(c, ids[1]) == 2 && refs_of(c, ids[2]) == 0 && refs_of(c, ids[3]) == 2 &&
+	      refs_of(c, ids[4]) == 1);
+	CHECK(live_of(c, a) == 80 && live_of(c, b) == 40);
+
+	/* In the caller's transaction, what it rolls back is undone. */
+	CHECK(catalog_begin(c) == 0);
+	int64_t d4[5] = { -1, -2, 1, -2, -1 };
+	CHECK(catalog_chunks_ref(c, ids, d4, 5) == 0);
+	CHECK(live_of(c, a) == 0 && live_of(c, b) == 30);
+	catalog_rollback(c);
+	CHECK(live_of(c, a) == 80 && live_of(c, b) == 40);
+	CHECK(catalog_chunks_ref(c, ids, d4, 0) == 0);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
 static off_t file_size(const char *p) {
 	struct stat st;
 	return stat(p, &st) == 0 ? st.st_size : -1;
@@ -1193,6 +1252,7 @@ int main(void) {
 	test_xattrs();
 	test_orphans_and_reuse();
 	test_chunks_and_recipes();
+	test_chunks_ref_batch();
 	test_checkpoint();
 	test_archivelogs();
 	test_pins();
