@@ -264,11 +264,11 @@ static void *worker(void *userdata) {
 
 	pthread_mutex_lock(&ra->lock);
 	for (;;) {
-		FsRaBlock *b;
-		while (!ra->stop && !(b = ra->queue_head))
+		while (!ra->stop && !ra->queue_head)
 			pthread_cond_wait(&ra->work, &ra->lock);
 		if (ra->stop)
 			break;
+		FsRaBlock *b = ra->queue_head;
 		fill_begin(ra, b);
 		FsInode *i = b->w->inode;
 		uint64_t gen = b->gen, index = b->index, file_size = b->file_size;
