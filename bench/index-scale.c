@@ -187,7 +187,8 @@ static void merge_all(Catalog *c, Row *row, int evict_fd) {
 	do {
 		evict(evict_fd);
 		double t = now_s(CLOCK_MONOTONIC);
-		if ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH, NULL)) < 0)
+		if ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH,
+						  CATALOG_INDEX_MERGE_BUDGET_NS, NULL)) < 0)
 			die("index merge", r);
 		row->merge_hold_ms = MAX(row->merge_hold_ms, (now_s(CLOCK_MONOTONIC) - t) * 1e3);
 		row->merge_batches += r > 0;
