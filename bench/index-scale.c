@@ -89,6 +89,8 @@ typedef struct Row {
 	double merge_cpu_s; /* of the fill, in catalog_index_merge_step() */
 	double merge_hold_ms; /* the longest batch of a merge: how long it held the catalog lock */
 	uint64_t merge_batches;
+	double *merge_holds; /* each batch's, for the 99th percentile */
+	double merge_hold_p99_ms;
 	uint64_t runs;
 	uint64_t catalog_bytes;
 	double open_s;
@@ -184,16 +186,36 @@ static void merge_all(Catalog *c, Row *row, int evict_fd) {
 	double cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
 	int r;
 
-	do {
+	for (;;) {
 		evict(evict_fd);
 		double t = now_s(CLOCK_MONOTONIC);
 		if ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH,
 						  CATALOG_INDEX_MERGE_BUDGET_NS, NULL)) < 0)
 			die("index merge", r);
-		row->merge_hold_ms = MAX(row->merge_hold_ms, (now_s(CLOCK_MONOTONIC) - t) * 1e3);
-		row->merge_batches += r > 0;
-	} while (r > 0);
+		double ms = (now_s(CLOCK_MONOTONIC) - t) * 1e3;
+		row->merge_hold_ms = MAX(row->merge_hold_ms, ms);
+		if (r == 0) /* nothing due, or the merge's last batch: not told apart, and counted in the longest only */
+			break;
+		if ((row->merge_batches & (row->merge_batches - 1)) == 0 &&
+		    !(row->merge_holds = realloc(row->merge_holds, MAX(row->merge_batches * 2, (uint64_t) 1) * sizeof(double))))
+			die("hold times", -ENOMEM);
+		row->merge_holds[row->merge_batches++] = ms;
+	}
 	row->merge_cpu_s += now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu;
+}
+
+static int double_cmp(const void *a, const void *b) {
+	double x = *(const double *) a, y = *(const double *) b;
+	return (x > y) - (x < y);
+}
+
+static void merge_hold_p99(Row *row) {
+	if (row->merge_batches == 0)
+		return;
+	qsort(row->merge_holds, row->merge_batches, sizeof(double), double_cmp);
+	row->merge_hold_p99_ms = row->merge_holds[row->merge_batches * 99 / 100];
+	free(row->merge_holds);
+	row->merge_holds = NULL;
 }
 
 /*
@@ -252,6 +274,7 @@ static void fill(Catalog *c, DedupHasher *h, uint64_t first, Row *row, int evict
 	if ((r = catalog_index_get(c, &st)) < 0)
 		die("index state", r);
 	row->runs = st.runs;
+	merge_hold_p99(row);
 }
 
 /* A reused index: the merge an earlier run's seals made due, then the state the fill would report. */
@@ -260,6 +283,7 @@ static void merge_due(Catalog *c, Row *row, int evict_fd) {
 	int r;
 
 	merge_all(c, row, evict_fd);
+	merge_hold_p99(row);
 	if ((r = catalog_index_get(c, &st)) < 0)
 		die("index state", r);
 	row->runs = st.runs;
@@ -417,22 +441,23 @@ done:
  * clock measures the neighbours as much as the index.  merge cpu/GB is the
  * fill's merges per GB of new data (16 KiB chunks): what the seal of new
  * data costs besides, later, on a seal worker; hold ms is its longest batch
- * (wall clock), the longest the catalog lock was held by a merge.
+ * (wall clock), the longest the catalog lock was held by a merge, and
+ * hold p99 the 99th percentile of the batches that left work for the next.
  */
 static void print_header(FILE *f, const Options *o) {
 	fprintf(f, "index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
 		(unsigned long long) (o->data_bytes / MiB), (unsigned long long) o->lookups,
 		o->drop_caches ? "dropped before each step" : o->evict ? "catalog evicted before each step and merge batch" : "kept");
-	fprintf(f, "%11s %9s %9s %9s %8s %8s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
-		"fill s", "fill cpu", "merge cpu", "hold ms", "batches", "runs", "merge cpu/GB", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
+	fprintf(f, "%11s %9s %9s %9s %8s %8s %8s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
+		"fill s", "fill cpu", "merge cpu", "hold ms", "hold p99", "batches", "runs", "merge cpu/GB", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
 		"of 0", "new cpu/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup look", "random/s",
 		"peak RSS");
 }
 
 static void print_row(FILE *f, const Row *r, const Row *base) {
-	fprintf(f, "%11llu %9.1f %9.1f %9.1f %8.1f %8llu %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
+	fprintf(f, "%11llu %9.1f %9.1f %9.1f %8.1f %8.1f %8llu %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
 		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->merge_cpu_s, r->merge_hold_ms,
-		(unsigned long long) r->merge_batches, (unsigned long long) r->runs,
+		r->merge_hold_p99_ms, (unsigned long long) r->merge_batches, (unsigned long long) r->runs,
 		r->ids ? r->merge_cpu_s / (double) r->ids * (1e9 / SYNTHETIC_PLAIN) : 0.0, r->fill_first_rate, r->fill_last_rate,
 		(double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0, r->open_s,
 		(double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / base->new_mbs, r->new_cpu_s_gb,
