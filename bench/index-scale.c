@@ -4,7 +4,7 @@
  * millions of chunks (bench, not test):
  *
  *   index-scale [--ids N,N,...] [--data-mib M] [--lookups K] [--workdir DIR] [--drop-caches]
- *               [--keep] [--reuse DIR --ids N] [--seed S] [--new-only]
+ *               [--keep] [--reuse DIR --ids N] [--seed S] [--new-only] [--evict]
  *
  * For each N (default 0,1000000,10000000) a fresh catalog and tier are
  * filled with N synthetic chunk ids (SHA-256 of a counter: as uniform as
@@ -17,7 +17,11 @@
  * cache), and K look-ups of random ids among the N (the worst case: no
  * locality, one B-tree descent each).  With --drop-caches (root) the page
  * cache is dropped before each timed step, so a catalog larger than the
- * cache it finds shows what a look-up costs from disk.
+ * cache it finds shows what a look-up costs from disk.  --evict does the
+ * same to the catalog's file alone (posix_fadvise DONTNEED: no root, and
+ * the neighbours' caches stay), and also before each batch of a merge and
+ * every EVICT_LOOKUPS random look-ups: each reads the index from the disk,
+ * as when the catalog is many times the RAM.
  *
  * A fill of 100M ids takes about 20 minutes: --keep leaves each row's
  * directory in place, and --reuse DIR times the store on such a directory
@@ -63,6 +67,7 @@
 #define IDS_PER_TRANSACTION (CATALOG_INDEX_RECENT_MAX / 2)
 #define IDS_PER_TB (UINT64_C(64) << 20)
 #define FEED_PIECE (1u << 20)
+#define EVICT_LOOKUPS 1000u
 
 typedef struct Options {
 	uint64_t ids[16];
@@ -75,6 +80,7 @@ typedef struct Options {
 	bool drop_caches;
 	bool keep;
 	bool new_only;
+	bool evict;
 } Options;
 
 typedef struct Row {
@@ -82,6 +88,9 @@ typedef struct Row {
 	double fill_s, fill_cpu_s, fill_first_rate, fill_last_rate;
 	double merge_cpu_s; /* of the fill, in catalog_index_merge_step() */
 	double merge_hold_ms; /* the longest batch of a merge: how long it held the catalog lock */
+	uint64_t merge_batches;
+	double *merge_holds; /* each batch's, for the 99th percentile */
+	double merge_hold_p99_ms;
 	uint64_t runs;
 	uint64_t catalog_bytes;
 	double open_s;
@@ -125,7 +134,19 @@ static void reset_peak_rss(void) {
 	}
 }
 
-static void drop_caches(const Options *o) {
+/* The catalog's pages out of the page cache (its clean ones: what a checkpoint wrote is written back first). */
+static void evict(int fd) {
+	if (fd < 0)
+		return;
+	if (fdatasync(fd) < 0)
+		die("fdatasync", -errno);
+	int r = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	if (r != 0)
+		die("posix_fadvise", -r);
+}
+
+static void drop_caches(const Options *o, int evict_fd) {
+	evict(evict_fd);
 	if (!o->drop_caches)
 		return;
 	sync();
@@ -160,6 +181,43 @@ static void synthetic_id(DedupHasher *h, uint64_t i, uint64_t n, uint8_t out[CAT
 	memcpy(out, id.bytes, CATALOG_DIGEST_SIZE);
 }
 
+/* Every batch of the merges due, each timed: its wall time bounds how long it held the lock. */
+static void merge_all(Catalog *c, Row *row, int evict_fd) {
+	double cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
+	int r;
+
+	for (;;) {
+		evict(evict_fd);
+		double t = now_s(CLOCK_MONOTONIC);
+		if ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH,
+						  CATALOG_INDEX_MERGE_BUDGET_NS, NULL)) < 0)
+			die("index merge", r);
+		double ms = (now_s(CLOCK_MONOTONIC) - t) * 1e3;
+		row->merge_hold_ms = MAX(row->merge_hold_ms, ms);
+		if (r == 0) /* nothing due, or the merge's last batch: not told apart, and counted in the longest only */
+			break;
+		if ((row->merge_batches & (row->merge_batches - 1)) == 0 &&
+		    !(row->merge_holds = realloc(row->merge_holds, MAX(row->merge_batches * 2, (uint64_t) 1) * sizeof(double))))
+			die("hold times", -ENOMEM);
+		row->merge_holds[row->merge_batches++] = ms;
+	}
+	row->merge_cpu_s += now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu;
+}
+
+static int double_cmp(const void *a, const void *b) {
+	double x = *(const double *) a, y = *(const double *) b;
+	return (x > y) - (x < y);
+}
+
+static void merge_hold_p99(Row *row) {
+	if (row->merge_batches == 0)
+		return;
+	qsort(row->merge_holds, row->merge_batches, sizeof(double), double_cmp);
+	row->merge_hold_p99_ms = row->merge_holds[row->merge_batches * 99 / 100];
+	free(row->merge_holds);
+	row->merge_holds = NULL;
+}
+
 /*
  * N ids in full containers, committed in large transactions, as a store's
  * index would hold them: each digest is new (catalog_chunk_add_new(), as
@@ -167,7 +225,7 @@ static void synthetic_id(DedupHasher *h, uint64_t i, uint64_t n, uint8_t out[CAT
  * merged into runs by catalog_index_merge_step(), batch by batch, after
  * each commit; each batch's wall time bounds how long it held the lock.
  */
-static void fill(Catalog *c, DedupHasher *h, uint64_t first, Row *row) {
+static void fill(Catalog *c, DedupHasher *h, uint64_t first, Row *row, int evict_fd) {
 	uint64_t container = 0, tenth = MAX(row->ids / 10, 1);
 	double start = now_s(CLOCK_MONOTONIC), mark = start, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
 	int r;
@@ -199,15 +257,7 @@ static void fill(Catalog *c, DedupHasher *h, uint64_t first, Row *row) {
 		if ((i + 1) % IDS_PER_TRANSACTION == 0 || i + 1 == row->ids) {
 			if ((r = catalog_commit(c)) < 0)
 				die("commit", r);
-			double t_cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
-			do {
-				double t = now_s(CLOCK_MONOTONIC);
-				if ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH,
-								  NULL)) < 0)
-					die("index merge", r);
-				row->merge_hold_ms = MAX(row->merge_hold_ms, (now_s(CLOCK_MONOTONIC) - t) * 1e3);
-			} while (r > 0);
-			row->merge_cpu_s += now_s(CLOCK_PROCESS_CPUTIME_ID) - t_cpu;
+			merge_all(c, row, evict_fd);
 		}
 		if ((i + 1) % tenth == 0) {
 			double t = now_s(CLOCK_MONOTONIC), rate = (double) tenth / (t - mark);
@@ -224,17 +274,16 @@ static void fill(Catalog *c, DedupHasher *h, uint64_t first, Row *row) {
 	if ((r = catalog_index_get(c, &st)) < 0)
 		die("index state", r);
 	row->runs = st.runs;
+	merge_hold_p99(row);
 }
 
 /* A reused index: the merge an earlier run's seals made due, then the state the fill would report. */
-static void merge_due(Catalog *c, Row *row) {
+static void merge_due(Catalog *c, Row *row, int evict_fd) {
 	CatalogIndexState st;
 	int r;
 
-	while ((r = catalog_index_merge_step(c, CATALOG_INDEX_RECENT_MAX, CATALOG_INDEX_MERGE_BATCH, NULL)) > 0)
-		;
-	if (r < 0)
-		die("index merge", r);
+	merge_all(c, row, evict_fd);
+	merge_hold_p99(row);
 	if ((r = catalog_index_get(c, &st)) < 0)
 		die("index state", r);
 	row->runs = st.runs;
@@ -269,13 +318,15 @@ static void seal(Catalog *c, DedupStore *s, const uint8_t *data, uint64_t len, d
 	*ret_lookups = st.index_lookups;
 }
 
-static double random_lookups(Catalog *c, DedupHasher *h, uint64_t ids, uint64_t k) {
+static double random_lookups(Catalog *c, DedupHasher *h, uint64_t ids, uint64_t k, int evict_fd) {
 	uint64_t x = 0x9e3779b97f4a7c15u;
 	double start = now_s(CLOCK_MONOTONIC);
 
 	for (uint64_t i = 0; i < k; i++) {
 		uint8_t digest[CATALOG_DIGEST_SIZE];
 		CatalogChunk ch;
+		if (i % EVICT_LOOKUPS == 0)
+			evict(evict_fd);
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		synthetic_id(h, x % ids, ids, digest);
 		int r = catalog_chunk_find(c, 0, digest, &ch);
@@ -324,6 +375,9 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 		die("catalog", r);
 	if ((r = dedup_hasher_new(&h)) < 0)
 		die("hasher", r);
+	int evict_fd = o->evict ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (o->evict && evict_fd < 0)
+		die("open catalog", -errno);
 
 	fprintf(stderr, "%llu ids in %s\n", (unsigned long long) row->ids, dir);
 	reset_peak_rss();
@@ -332,14 +386,14 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 		die("count", r);
 	/* A fill stopped midway goes on where it stopped: its ids ascend, so the rest are new. */
 	if (held < row->ids)
-		fill(c, h, held, row);
+		fill(c, h, held, row, evict_fd);
 	else
-		merge_due(c, row);
+		merge_due(c, row, evict_fd);
 	if ((r = catalog_checkpoint(c)) < 0)
 		die("checkpoint", r);
 	row->catalog_bytes = file_size(dir, "catalog.db") + file_size(dir, "catalog.db-wal");
 
-	drop_caches(o);
+	drop_caches(o, evict_fd);
 	double start = now_s(CLOCK_MONOTONIC);
 	if ((r = dedup_store_open(c, 0, backend, NULL, &s)) < 0)
 		die("store open", r);
@@ -350,7 +404,7 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 	row->locality_bytes = stats.locality_bytes;
 
 	uint64_t lookups;
-	drop_caches(o);
+	drop_caches(o, evict_fd);
 	fprintf(stderr, "  sealing new data\n");
 	seal(c, s, data, o->data_bytes, &row->new_mbs, &row->new_cpu_s_gb, &lookups);
 	fprintf(stderr, "  new data sealed\n");
@@ -358,14 +412,14 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 		goto done;
 	/* A repeat comes back days later: a new mount, nothing of the first copy in the locality cache. */
 	dedup_store_free(s);
-	drop_caches(o);
+	drop_caches(o, evict_fd);
 	if ((r = dedup_store_open(c, 0, backend, NULL, &s)) < 0)
 		die("store reopen", r);
 	fprintf(stderr, "  sealing the same data again\n");
 	seal(c, s, data, o->data_bytes, &row->dup_mbs, &row->dup_cpu_s_gb, &row->dup_index_lookups);
 	if (row->ids > 0) {
-		drop_caches(o);
-		row->random_per_s = random_lookups(c, h, row->ids, o->lookups);
+		drop_caches(o, evict_fd);
+		row->random_per_s = random_lookups(c, h, row->ids, o->lookups, evict_fd);
 	}
 done:
 	row->peak_rss = status_kib("VmHWM:");
@@ -374,6 +428,8 @@ done:
 	dedup_hasher_free(h);
 	catalog_close(c);
 	dedup_backend_free(backend);
+	if (evict_fd >= 0)
+		close(evict_fd);
 	if (o->keep || reuse)
 		fprintf(stderr, "  kept %s\n", dir);
 	else if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
@@ -385,22 +441,23 @@ done:
  * clock measures the neighbours as much as the index.  merge cpu/GB is the
  * fill's merges per GB of new data (16 KiB chunks): what the seal of new
  * data costs besides, later, on a seal worker; hold ms is its longest batch
- * (wall clock), the longest the catalog lock was held by a merge.
+ * (wall clock), the longest the catalog lock was held by a merge, and
+ * hold p99 the 99th percentile of the batches that left work for the next.
  */
 static void print_header(FILE *f, const Options *o) {
 	fprintf(f, "index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
 		(unsigned long long) (o->data_bytes / MiB), (unsigned long long) o->lookups,
-		o->drop_caches ? "dropped before each step" : "kept");
-	fprintf(f, "%11s %9s %9s %9s %8s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
-		"fill s", "fill cpu", "merge cpu", "hold ms", "runs", "merge cpu/GB", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
+		o->drop_caches ? "dropped before each step" : o->evict ? "catalog evicted before each step and merge batch" : "kept");
+	fprintf(f, "%11s %9s %9s %9s %8s %8s %8s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
+		"fill s", "fill cpu", "merge cpu", "hold ms", "hold p99", "batches", "runs", "merge cpu/GB", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
 		"of 0", "new cpu/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup look", "random/s",
 		"peak RSS");
 }
 
 static void print_row(FILE *f, const Row *r, const Row *base) {
-	fprintf(f, "%11llu %9.1f %9.1f %9.1f %8.1f %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
+	fprintf(f, "%11llu %9.1f %9.1f %9.1f %8.1f %8.1f %8llu %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
 		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->merge_cpu_s, r->merge_hold_ms,
-		(unsigned long long) r->runs,
+		r->merge_hold_p99_ms, (unsigned long long) r->merge_batches, (unsigned long long) r->runs,
 		r->ids ? r->merge_cpu_s / (double) r->ids * (1e9 / SYNTHETIC_PLAIN) : 0.0, r->fill_first_rate, r->fill_last_rate,
 		(double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0, r->open_s,
 		(double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / base->new_mbs, r->new_cpu_s_gb,
@@ -411,7 +468,7 @@ static void print_row(FILE *f, const Row *r, const Row *base) {
 
 static void usage(FILE *f) {
 	fprintf(f, "usage: index-scale [--ids N,N,...] [--data-mib M] [--lookups K] [--workdir DIR] [--drop-caches]\n"
-		   "                   [--keep] [--reuse DIR --ids N] [--seed S] [--new-only]\n");
+		   "                   [--keep] [--reuse DIR --ids N] [--seed S] [--new-only] [--evict]\n");
 }
 
 static void parse(int argc, char **argv, Options *o) {
@@ -425,6 +482,7 @@ static void parse(int argc, char **argv, Options *o) {
 		{ "reuse", required_argument, NULL, 'r' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "new-only", no_argument, NULL, 'n' },
+		{ "evict", no_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -443,6 +501,7 @@ static void parse(int argc, char **argv, Options *o) {
 		case 'r': o->reuse = optarg; break;
 		case 's': o->seed = strtoull(optarg, NULL, 10); break;
 		case 'n': o->new_only = true; break;
+		case 'e': o->evict = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}

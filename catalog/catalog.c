@@ -124,13 +124,13 @@ typedef enum StatementId {
 	STMT_INDEX_RUNS,
 	STMT_INDEX_RUN_NEW,
 	STMT_INDEX_RUN_ROW_ADD,
-	STMT_INDEX_RUN_NTH,
+	STMT_INDEX_RUN_KEYS,
 	STMT_INDEX_RUN_DROP_TO,
 	STMT_INDEX_RUN_DROP,
 	STMT_INDEX_RUN_FORGET,
 	STMT_INDEX_RUN_SIZE,
 	STMT_INDEX_RUN_STATE,
-	STMT_INDEX_MERGED_NTH,
+	STMT_INDEX_MERGED_KEYS,
 	STMT_INDEX_MERGED_DROP_TO,
 	STMT_INDEX_MERGED_DROP,
 	STMT_CHUNK_DELETE_RETURNING,
@@ -280,13 +280,13 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_INDEX_RUNS] = "SELECT run, entries, state FROM chunk_run_list ORDER BY run",
 	[STMT_INDEX_RUN_NEW] = "INSERT INTO chunk_run_list (entries, state) VALUES (0, " RUN_BUILDING_SQL ")",
 	[STMT_INDEX_RUN_ROW_ADD] = "INSERT INTO chunk_runs (run, tier, digest, id) VALUES (?, ?, ?, ?)",
-	[STMT_INDEX_RUN_NTH] = "SELECT tier, digest FROM chunk_runs WHERE run = ? ORDER BY tier, digest LIMIT 1 OFFSET ?",
+	[STMT_INDEX_RUN_KEYS] = "SELECT tier, digest FROM chunk_runs WHERE run = ? ORDER BY tier, digest",
 	[STMT_INDEX_RUN_DROP_TO] = "DELETE FROM chunk_runs WHERE run = ?1 AND (tier, digest) <= (?2, ?3)",
 	[STMT_INDEX_RUN_DROP] = "DELETE FROM chunk_runs WHERE run = ?",
 	[STMT_INDEX_RUN_FORGET] = "DELETE FROM chunk_run_list WHERE run = ?",
 	[STMT_INDEX_RUN_SIZE] = "UPDATE chunk_run_list SET entries = ? WHERE run = ?",
 	[STMT_INDEX_RUN_STATE] = "UPDATE chunk_run_list SET state = ? WHERE run = ?",
-	[STMT_INDEX_MERGED_NTH] = "SELECT tier, digest FROM chunk_merged ORDER BY tier, digest LIMIT 1 OFFSET ?",
+	[STMT_INDEX_MERGED_KEYS] = "SELECT tier, digest FROM chunk_merged ORDER BY tier, digest",
 	[STMT_INDEX_MERGED_DROP_TO] = "DELETE FROM chunk_merged WHERE (tier, digest) <= (?2, ?3)",
 	[STMT_INDEX_MERGED_DROP] = "DELETE FROM chunk_merged",
 	[STMT_CHUNKS_DEAD] = "SELECT id, tier, digest, container, offset, frame_size, plain_size, refs, region_size, "
@@ -2267,6 +2267,28 @@ static int merge_key_cmp(const MergeInput *a, const MergeInput *b) {
 	return memcmp(a->digest, b->digest, CATALOG_DIGEST_SIZE);
 }
 
+/*
+ * What one batch of a merge may do: `rows` rows at most, and none more
+ * once the catalog lock has been held until `deadline` (CLOCK_MONOTONIC
+ * ns), but one at least, so that every merge ends.  Rows bound the CPU;
+ * the clock bounds what rows cannot: pages read from the disk once the
+ * catalog outgrows the page cache, and a batch preempted under load.
+ */
+typedef struct MergeBudget {
+	uint64_t rows;
+	int64_t deadline;
+} MergeBudget;
+
+static int64_t monotonic_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool budget_spent(const MergeBudget *b, uint64_t rows) {
+	return rows >= b->rows || (rows > 0 && monotonic_ns() >= b->deadline);
+}
+
 /* The level of a run of `entries` ids: log base CATALOG_INDEX_FANOUT of its size in recent tables. */
 static unsigned run_level(uint64_t entries, uint64_t recent_max) {
 	unsigned level = 0;
@@ -2278,12 +2300,12 @@ static unsigned run_level(uint64_t entries, uint64_t recent_max) {
 
 /*
  * Writes the inputs (each sorted, from past the new run's last key) into
- * run `run` in (tier, digest) order, `batch` rows at most: SQLite appends
- * each row at the right edge of chunk_runs.  Two inputs with one digest
+ * run `run` in (tier, digest) order, as many rows as the budget allows:
+ * SQLite appends each row at the right edge of chunk_runs.  Two inputs with one digest
  * are damage (invariant 6): -EUCLEAN, never one dropped; so the key after
  * the batch's last is read too, lest the next batch start past its twin.
  */
-static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint64_t batch, uint64_t *ret_rows,
+static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, const MergeBudget *b, uint64_t *ret_rows,
 		       bool *ret_exhausted) {
 	MergeInput last = {};
 	MergeInput *min = NULL;
@@ -2306,7 +2328,7 @@ static int merge_write(Catalog *c, MergeInput *in, size_t n, uint64_t run, uint6
 			r = -EUCLEAN;
 			break;
 		}
-		if (rows == batch)
+		if (budget_spent(b, rows))
 			break;
 		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
 		sqlite3_bind_int64(s, 2, min->tier);
@@ -2415,34 +2437,39 @@ static int frozen_count(Catalog *c, uint64_t *ret) {
 }
 
 /*
- * Deletes the first batch rows of a dropped run (run > 0) or of
- * chunk_merged (run 0), up to its batch-th key: a range the primary key
- * finds; or the rest, and the run.  Returns 1 if rows are left, 0, or an
- * error.
+ * Deletes the first rows of a dropped run (run > 0) or of chunk_merged
+ * (run 0), as many as the budget allows, up to the last key read: a range
+ * the primary key finds; or the rest, and the run.  The scan reads the
+ * pages the delete then changes, so the budget bounds the reads from disk
+ * too.  Returns 1 if rows are left, 0, or an error.
  */
-static int merge_drop(Catalog *c, uint64_t run, uint64_t batch) {
+static int merge_drop(Catalog *c, uint64_t run, const MergeBudget *b) {
 	uint8_t to[CATALOG_DIGEST_SIZE];
 	int64_t to_tier = -1;
-	int r = 0;
+	uint64_t rows = 0;
+	int r = 0, rc;
 
-	sqlite3_stmt *s = stmt(c, run ? STMT_INDEX_RUN_NTH : STMT_INDEX_MERGED_NTH);
+	sqlite3_stmt *s = stmt(c, run ? STMT_INDEX_RUN_KEYS : STMT_INDEX_MERGED_KEYS);
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
 	if (run)
 		sqlite3_bind_int64(s, 1, (sqlite3_int64) run);
-	sqlite3_bind_int64(s, run ? 2 : 1, (sqlite3_int64) (batch - 1));
-	int rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW && sqlite3_column_bytes(s, 1) == CATALOG_DIGEST_SIZE) {
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW && !budget_spent(b, rows)) {
+		if (sqlite3_column_bytes(s, 1) != CATALOG_DIGEST_SIZE) {
+			r = -EUCLEAN;
+			break;
+		}
 		to_tier = sqlite3_column_int64(s, 0);
 		memcpy(to, sqlite3_column_blob(s, 1), CATALOG_DIGEST_SIZE);
-	} else if (rc == SQLITE_ROW)
-		r = -EUCLEAN;
-	else if (rc != SQLITE_DONE)
+		rows++;
+	}
+	bool left = rc == SQLITE_ROW;
+	if (r >= 0 && !left && rc != SQLITE_DONE)
 		r = catalog_result(rc);
 	finish(s);
 	if (r < 0)
 		return r;
-	if (to_tier < 0) {
+	if (!left) {
 		if (!run)
 			return run_stmt(c, STMT_INDEX_MERGED_DROP);
 		r = run_ino(c, STMT_INDEX_RUN_DROP, run);
@@ -2461,10 +2488,9 @@ static int merge_drop(Catalog *c, uint64_t run, uint64_t batch) {
 
 /* Whether chunk_merged has rows left to delete: 1, 0, or an error. */
 static int merged_left(Catalog *c) {
-	sqlite3_stmt *s = stmt(c, STMT_INDEX_MERGED_NTH);
+	sqlite3_stmt *s = stmt(c, STMT_INDEX_MERGED_KEYS);
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
-	sqlite3_bind_int64(s, 1, 0);
 	int rc = sqlite3_step(s);
 	finish(s);
 	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : catalog_result(rc);
@@ -2520,7 +2546,8 @@ static int merge_start(Catalog *c, RunInfo *runs, size_t n, uint64_t recent_max,
 }
 
 /* Copies the next batch of the sources into the new run `to`; the last one makes it live and drops them. */
-static int merge_copy(Catalog *c, RunInfo *runs, size_t n, const RunInfo *to, uint64_t batch, CatalogIndexMerge *m) {
+static int merge_copy(Catalog *c, RunInfo *runs, size_t n, const RunInfo *to, const MergeBudget *b,
+		      CatalogIndexMerge *m) {
 	_cleanup_free_ MergeInput *in = calloc(n + 1, sizeof(*in));
 	uint8_t after[CATALOG_DIGEST_SIZE];
 	int64_t after_tier = -1;
@@ -2571,7 +2598,7 @@ static int merge_copy(Catalog *c, RunInfo *runs, size_t n, const RunInfo *to, ui
 	uint64_t rows = 0;
 	bool exhausted = false;
 	if (r >= 0)
-		r = merge_write(c, in, n_in, to->run, batch, &rows, &exhausted);
+		r = merge_write(c, in, n_in, to->run, b, &rows, &exhausted);
 	for (size_t k = 0; k < n_in; k++)
 		sqlite3_finalize(in[k].s);
 	if (r < 0)
@@ -2611,7 +2638,8 @@ static int merge_abandon(Catalog *c) {
 }
 
 /* One batch (see catalog_index_merge_step()): 1 (done), 0 (nothing to do), or an error. */
-static int index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *m, bool *ret_froze) {
+static int index_merge_step(Catalog *c, uint64_t recent_max, const MergeBudget *b, CatalogIndexMerge *m,
+			    bool *ret_froze) {
 	_cleanup_free_ RunInfo *runs = NULL;
 	const RunInfo *building = NULL;
 	size_t n = 0;
@@ -2634,7 +2662,7 @@ static int index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, Cat
 		return r;
 	left += r;
 	if (left > 0) {
-		r = merge_drop(c, drop, batch);
+		r = merge_drop(c, drop, b);
 		return r < 0 ? r : r > 0 || left > 1;
 	}
 	if (!building) {
@@ -2658,7 +2686,7 @@ static int index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, Cat
 			return r;
 	}
 	*m = (CatalogIndexMerge) { .recent = c->merge_recent };
-	r = merge_copy(c, runs, n, building, batch, m);
+	r = merge_copy(c, runs, n, building, b, m);
 	if (r < 0)
 		return r;
 	m->level = run_level(m->entries, recent_max);
@@ -2705,12 +2733,16 @@ int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recen
 	return r;
 }
 
-int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *ret) {
+int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, uint64_t budget_ns,
+			     CatalogIndexMerge *ret) {
 	CatalogIndexMerge m = {};
 	bool froze = false;
 	int r;
 
 	lock(c);
+	MergeBudget b = { .rows = MAX(batch, (uint64_t) 1),
+			  .deadline = budget_ns ? monotonic_ns() + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2)
+						: INT64_MAX };
 	r = merge_pending(c);
 	if (r <= 0 && (r < 0 || c->recent_bound <= recent_max))
 		goto out;
@@ -2721,7 +2753,7 @@ int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, Ca
 	r = exec(c, "BEGIN IMMEDIATE");
 	if (r < 0)
 		goto out;
-	r = index_merge_step(c, recent_max, MAX(batch, (uint64_t) 1), &m, &froze);
+	r = index_merge_step(c, recent_max, &b, &m, &froze);
 	if (r >= 0) {
 		int q = exec(c, "COMMIT");
 		if (q < 0)

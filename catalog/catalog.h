@@ -344,8 +344,16 @@ int catalog_chunk_digests_foreach(Catalog *c, uint32_t tier,
 #define CATALOG_INDEX_RECENT_MAX (UINT64_C(128) << 10)
 #define CATALOG_INDEX_FANOUT 8u
 
-/* Rows a merge writes or deletes per batch, each batch a transaction of its own: tens of ms (bench/README.md). */
+/*
+ * A batch of a merge, each a transaction of its own, writes or deletes
+ * CATALOG_INDEX_MERGE_BATCH rows at most (about 20 ms of CPU), and stops
+ * early once it has held the catalog lock CATALOG_INDEX_MERGE_BUDGET_NS:
+ * a catalog larger than the page cache reads its pages from the disk, and
+ * rows alone then let one batch hold the lock for seconds (bench/README.md,
+ * index-scale).
+ */
 #define CATALOG_INDEX_MERGE_BATCH (UINT64_C(8) << 10)
+#define CATALOG_INDEX_MERGE_BUDGET_NS (UINT64_C(20) * 1000 * 1000)
 
 typedef struct CatalogIndexMerge {
 	uint64_t run;       /* the new run's number */
@@ -369,7 +377,10 @@ typedef struct CatalogIndexMerge {
  * and the runs stay complete and looked in until the swap; retire and delete
  * take an entry out of the new run too.  The merge's state is in the
  * catalog alone: after a crash (or a stop between batches) the next call
- * resumes it where it stopped.  Returns 1 (a batch done, the merge goes
+ * resumes it where it stopped.  A batch writes or deletes batch rows at
+ * most, and no more once it has held the lock budget_ns (wall clock; 0:
+ * no bound but rows), but one row at least, so that every merge ends; the
+ * commit that ends it comes after.  Returns 1 (a batch done, the merge goes
  * on: call again; *ret, when ret is not NULL, describes the merge,
  * untouched by a batch that only deletes rows), 0 (nothing to do, or this
  * batch ended the merge: the next call starts another if one is due),
@@ -378,7 +389,8 @@ typedef struct CatalogIndexMerge {
  * in the next batches, the frozen table and the runs stay as they were,
  * and a later merge meets the same duplicate), or an error.
  */
-int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, CatalogIndexMerge *ret);
+int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, uint64_t budget_ns,
+			     CatalogIndexMerge *ret);
 /*
  * Whether catalog_index_merge_step() has work: 1 (a merge under way, or
  * more than recent_max ids in the recent table; *ret_recent, its ids), 0,

@@ -192,7 +192,8 @@ static void index_merge_one(Fs *fs, bool resume_only) {
 	fs_throttle_begin(&unit);
 	while (!atomic_load(&fs->seal_stopping)) {
 		int64_t t = monotonic_ns();
-		r = catalog_index_merge_step(fs->catalog, fs->index_recent, CATALOG_INDEX_MERGE_BATCH, &m);
+		r = catalog_index_merge_step(fs->catalog, fs->index_recent, CATALOG_INDEX_MERGE_BATCH,
+					     CATALOG_INDEX_MERGE_BUDGET_NS, &m);
 		longest = MAX(longest, monotonic_ns() - t);
 		if (r <= 0)
 			break;

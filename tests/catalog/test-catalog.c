@@ -801,7 +801,7 @@ static uint64_t index_add(Catalog *c, uint64_t cont, uint64_t i, uint64_t refs) 
 static int index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *m) {
 	int r, any = 0;
 	*m = (CatalogIndexMerge) {};
-	while ((r = catalog_index_merge_step(c, recent_max, 5, m)) > 0)
+	while ((r = catalog_index_merge_step(c, recent_max, 5, 0, m)) > 0)
 		any = 1;
 	return r < 0 ? r : any;
 }
@@ -943,13 +943,13 @@ static void test_chunk_index(void) {
 	CHECK(catalog_index_get(c, &st) == 0 && st.recent == 1 && st.runs == CATALOG_INDEX_FANOUT - 1);
 	/* Batches of one row: the twin is always the next batch's, which the one before must see. */
 	int r;
-	while ((r = catalog_index_merge_step(c, 0, 1, &m)) == 1) {
+	while ((r = catalog_index_merge_step(c, 0, 1, 0, &m)) == 1) {
 	}
 	CHECK(r == -EUCLEAN);
 	/* The failed merge's new run goes in the next batches; the frozen recent table stays, looked in. */
 	CatalogIndexState st2;
 	CHECK(catalog_index_get(c, &st2) == 0 && st2.merging && st2.frozen == 1 && st2.recent == 0);
-	while ((r = catalog_index_merge_step(c, 0, 5, &m)) == 1) {
+	while ((r = catalog_index_merge_step(c, 0, 5, 0, &m)) == 1) {
 	}
 	CHECK(r == 0); /* nothing due: the recent table is empty */
 	CHECK(catalog_index_get(c, &st2) == 0 && !st2.merging && st2.frozen == 1 && st2.recent == 0 &&
@@ -1032,7 +1032,7 @@ static void test_chunk_index_batches(void) {
 	live = n;
 	CHECK(catalog_index_merge_due(c, 10, &recent) == 1 && recent == 40);
 	while (!swapped) {
-		CHECK((r = catalog_index_merge_step(c, 10, 7, &m)) == 1);
+		CHECK((r = catalog_index_merge_step(c, 10, 7, 0, &m)) == 1);
 		if (r != 1)
 			break;
 		steps++;
@@ -1054,7 +1054,7 @@ static void test_chunk_index_batches(void) {
 		index_check(c, ids, n, gone);
 	}
 	/* The sources' rows go in batches of their own; the last returns 0, though the recent table is due. */
-	while ((r = catalog_index_merge_step(c, 10, 7, &m)) == 1) {
+	while ((r = catalog_index_merge_step(c, 10, 7, 0, &m)) == 1) {
 		CHECK(catalog_index_get(c, &st) == 0 && st.merging);
 		CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
 	}
@@ -1079,7 +1079,7 @@ static void test_chunk_index_batches(void) {
 			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
 	}
 	uint64_t batch = 0, done_at = 0, reopened = 0;
-	while ((r = catalog_index_merge_step(c, 10, 7, &m)) == 1) {
+	while ((r = catalog_index_merge_step(c, 10, 7, 0, &m)) == 1) {
 		batch++;
 		if (m.done && !done_at)
 			done_at = batch;
@@ -1097,6 +1097,47 @@ static void test_chunk_index_batches(void) {
 	CHECK(catalog_index_get(c, &st) == 0 && !st.merging && st.frozen == 0 && st.recent == 0 && st.runs == 2);
 	CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == live);
 	index_check(c, ids, n, gone);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
+/*
+ * A batch whose time is up stops after one row, in the copy and in the
+ * drop alike, and a merge ends however slow its batches are: a budget of
+ * 1 ns, with room for 1000 rows by count.  Seven runs of 40 ids and 40 in
+ * the recent table: 320 rows copied, 320 deleted, one per batch.
+ */
+static void test_chunk_index_budget(void) {
+	uint64_t ids[320], cont, n = 0, copies = 0, drops = 0;
+	CatalogIndexMerge m = {};
+	CatalogIndexState st;
+	char p[300];
+	Catalog *c;
+	int r;
+
+	snprintf(p, sizeof(p), "%s/index-budget.db", dir);
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	for (int run = 0; run < 8; run++) {
+		for (int k = 0; k < 40; k++, n++)
+			ids[n] = index_add(c, cont, n, 1);
+		if (run < 7)
+			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
+	}
+	CHECK(catalog_index_merge_step(c, 10, 1000, 1, &m) == 1 && m.entries == 0); /* the start: no row */
+	while ((r = catalog_index_merge_step(c, 10, 1000, 1, &m)) == 1 && !m.done) {
+		copies++;
+		CHECK(m.entries == copies);
+	}
+	CHECK(r == 1 && m.done && m.entries == 320 && ++copies == 320);
+	index_check(c, ids, n, NULL);
+	while ((r = catalog_index_merge_step(c, 10, 1000, 1, NULL)) == 1) {
+		drops++;
+		CHECK(catalog_index_get(c, &st) == 0 && st.merging && st.runs == 1);
+	}
+	CHECK(r == 0 && drops + 1 == 320);
+	CHECK(catalog_index_get(c, &st) == 0 && !st.merging && st.runs == 1 && st.in_runs == 320);
+	index_check(c, ids, n, NULL);
 	CHECK(catalog_check(c) == 0);
 	catalog_close(c);
 }
@@ -1260,6 +1301,7 @@ int main(void) {
 	test_staging_tier();
 	test_chunk_index();
 	test_chunk_index_batches();
+	test_chunk_index_budget();
 	test_regions_upgrade();
 	test_shrinks();
 	test_bad_files();
