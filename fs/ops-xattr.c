@@ -29,43 +29,59 @@ static int xattr_check_name(const char *name) {
 	return -EOPNOTSUPP;
 }
 
-/*
- * Records whether an inode has xattrs, for the getxattr fast path.  Pinned
- * meanwhile: an inode the kernel holds no reference to (the root, or one
- * only the sealer uses) may otherwise lose its entry under our feet.
- */
-static void xattr_cache_set(Fs *fs, uint64_t ino, int state) {
-	FsInode *i;
-	if (fs_inode_pin(fs, ino, false, &i) < 0)
-		return;
+/* Records whether an inode has xattrs (-1 unknown, 0 none, 1 some), for the getxattr fast path. */
+static void xattr_state_store(FsInode *i, int state) {
 	pthread_mutex_lock(&i->lock);
 	i->xattrs = state;
 	pthread_mutex_unlock(&i->lock);
 	/* One of them may be security.capability, which a write must clear (ops.c write_kill_privs()). */
 	if (state > 0)
 		atomic_store(&i->privs, -1);
+}
+
+/*
+ * xattr_state_store() by inode number.  Pinned meanwhile: an inode the
+ * kernel holds no reference to (the root, or one only the sealer uses) may
+ * otherwise lose its entry under our feet.
+ */
+static void xattr_cache_set(Fs *fs, uint64_t ino, int state) {
+	FsInode *i;
+	if (fs_inode_pin(fs, ino, false, &i) < 0)
+		return;
+	xattr_state_store(i, state);
 	fs_inode_unpin(fs, i);
 }
 
 /*
  * Returns 0 if ino certainly has no xattrs.  The kernel asks for
- * security.capability before every write, so this avoids a catalog query
- * on the write path.
+ * security.capability before every cached write, so this avoids a catalog
+ * query on the write path.  A miss reads and caches inside one
+ * transaction: a setxattr's commit then falls before the read or after
+ * the caching, and its own caching (after its commit) comes last either
+ * way; read outside one, a "none" read before that commit could be
+ * cached after it and hide the new xattr.
  */
 static int xattr_cache_any(Fs *fs, uint64_t ino) {
-	FsInode *i;
+	FsInode *i = NULL;
 	int state = -1;
 	if (fs_inode_pin(fs, ino, false, &i) >= 0) {
 		pthread_mutex_lock(&i->lock);
 		state = i->xattrs;
 		pthread_mutex_unlock(&i->lock);
-		fs_inode_unpin(fs, i);
 	}
-	if (state >= 0)
-		return state;
-	state = catalog_xattr_any(fs->catalog, ino);
-	if (state >= 0)
-		xattr_cache_set(fs, ino, state);
+	if (state < 0) {
+		int r = catalog_begin(fs->catalog);
+		if (r >= 0) {
+			state = catalog_xattr_any(fs->catalog, ino);
+			if (state >= 0 && i)
+				xattr_state_store(i, state);
+			catalog_rollback(fs->catalog);
+		} else
+			state = r;
+	}
+	/* Never under the catalog's lock: the last unpin may free the inode, which writes to the catalog. */
+	if (i)
+		fs_inode_unpin(fs, i);
 	return state;
 }
 
