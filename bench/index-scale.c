@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -95,7 +96,7 @@ typedef struct Row {
 	uint64_t catalog_bytes;
 	double open_s;
 	uint64_t filter_bytes, locality_bytes;
-	double new_mbs, new_cpu_s_gb, dup_mbs, dup_cpu_s_gb;
+	double new_mbs, new_cpu_s_gb, new_user_s_gb, dup_mbs, dup_cpu_s_gb, dup_user_s_gb;
 	uint64_t dup_index_lookups;
 	double random_per_s;
 	uint64_t peak_rss;
@@ -289,16 +290,28 @@ static void merge_due(Catalog *c, Row *row, int evict_fd) {
 	row->runs = st.runs;
 }
 
-/* Seals data as one new file; returns wall MB/s, CPU s/GB and the writer's catalog look-ups. */
+static double user_s(void) {
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double) ru.ru_utime.tv_sec + (double) ru.ru_utime.tv_usec / 1e6;
+}
+
+/*
+ * Seals data as one new file; returns wall MB/s, CPU s/GB, the user CPU
+ * of it (the kernel's share, the containers' writes into the page cache,
+ * varied up to ninefold with the memory's state on the development VM:
+ * bench/README.md, "New data at 100M ids") and the writer's catalog
+ * look-ups.
+ */
 static void seal(Catalog *c, DedupStore *s, const uint8_t *data, uint64_t len, double *ret_mbs, double *ret_cpu,
-		 uint64_t *ret_lookups) {
+		 double *ret_user, uint64_t *ret_lookups) {
 	CatalogInode in = { .parent = CATALOG_ROOT_INO, .mode = S_IFREG | 0644, .nlink = 1 };
 	DedupWriterStats st;
 	DedupWriter *w;
 	uint64_t ino;
 	int r;
 
-	double wall = now_s(CLOCK_MONOTONIC), cpu = now_s(CLOCK_PROCESS_CPUTIME_ID);
+	double wall = now_s(CLOCK_MONOTONIC), cpu = now_s(CLOCK_PROCESS_CPUTIME_ID), user = user_s();
 	if ((r = dedup_writer_new(s, NULL, 1, DEDUP_STORE_REGION_DEFAULT, &w)) < 0)
 		die("writer", r);
 	for (uint64_t off = 0; off < len; off += FEED_PIECE)
@@ -311,10 +324,12 @@ static void seal(Catalog *c, DedupStore *s, const uint8_t *data, uint64_t len, d
 		die("commit", r);
 	wall = now_s(CLOCK_MONOTONIC) - wall;
 	cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu;
+	user = user_s() - user;
 	dedup_writer_stats(w, &st);
 	dedup_writer_free(w);
 	*ret_mbs = (double) len / 1e6 / wall;
 	*ret_cpu = cpu / ((double) len / 1e9);
+	*ret_user = user / ((double) len / 1e9);
 	*ret_lookups = st.index_lookups;
 }
 
@@ -406,7 +421,7 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 	uint64_t lookups;
 	drop_caches(o, evict_fd);
 	fprintf(stderr, "  sealing new data\n");
-	seal(c, s, data, o->data_bytes, &row->new_mbs, &row->new_cpu_s_gb, &lookups);
+	seal(c, s, data, o->data_bytes, &row->new_mbs, &row->new_cpu_s_gb, &row->new_user_s_gb, &lookups);
 	fprintf(stderr, "  new data sealed\n");
 	if (o->new_only)
 		goto done;
@@ -416,7 +431,7 @@ static void run(const Options *o, const uint8_t *data, Row *row) {
 	if ((r = dedup_store_open(c, 0, backend, NULL, &s)) < 0)
 		die("store reopen", r);
 	fprintf(stderr, "  sealing the same data again\n");
-	seal(c, s, data, o->data_bytes, &row->dup_mbs, &row->dup_cpu_s_gb, &row->dup_index_lookups);
+	seal(c, s, data, o->data_bytes, &row->dup_mbs, &row->dup_cpu_s_gb, &row->dup_user_s_gb, &row->dup_index_lookups);
 	if (row->ids > 0) {
 		drop_caches(o, evict_fd);
 		row->random_per_s = random_lookups(c, h, row->ids, o->lookups, evict_fd);
@@ -448,21 +463,22 @@ static void print_header(FILE *f, const Options *o) {
 	fprintf(f, "index-scale: %llu MiB of new data per row (held in memory: counted in peak RSS), %llu random look-ups, page cache %s\n",
 		(unsigned long long) (o->data_bytes / MiB), (unsigned long long) o->lookups,
 		o->drop_caches ? "dropped before each step" : o->evict ? "catalog evicted before each step and merge batch" : "kept");
-	fprintf(f, "%11s %9s %9s %9s %8s %8s %8s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %8s %7s %9s %7s %8s %10s %9s\n", "ids",
+	fprintf(f, "%11s %9s %9s %9s %8s %8s %8s %5s %11s %11s %11s %9s %7s %9s %9s %8s %7s %9s %7s %10s %7s %8s %7s %9s %7s %10s %7s %8s %10s %9s\n", "ids",
 		"fill s", "fill cpu", "merge cpu", "hold ms", "hold p99", "batches", "runs", "merge cpu/GB", "ids/s first", "ids/s last", "catalog", "B/id", "open s", "filter", "new MB/s",
-		"of 0", "new cpu/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup look", "random/s",
+		"of 0", "new cpu/GB", "of 0", "new user/GB", "of 0", "dup MB/s", "of 0", "dup cpu/GB", "of 0", "dup user/GB", "of 0", "dup look", "random/s",
 		"peak RSS");
 }
 
 static void print_row(FILE *f, const Row *r, const Row *base) {
-	fprintf(f, "%11llu %9.1f %9.1f %9.1f %8.1f %8.1f %8llu %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %8.1f %7.3f %10.2f %7.3f %8llu %10.0f %8.1fM\n",
+	fprintf(f, "%11llu %9.1f %9.1f %9.1f %8.1f %8.1f %8llu %5llu %11.3f %11.0f %11.0f %8.1fM %7.0f %9.2f %8.1fM %8.1f %7.3f %10.2f %7.3f %11.2f %7.3f %8.1f %7.3f %10.2f %7.3f %11.2f %7.3f %8llu %10.0f %8.1fM\n",
 		(unsigned long long) r->ids, r->fill_s, r->fill_cpu_s, r->merge_cpu_s, r->merge_hold_ms,
 		r->merge_hold_p99_ms, (unsigned long long) r->merge_batches, (unsigned long long) r->runs,
 		r->ids ? r->merge_cpu_s / (double) r->ids * (1e9 / SYNTHETIC_PLAIN) : 0.0, r->fill_first_rate, r->fill_last_rate,
 		(double) r->catalog_bytes / MiB, r->ids ? (double) r->catalog_bytes / (double) r->ids : 0.0, r->open_s,
 		(double) r->filter_bytes / MiB, r->new_mbs, r->new_mbs / base->new_mbs, r->new_cpu_s_gb,
-		r->new_cpu_s_gb / base->new_cpu_s_gb, r->dup_mbs, r->dup_mbs / base->dup_mbs, r->dup_cpu_s_gb,
-		r->dup_cpu_s_gb / base->dup_cpu_s_gb, (unsigned long long) r->dup_index_lookups, r->random_per_s,
+		r->new_cpu_s_gb / base->new_cpu_s_gb, r->new_user_s_gb, r->new_user_s_gb / base->new_user_s_gb, r->dup_mbs,
+		r->dup_mbs / base->dup_mbs, r->dup_cpu_s_gb, r->dup_cpu_s_gb / base->dup_cpu_s_gb, r->dup_user_s_gb,
+		r->dup_user_s_gb / base->dup_user_s_gb, (unsigned long long) r->dup_index_lookups, r->random_per_s,
 		(double) r->peak_rss / MiB);
 }
 
