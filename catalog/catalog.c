@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "catalog/catalog.h"
+#include "common/array.h"
 #include "common/macros.h"
 
 /*
@@ -1944,14 +1945,8 @@ static int live_delta_add(LiveDeltas *l, uint64_t container, int64_t delta) {
 		l->items[l->n - 1].delta += delta;
 		return 0;
 	}
-	if (l->n == l->cap) {
-		size_t cap = MAX(l->cap * 2, (size_t) 16);
-		LiveDelta *p = realloc(l->items, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		l->items = p;
-		l->cap = cap;
-	}
+	if (ARRAY_RESERVE_ONE(l->items, l->cap, l->n, 16) < 0)
+		return -ENOMEM;
 	l->items[l->n++] = (LiveDelta) { container, delta };
 	return 0;
 }
@@ -2383,15 +2378,9 @@ static int runs_list(Catalog *c, RunInfo **ret, size_t *ret_n) {
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (n == cap) {
-			cap = MAX(cap * 2, (size_t) 16);
-			RunInfo *p = realloc(runs, cap * sizeof(*p));
-			if (!p) {
-				r = -ENOMEM;
-				break;
-			}
-			runs = p;
-		}
+		r = ARRAY_RESERVE_ONE(runs, cap, n, 16);
+		if (r < 0)
+			break;
 		runs[n++] = (RunInfo) { (uint64_t) sqlite3_column_int64(s, 0), (uint64_t) sqlite3_column_int64(s, 1),
 					sqlite3_column_int(s, 2) };
 	}
