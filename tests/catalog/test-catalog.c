@@ -806,6 +806,23 @@ static int index_merge(Catalog *c, uint64_t recent_max, CatalogIndexMerge *m) {
 	return r < 0 ? r : any;
 }
 
+/*
+ * Seven runs of level 0 (40 ids each, merged with recent_max 10) and 40
+ * ids in the recent table: the next merge takes all eight.  Returns the
+ * 320 ids added, in ids[].
+ */
+static uint64_t index_seven_runs(Catalog *c, uint64_t cont, uint64_t *ids) {
+	CatalogIndexMerge m;
+	uint64_t n = 0;
+	for (int run = 0; run < 8; run++) {
+		for (int k = 0; k < 40; k++, n++)
+			ids[n] = index_add(c, cont, n, 1);
+		if (run < 7)
+			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
+	}
+	return n;
+}
+
 /* Every digest 0..n-1 found, by the id it was added with, but those in gone[]. */
 static void index_check(Catalog *c, const uint64_t *ids, uint64_t n, const bool *gone) {
 	int missing = 0, wrong = 0;
@@ -1011,7 +1028,7 @@ static void index_add_elsewhere(Catalog *c, uint64_t cont, uint64_t i, uint64_t 
  * mid-copy and after the swap is resumed at the next open.
  */
 static void test_chunk_index_batches(void) {
-	uint64_t ids[1000], cont, n = 0, live, count = 0, steps = 0, removed = 0, recent = 0;
+	uint64_t ids[1000], cont, n, live, count = 0, steps = 0, removed = 0, recent = 0;
 	bool gone[1000] = {}, swapped = false;
 	CatalogIndexMerge m = {};
 	CatalogIndexState st;
@@ -1022,13 +1039,7 @@ static void test_chunk_index_batches(void) {
 	snprintf(p, sizeof(p), "%s/index-batches.db", dir);
 	CHECK(catalog_open(p, 0, 0, &c) == 0);
 	CHECK(catalog_container_new(c, 0, &cont) == 0);
-	/* Seven runs of level 0, and a recent table: the next merge takes all eight. */
-	for (int run = 0; run < 8; run++) {
-		for (int k = 0; k < 40; k++, n++)
-			ids[n] = index_add(c, cont, n, 1);
-		if (run < 7)
-			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
-	}
+	n = index_seven_runs(c, cont, ids);
 	live = n;
 	CHECK(catalog_index_merge_due(c, 10, &recent) == 1 && recent == 40);
 	while (!swapped) {
@@ -1108,7 +1119,7 @@ static void test_chunk_index_batches(void) {
  * the recent table: 320 rows copied, 320 deleted, one per batch.
  */
 static void test_chunk_index_budget(void) {
-	uint64_t ids[320], cont, n = 0, copies = 0, drops = 0;
+	uint64_t ids[320], cont, n, copies = 0, drops = 0;
 	CatalogIndexMerge m = {};
 	CatalogIndexState st;
 	char p[300];
@@ -1118,12 +1129,7 @@ static void test_chunk_index_budget(void) {
 	snprintf(p, sizeof(p), "%s/index-budget.db", dir);
 	CHECK(catalog_open(p, 0, 0, &c) == 0);
 	CHECK(catalog_container_new(c, 0, &cont) == 0);
-	for (int run = 0; run < 8; run++) {
-		for (int k = 0; k < 40; k++, n++)
-			ids[n] = index_add(c, cont, n, 1);
-		if (run < 7)
-			CHECK(index_merge(c, 10, &m) == 1 && m.level == 0 && m.entries == 40);
-	}
+	n = index_seven_runs(c, cont, ids);
 	CHECK(catalog_index_merge_step(c, 10, 1000, 1, &m) == 1 && m.entries == 0); /* the start: no row */
 	while ((r = catalog_index_merge_step(c, 10, 1000, 1, &m)) == 1 && !m.done) {
 		copies++;
