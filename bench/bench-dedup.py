@@ -54,6 +54,8 @@ STALL_CPU_SECONDS = 1.0
 FREE_MARGIN = 2 << 30
 STATE_XATTR = 'trusted.fratier.state'
 RESTIC_PASSWORD = 'fratier-bench'
+# fratierfs's default read_ahead_kb (fs/main.c), given to the passthrough so both read with one window.
+FRATIER_READ_AHEAD_KB = 4096
 
 # name: (datafile size, default days, archived log size); 4 datafiles, 4 logs a day.
 SCALES = {
@@ -71,12 +73,14 @@ PEER_PACKAGES = {'borg': 'borgbackup', 'restic': 'restic', 'casync': 'casync'}
 
 # Runs in a child process so that its CPU time and RSS are its own.
 # copy SRC DST ...: 1 MiB reads and writes, fsync before close (as RMAN does).
-# read FILE ...: 1 MiB reads into one buffer, nothing else (the "cat").
+# read FILE ...: benchlib.read_files(), the reader of every restore and floor in bench/.
 IO_CHILD = r'''
 import os, sys
+sys.path.insert(0, sys.argv[1])
+import benchlib
 buf = bytearray(1 << 20)
 view = memoryview(buf)
-mode, paths = sys.argv[1], sys.argv[2:]
+mode, paths = sys.argv[2], sys.argv[3:]
 if mode == "copy":
     for src, dst in zip(paths[0::2], paths[1::2]):
         with open(src, "rb", buffering=0) as fi:
@@ -93,11 +97,13 @@ if mode == "copy":
             finally:
                 os.close(fd)
 else:
-    for path in paths:
-        with open(path, "rb", buffering=0) as f:
-            while f.readinto(buf):
-                pass
+    benchlib.read_files(paths, buf)
 '''
+
+
+def fmt_floor(native, pt):
+    return f'{native:.1f} MB/s' + (f'; through bench/passthrough {pt:.1f} MB/s' if pt else
+                                   '; bench/passthrough not built, no FUSE ceiling')
 
 
 def mib(nbytes):
@@ -266,7 +272,7 @@ class Fratier(Tool):
         self.bench.drop_caches()
         cpu0 = self.daemon_cpu()
         t0 = time.monotonic()
-        _, copy_cpu, _ = self.bench.run_measured(['/usr/bin/python3', '-c', IO_CHILD, 'copy']
+        _, copy_cpu, _ = self.bench.run_measured(['/usr/bin/python3', '-c', IO_CHILD, BENCH_DIR, 'copy']
                                                  + pairs, self.log(phase.name))
         copied = time.monotonic() - t0
         self.wait_sealed(phase)
@@ -317,16 +323,20 @@ class Fratier(Tool):
 
     def restore(self, phases):
         paths = [os.path.join(self.mnt, e['path']) for p in phases for e in p.files]
-        self.bench.drop_caches()
-        cpu0 = self.daemon_cpu()
-        wall, cpu, _ = self.bench.run_measured(['/usr/bin/python3', '-c', IO_CHILD, 'read']
+        self.bench.cache.cold([self.data])
+        cpu0, flt0 = self.daemon_cpu(), self.daemon.minor_faults()
+        wall, cpu, _ = self.bench.run_measured(['/usr/bin/python3', '-c', IO_CHILD, BENCH_DIR, 'read']
                                                + paths, self.log('restore'))
-        cpu += self.daemon_cpu() - cpu0
+        dcpu = self.daemon_cpu() - cpu0
+        cpu += dcpu
+        faults = self.daemon.minor_faults() - flt0
         # A second read, untimed, so hashing does not slow the timed one.
         for p in phases:
             self.bench.verify(p, self.mnt)
         self.peak_rss = self.daemon_hwm()
-        return wall, cpu, 'read through the mount, 1 MiB reads'
+        gb = sum(p.logical for p in phases) / 1e9
+        return wall, cpu, f'read through the mount, 1 MiB reads; daemon {dcpu / gb:.2f} CPU s/GB, ' \
+                          f'{faults / gb:.0f} minor faults/GB'
 
 
 class Peer(Tool):
@@ -352,7 +362,7 @@ class Peer(Tool):
         base = os.path.join(self.bench.work, 'restore')
         os.mkdir(base)
         try:
-            self.bench.drop_caches()
+            self.bench.cache.cold([self.dir])
             wall = cpu = 0.0
             for p in phases:
                 dest = os.path.join(base, p.name)
@@ -488,6 +498,9 @@ class Bench:
         self.phases = []
         self.hashes = {}
         self.native = []
+        self.pt = []  # MB/s through bench/passthrough, as native
+        self.passthrough = os.path.join(build_of(self.fratierfs), 'bench', 'passthrough')
+        self.pt_daemon = None
         self.native_copy_s = []  # per run: wall s of a plain copy of every phase
         self.cache = PageCache()
         self.load_start = os.getloadavg()
@@ -600,6 +613,9 @@ class Bench:
             if self.child is not None:
                 kill_group(self.child)
                 self.child = None
+            if self.pt_daemon is not None:
+                self.pt_daemon.stop()
+                self.pt_daemon = None
             if self.tool is not None:
                 self.tool.cleanup()
                 self.tool = None
@@ -641,14 +657,32 @@ class Bench:
                 raise BenchError(f'restore check: {path} differs from the original')
 
     def native_read(self):
-        """MB/s of the same reader over the plain FRA directory, cold cache."""
-        paths = [os.path.join(self.fra, e['path']) for p in self.phases for e in p.files]
-        self.drop_caches()
-        wall, _, _ = self.run_measured(['/usr/bin/python3', '-c', IO_CHILD, 'read'] + paths,
+        """MB/s of the same reader over the plain FRA directory, and through bench/passthrough
+        over it (FUSE's ceiling), cold as every restore (benchlib.PageCache.cold())."""
+        rels = [e['path'] for p in self.phases for e in p.files]
+        src = [os.path.join(self.fra, r) for r in rels]
+        self.cache.cold(src)
+        wall, _, _ = self.run_measured(['/usr/bin/python3', '-c', IO_CHILD, BENCH_DIR, 'read'] + src,
                                        os.path.join(self.logs, 'native-read.log'))
         mbs = self.logical() / MB / wall
         self.native.append(mbs)
-        return mbs
+        if not os.access(self.passthrough, os.X_OK):
+            return mbs, None
+        mnt = os.path.join(self.work, 'ptmnt')
+        os.makedirs(mnt, exist_ok=True)
+        self.pt_daemon = Daemon(self.passthrough, f'source={self.fra},read_ahead_kb={FRATIER_READ_AHEAD_KB}',
+                                mnt, os.path.join(self.logs, 'passthrough.log')).start()
+        try:
+            self.cache.cold(src)
+            wall, _, _ = self.run_measured(['/usr/bin/python3', '-c', IO_CHILD, BENCH_DIR, 'read']
+                                           + [os.path.join(mnt, r) for r in rels],
+                                           os.path.join(self.logs, 'passthrough-read.log'))
+        finally:
+            self.pt_daemon.stop()
+            self.pt_daemon = None
+        pt = self.logical() / MB / wall
+        self.pt.append(pt)
+        return mbs, pt
 
     def native_copy(self):
         """Wall s of the same copy (1 MiB writes, fsync before close) of every phase into a
@@ -663,7 +697,7 @@ class Bench:
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
                 pairs += [self.source(p, e), dst]
             self.drop_caches()
-            wall, _, _ = self.run_measured(['/usr/bin/python3', '-c', IO_CHILD, 'copy'] + pairs,
+            wall, _, _ = self.run_measured(['/usr/bin/python3', '-c', IO_CHILD, BENCH_DIR, 'copy'] + pairs,
                                            os.path.join(self.logs, 'native-copy.log'))
             total += wall
         shutil.rmtree(dst_root, ignore_errors=True)
@@ -677,8 +711,8 @@ class Bench:
 
     def run(self):
         self.print_header()
-        print(f'\nnative read of the FRA (cold cache, 1 MiB reads): '
-              f'{self.native_read():.1f} MB/s', flush=True)
+        print(f'\nnative read of the FRA (cold cache, 1 MiB reads): {fmt_floor(*self.native_read())}',
+              flush=True)
         print(f'plain copy of every phase to the workdir\'s disk (1 MiB writes, fsync before '
               f'close, cold cache): {self.native_copy():.1f} s', flush=True)
         hdr = f'\n{"tool":<9} {"phase":<8} {"logical MiB":>11} {"wall s":>8} {"MB/s":>8} ' \
@@ -714,7 +748,7 @@ class Bench:
             tool.cleanup()
             self.tool = None
             shutil.rmtree(tool.dir, ignore_errors=True)
-        print(f'\nnative read of the FRA again (cold cache): {self.native_read():.1f} MB/s')
+        print(f'\nnative read of the FRA again (cold cache): {fmt_floor(*self.native_read())}')
         print(f'plain copy again: {self.native_copy():.1f} s')
         self.print_summary()
 
@@ -766,6 +800,7 @@ class Bench:
     def print_summary(self):
         logical = self.logical()
         native = sum(self.native) / len(self.native)
+        pt = sum(self.pt) / len(self.pt) if self.pt else None
         copy_s = sum(self.native_copy_s) / len(self.native_copy_s)
         days = [p for p in self.phases if p.name.startswith('day')]
         day2 = days[1].name if len(days) > 1 else None
@@ -786,22 +821,23 @@ class Bench:
                 'bcopy': b_wall / copy_s,
                 'rmbs': logical / MB / rs.wall,
                 'rnat': logical / MB / rs.wall / native,
+                'rpt': logical / MB / rs.wall / pt if pt else None,
             }
         print(f'\nsummary: {mib(logical):.1f} MiB logical; MB = 10^6 bytes; stored = du of '
               f'the store after all phases; native read {native:.1f} MB/s '
-              f'(mean of {len(self.native)}); plain copy {copy_s:.1f} s '
+              f'(mean of {len(self.native)}), through bench/passthrough {fmt(pt)} MB/s; plain copy {copy_s:.1f} s '
               f'({logical / MB / copy_s:.1f} MB/s, mean of {len(self.native_copy_s)}); '
               f'backup / copy = every phase\'s backup (for fratier: copy + until sealed) '
               f'over the plain copy')
         hdr = f'{"tool":<20} {"stored MiB":>10} {"reduction":>9} {"day-2 red.":>10} ' \
               f'{"backup MB/s":>11} {"backup / copy":>13} {"backup CPU s":>12} {"restore MB/s":>12} ' \
-              f'{"vs native":>9} {"restore CPU s":>13} {"peak RSS MiB":>12}'
+              f'{"vs native":>9} {"vs pt":>6} {"restore CPU s":>13} {"peak RSS MiB":>12}'
         print(hdr)
         print('-' * len(hdr))
         for name, r in rows.items():
             print(f'{name:<20} {mib(r["stored"]):>10.1f} {fmt_x(r["red"]):>9} '
                   f'{fmt_x(r["day2"]):>10} {r["bmbs"]:>11.1f} {fmt_x(r["bcopy"]):>13} {r["bcpu"]:>12.1f} '
-                  f'{r["rmbs"]:>12.1f} {r["rnat"]:>9.2f} {r["rcpu"]:>13.1f} '
+                  f'{r["rmbs"]:>12.1f} {r["rnat"]:>9.2f} {fmt(r["rpt"], 2):>6} {r["rcpu"]:>13.1f} '
                   f'{mib(r["rss"]):>12.1f}')
         for t in self.tools:
             if t.stored_migrated is None:
@@ -811,6 +847,7 @@ class Bench:
                   f'{fmt_x(logical / t.stored_migrated):>9} {"":>10} '
                   f'{logical / MB / mg.wall:>11.1f} {"":>13} {mg.cpu:>12.1f} '
                   f'{logical / MB / rs.wall:>12.1f} {logical / MB / rs.wall / native:>9.2f} '
+                  f'{fmt(logical / MB / rs.wall / pt if pt else None, 2):>6} '
                   f'{rs.cpu:>13.1f} {"":>12}   (after tierctl migrate --to 1 + gc; '
                   f'backup columns: the migration)')
         ideal = self.manifest['ideal']

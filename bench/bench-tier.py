@@ -56,23 +56,9 @@ path = {url}
 """
 
 
-def read_file(path, buf):
-    """Reads path whole with 1 MiB read()s; returns the bytes read."""
-    n = 0
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        while True:
-            k = os.readv(fd, [buf])
-            if k == 0:
-                return n
-            n += k
-    finally:
-        os.close(fd)
-
-
 class Timed:
-    def __init__(self, nbytes, seconds, cpu=None):
-        self.bytes, self.seconds, self.cpu = nbytes, seconds, cpu
+    def __init__(self, nbytes, seconds, cpu=None, faults=None):
+        self.bytes, self.seconds, self.cpu, self.faults = nbytes, seconds, cpu, faults
 
     def mbps(self):
         return self.bytes / bl.MB / self.seconds if self.seconds > 0 else None
@@ -222,16 +208,25 @@ class Bench:
                     raise bl.BenchError(f'{p} not sealed after {SEAL_WAIT:.0f}s')
                 time.sleep(0.02)
 
-    def read_all(self, paths):
-        """Cold-cache read of paths, 1 MiB reads; returns Timed (with the daemon's CPU seconds if mounted)."""
-        self.cache.drop()
-        total = 0
-        cpu0 = self.daemon.cpu_seconds() if self.daemon else None
+    def read_all(self, paths, warm):
+        """Cold-cache read of paths, 1 MiB reads, the bytes under warm in the host's cache
+        (bl.PageCache.cold()); returns Timed (with the daemon's CPU seconds and minor faults
+        if paths are in its mount)."""
+        self.cache.cold(warm)
+        mine = self.daemon if paths and paths[0].startswith(self.mnt + os.sep) else None
+        cpu0, flt0 = (mine.cpu_seconds(), mine.minor_faults()) if mine else (None, None)
         t0 = time.monotonic()
-        for p in paths:
-            total += read_file(p, self.buf)
+        total = bl.read_files(paths, self.buf)
         t = time.monotonic() - t0
-        return Timed(total, t, self.daemon.cpu_seconds() - cpu0 if self.daemon else None)
+        if not mine:
+            return Timed(total, t)
+        return Timed(total, t, mine.cpu_seconds() - cpu0, mine.minor_faults() - flt0)
+
+    def tier_dirs(self):
+        """Where fratier's bytes lie on the disk: the hot and capacity tiers and the NFS export's
+        objects (not the baseline's copies)."""
+        export = [os.path.join(self.srv.export, n) for n in os.listdir(self.srv.export) if n != 'baseline']
+        return [self.data] + export
 
     def nfs_cp_all(self, rels):
         """nfs-cp of the baseline copies from the same export; returns Timed, or None without nfs-cp.
@@ -242,7 +237,7 @@ class Bench:
         if not self.nfs_cp:
             return None
         out = os.path.join('/run', 'fratier-bench-nfs-cp.out')
-        self.cache.drop()
+        self.cache.cold([os.path.join(self.srv.export, 'baseline', rel) for rel in rels])
         t0 = time.monotonic()
         for rel in rels:
             url = self.srv.url.replace(self.srv.export, os.path.join(self.srv.export, 'baseline', rel), 1)
@@ -273,7 +268,8 @@ class Bench:
         print(f'  {section:<10} {what:<34} {fmt_mb(fratier.bytes):>6} {bl.fmt(fratier.mbps()):>8} '
               f'{base_name or "":>12} {bl.fmt(base.mbps() if base else None):>8} {bl.fmt(pt.mbps() if pt else None):>8} '
               f'{bl.fmt(ratio, 3):>6} {bl.fmt(pt_ratio, 3):>6} {bl.fmt(fr_pt, 3):>6} '
-              f'{bl.fmt(fratier.cpu, 2):>6} {bl.fmt(self.daemon.peak_rss_mib() if self.daemon else None, 0):>5}',
+              f'{bl.fmt(fratier.cpu, 2):>6} {bl.fmt(fratier.faults, 0):>7} '
+              f'{bl.fmt(self.daemon.peak_rss_mib() if self.daemon else None, 0):>5}',
               flush=True)
 
     def fg_write(self, rnd, migrate_rels, to):
@@ -307,7 +303,7 @@ class Bench:
         a = self.args
         print_machine(self)
         print(f'\n  {"section":<10} {"what":<34} {"MB":>6} {"MB/s":>8} {"baseline":>12} {"MB/s":>8} {"pt MB/s":>8} '
-              f'{"ratio":>6} {"pt/bl":>6} {"fr/pt":>6} {"CPU s":>6} {"HWM":>5}')
+              f'{"ratio":>6} {"pt/bl":>6} {"fr/pt":>6} {"CPU s":>6} {"faults":>7} {"HWM":>5}')
 
         self.mount(a.share)
         self.mount_passthrough()
@@ -315,24 +311,25 @@ class Bench:
         self.wait_sealed([os.path.join(self.mnt, r) for r in self.pieces + self.logs])
         self.row('ingest', 'write + seal on the hot tier', ingest)
 
-        native = {'pieces': self.read_all([os.path.join(self.src, r) for r in self.pieces]),
-                  'logs': self.read_all([os.path.join(self.src, r) for r in self.logs])}
-        # The same bytes through FUSE with nothing behind it: what FUSE itself allows.
-        pt = {'pieces': self.read_all([os.path.join(self.pt_mnt, r) for r in self.pieces]),
-              'logs': self.read_all([os.path.join(self.pt_mnt, r) for r in self.logs])}
-        nfs = {'pieces': self.nfs_cp_all(self.pieces), 'logs': self.nfs_cp_all(self.logs)}
         sets = {'pieces': self.pieces, 'logs': self.logs}
         names = {'pieces': 'backup pieces', 'logs': 'archived logs'}
 
+        def restore(k, where):
+            """fratier's read of set k, right after the native read of the same bytes and the
+            passthrough's (FUSE's ceiling), so that all three meet the same neighbours."""
+            src = [os.path.join(self.src, r) for r in sets[k]]
+            native = self.read_all(src, src)
+            pt = self.read_all([os.path.join(self.pt_mnt, r) for r in sets[k]], src)
+            t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]], self.tier_dirs())
+            self.row('restore', f'{names[k]} {where}', t, 'native read', native, pt)
+
         # Sealed on the hot tier: what the read path costs before any tier is involved.
         for k in ('pieces', 'logs'):
-            t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
-            self.row('restore', f'{names[k]} sealed on hot', t, 'native read', native[k], pt[k])
+            restore(k, 'sealed on hot')
         everything = self.pieces + self.logs
         self.row('migrate', 'hot -> capacity', self.migrate(1, everything, 'hot -> capacity'))
         for k in ('pieces', 'logs'):
-            t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
-            self.row('restore', f'{names[k]} from capacity', t, 'native read', native[k], pt[k])
+            restore(k, 'from capacity')
         if a.restore_only:
             if a.perf:
                 self.migrate(0, everything, 'recall capacity -> hot')
@@ -345,8 +342,9 @@ class Bench:
             return
         self.row('migrate', 'capacity -> nfs', self.migrate(2, everything, 'capacity -> nfs'))
         for k in ('pieces', 'logs'):
-            t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]])
-            self.row('restore', f'{names[k]} from nfs', t, 'nfs-cp' if nfs[k] else 'no nfs-cp', nfs[k])
+            nfs = self.nfs_cp_all(sets[k])
+            t = self.read_all([os.path.join(self.mnt, r) for r in sets[k]], self.tier_dirs())
+            self.row('restore', f'{names[k]} from nfs', t, 'nfs-cp' if nfs else 'no nfs-cp', nfs)
         self.row('migrate', 'recall nfs -> hot', self.migrate(0, everything, 'recall nfs -> hot'))
 
         # The archiver alone, and with a migration hot -> capacity running at the share asked
@@ -404,7 +402,7 @@ def profile(bench):
         if name == 'restore-capacity':
             bench.migrate(1, bench.pieces, 'hot -> capacity')
         daemon = bl.thread_names(bench.daemon.proc.pid)
-        bench.cache.drop()
+        bench.cache.cold(bench.tier_dirs())
         if not bench.perf.start(name, bench.daemon.proc.pid):
             return
         if name == 'ingest':
@@ -416,8 +414,7 @@ def profile(bench):
         else:
             t = Timed(0, 0)
             t0 = time.monotonic()
-            for p in paths:
-                t.bytes += read_file(p, bench.buf)
+            t.bytes = bl.read_files(paths, bench.buf)
             t.seconds = time.monotonic() - t0
         daemon |= bl.thread_names(bench.daemon.proc.pid)
         bench.perf.stop()

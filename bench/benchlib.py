@@ -3,7 +3,7 @@
 its CPU time), killing a process group, the page cache, the build type of
 a binary, and formatting.
 
-Imported by bench-archivelog.py, bench-dedup.py and bench-seal.py, which
+Imported by bench-archivelog.py, bench-dedup.py, bench-seal.py and bench-tier.py, which
 find it next to themselves.
 """
 
@@ -140,6 +140,23 @@ def read_ahead_kb(mnt):
         return None
 
 
+def read_files(paths, buf):
+    """Reads each of paths whole, one after another, with read()s of len(buf)
+    bytes into buf (as a restore reads: 1 MiB at a time); returns the bytes read."""
+    n = 0
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while True:
+                k = os.readv(fd, [buf])
+                if k == 0:
+                    break
+                n += k
+        finally:
+            os.close(fd)
+    return n
+
+
 class PageCache:
     """Evicts the bench's own files from the page cache before a measurement.
 
@@ -147,13 +164,46 @@ class PageCache:
     directory: sources, hot tier, staging, containers, mounts), with
     posix_fadvise(DONTNEED): dropping the whole page cache would empty every
     neighbour's on a shared machine and make their figures, and ours, read
-    from the disk."""
+    from the disk.
+
+    cold() is the state every measured read starts from, natively, through
+    the passthrough and through fratierfs alike (bench/README.md, "Restore,
+    phase 4"): the guest's page cache holds none of the bench's files, and
+    the host holds the bytes to be read.  A VM's disk is a file on its host,
+    which caches what the guest wrote or read recently (on the development
+    VM, the last GB or so of writes, and what was read); the guest can
+    neither see nor evict that cache, so a "cold" read is at host-memory
+    speed or at the host's disk speed depending on what ran before.  Reading
+    the bytes once first makes it the same for every side, every time."""
 
     def __init__(self):
         self.roots = []
+        self.buf = bytearray(MIB)
 
     def own(self, root):
         self.roots.append(root)
+
+    def cold(self, warm):
+        """drop()s, reads every file under the directories (or files) in warm once, drop()s again.
+        warm must name where the bytes lie on the disk (source files, a tier's directory),
+        never a FUSE mount."""
+        paths = []
+        for root in warm:
+            if os.path.isfile(root):
+                paths.append(root)
+                continue
+            for dirpath, dirs, names in os.walk(root):
+                dirs[:] = [d for d in dirs if not os.path.ismount(os.path.join(dirpath, d))]
+                paths += [os.path.join(dirpath, n) for n in names
+                          if os.path.isfile(os.path.join(dirpath, n))]
+        # Out of the guest's cache first, or a file just written would be read from there.
+        self.drop()
+        for path in paths:
+            try:
+                read_files([path], self.buf)
+            except OSError:
+                pass  # gone meanwhile (a collected container): nothing to warm
+        self.drop()
 
     def drop(self):
         os.sync()
@@ -210,6 +260,14 @@ class Daemon:
         with open(f'/proc/{self.proc.pid}/stat') as f:
             fields = f.read().rsplit(')', 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+    def minor_faults(self):
+        """Minor page faults of the daemon so far, all threads: first touches of memory (on a
+        VM with free page reporting, of memory the host had taken back, bench/README.md)."""
+        if self.proc is None:
+            return 0
+        with open(f'/proc/{self.proc.pid}/stat') as f:
+            return int(f.read().rsplit(')', 1)[1].split()[7])
 
     def peak_rss_mib(self):
         """The daemon's peak resident memory so far (VmHWM), in MiB."""
