@@ -13,12 +13,16 @@
  * and each unit is decoded once: a miss claims the unit in the cache, and
  * another thread needing it meanwhile waits for the claimer.
  *
- * A unit whose chunks are, in order and whole, a run of the bytes the
- * caller asked for (a region of a file sealed front to back, inside a
+ * A unit whose chunks the bytes the caller asked for name whole, in the
+ * unit's order (a region of a file sealed front to back, inside a
  * restore's 1 MiB block) is decoded straight into the caller's buffer
- * and not cached: no cache entry to fault in, no copy out of it.  Only
- * the units that straddle the ends of a read, or that the recipe names
- * out of order (deduplicated against other files), go through the cache.
+ * and not cached: no cache entry to fault in, no copy out of it.  Other
+ * entries may lie between its chunks (zero runs, chunks deduplicated
+ * against earlier data: an Oracle backup piece has them every few
+ * blocks): its chunks are then moved apart to their places in the
+ * buffer, in place, and the entries between them filled after.  Only the
+ * units that straddle the ends of a read, that the recipe names out of
+ * order, or whose span holds another placed unit go through the cache.
  *
  * Invariants:
  *  1. No byte reaches a caller or the region cache unless its unit passed
@@ -42,6 +46,10 @@
  *     checks as a cached one, and every recipe entry it serves was checked
  *     against its decoded table (offset, length, id) before the read
  *     returns; on any failure the read fails and the buffer holds garbage.
+ *     A placed unit writes only inside its span (its first entry's start to
+ *     its last entry's end), no two placed units' spans overlap, and the
+ *     entries between a placed unit's chunks are written after every unit
+ *     is placed (segment_read()).
  */
 #include <errno.h>
 #include <limits.h>
@@ -80,6 +88,7 @@ typedef struct StoreUnitRef {
 	uint32_t last;  /* the window entry that named it last */
 	uint32_t n_entries; /* window entries naming it */
 	bool direct;    /* to decode into the caller's buffer (invariant 6), if its size fits */
+	uint32_t named; /* direct: the bytes of its entries, which it must hold exactly to be placed */
 	bool placed;    /* decoded there, and its entries checked */
 } StoreUnitRef;
 
@@ -457,9 +466,11 @@ static int unit_place(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const u
 	const StoreSegment *seg = ctx->seg;
 	const DedupRecipeEntry *e = seg->rs->entries;
 	size_t first = ctx->i0 + u->first, last = ctx->i0 + u->last;
+	uint32_t k = (uint32_t) (u - ctx->units);
 	uint64_t start = seg->offs[first];
 
-	if (count != u->n_entries || plain_size != seg->offs[last + 1] - start)
+	/* units_mark_direct() saw its entries at its offsets in order: now they must be all of it. */
+	if (count != u->n_entries || plain_size != u->named)
 		return 0;
 	int r = place_reserve(ctx, count);
 	if (r < 0)
@@ -480,10 +491,26 @@ static int unit_place(DedupStore *s, StoreReadCtx *ctx, StoreUnitRef *u, const u
 	};
 	for (size_t i = first; i <= last; i++) {
 		const StoreLoc *loc = ctx->locs + (i - ctx->i0);
+		if (ctx->unit_of[i - ctx->i0] != k)
+			continue;
 		if (dedup_cached_region_find(&table, loc->region_offset, e[i].length, &loc->id) < 0) {
 			chunk_damaged(s, loc->chunk);
 			return -EIO;
 		}
+	}
+	/*
+	 * Each chunk to its entry's place.  Entries between them only push
+	 * later chunks further on, never back: moved from the last, none is
+	 * overwritten before it has moved.
+	 */
+	const uint8_t *base = ctx->out + (start - ctx->pos);
+	for (size_t i = last + 1; i-- > first;) {
+		if (ctx->unit_of[i - ctx->i0] != k)
+			continue;
+		uint8_t *to = ctx->out + (seg->offs[i] - ctx->pos);
+		const uint8_t *from = base + ctx->locs[i - ctx->i0].region_offset;
+		if (to != from)
+			memmove(to, from, e[i].length);
 	}
 	u->placed = true;
 	return 1;
@@ -728,18 +755,31 @@ static int units_fetch(DedupStore *s, StoreReadCtx *ctx, uint64_t epoch) {
 }
 
 /*
- * Marks the units to decode straight into ctx->out: each named by a run of
- * needed entries and by no other, the run lying whole inside [ctx->pos,
- * ctx->end), its chunks in the unit's order from its start.
+ * Marks the units to decode straight into ctx->out: each named only by
+ * needed entries, its span (first entry to last) lying whole inside
+ * [ctx->pos, ctx->end) and after the span of the last unit marked
+ * (invariant 6), its entries naming its chunks in the unit's order from
+ * its start, with other entries between them or not.  Units are in the
+ * order the window first names them, so spans only move forward.
  */
 static void units_mark_direct(StoreReadCtx *ctx, const StoreSegment *seg, size_t i_need) {
+	const DedupRecipeEntry *e = seg->rs->entries;
+	uint64_t taken = ctx->pos; /* end of the last marked unit's span */
+
 	for (size_t k = 0; k < ctx->n_units; k++) {
 		StoreUnitRef *u = ctx->units + k;
 		size_t a = ctx->i0 + u->first, b = ctx->i0 + u->last;
-		u->direct = b < i_need && u->n_entries == b - a + 1 && seg->offs[a] >= ctx->pos &&
-			    seg->offs[b + 1] <= ctx->end && ctx->locs[u->first].region_offset == 0;
-		for (size_t i = a + 1; u->direct && i <= b; i++)
-			u->direct = ctx->locs[i - ctx->i0].region_offset == seg->offs[i] - seg->offs[a];
+		uint64_t at = 0;
+		u->direct = b < i_need && seg->offs[a] >= taken && seg->offs[b + 1] <= ctx->end;
+		for (size_t i = a; u->direct && i <= b; i++)
+			if (ctx->unit_of[i - ctx->i0] == k) {
+				u->direct = ctx->locs[i - ctx->i0].region_offset == at;
+				at += e[i].length;
+			}
+		if (!u->direct)
+			continue;
+		u->named = (uint32_t) at;
+		taken = seg->offs[b + 1];
 	}
 }
 

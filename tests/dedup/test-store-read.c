@@ -3,7 +3,10 @@
  * Reads that decode regions straight into the caller's buffer
  * (dedup/store-read.c, invariant 6): a restore's 1 MiB reads of a file
  * sealed front to back place most regions in the buffer and cache only
- * those across its ends; a file whose recipe names regions in part and out
+ * those across its ends, also when other entries lie between a region's
+ * chunks (an Oracle backup piece's block frames, an image copy's zero
+ * blocks, blocks deduplicated against another file), but never two whose
+ * spans overlap; a file whose recipe names regions in part and out
  * of order (deduplicated against another) reads back exact in reads of
  * every size; threads reading one file at once, in blocks and at random,
  * each get exact bytes; damaged regions that would have been placed are an
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/dedup/oracle-test.h"
 #include "tests/dedup/store-test.h"
 
 /* As the restore pipeline opens its stores (fs/main.c): no read-ahead of the store's own. */
@@ -61,6 +65,106 @@ static void test_placed(void) {
 	env_check_file(&e, ino, data, len, &rng);
 	free(data);
 	free(buf);
+	env_close(&e);
+}
+
+/*
+ * Oracle chunking puts a literal (the 16-byte frame) between every two
+ * blocks of a backup piece and a zero run for every never-formatted block
+ * of an image copy, and day 2's piece names day 1's blocks between its
+ * new ones: regions whose chunks lie apart in the file.  1 MiB reads
+ * still place most of them (moved apart in the buffer) and read exact.
+ */
+static void test_placed_apart(void) {
+	TestRng rng = { 35 };
+	DedupChunkerParams p = { DEDUP_CHUNKER_ORACLE, 2 * KiB, 8 * KiB, 32 * KiB };
+	DedupRegionCacheStats c0, c1;
+	DedupWriterStats ws;
+	Env e;
+
+	env_open(&e, &pipeline_opts);
+	OraFile day1 = ora_file(1200, 1, &rng);
+	uint8_t *day2 = test_malloc(day1.piece_len);
+	memcpy(day2, day1.piece, day1.piece_len);
+	for (size_t k = 0; k < day1.formatted; k += 3) {
+		size_t at = ORA_BLOCK + k * (ORA_FRAME + ORA_BLOCK) + ORA_FRAME;
+		ora_block(day2 + at, 0x06, (uint32_t) k, 2000 + (uint32_t) k, 2, &rng);
+	}
+	const struct {
+		const uint8_t *data;
+		size_t len;
+	} files[] = { { day1.piece, day1.piece_len }, { day1.image, day1.image_len }, { day2, day1.piece_len } };
+	uint64_t ino[3];
+	uint64_t regions[3];
+	for (size_t f = 0; f < ELEMENTSOF(files); f++) {
+		ino[f] = env_new_inode(&e);
+		DedupWriter *w = env_write(&e, &p, files[f].data, files[f].len, &rng);
+		env_commit(&e, w, ino[f]);
+		dedup_writer_stats(w, &ws);
+		regions[f] = ws.regions;
+		dedup_writer_free(w);
+	}
+	/* The image copy's blocks are the piece's: it names the piece's regions, with zero runs between. */
+	ASSERT(regions[0] >= 32 && regions[1] <= 1 && regions[2] >= 8);
+
+	/*
+	 * Loaded into the cache: in 1 MiB reads, about the regions across a
+	 * read's ends; in one read of the whole file, none of the piece's, the
+	 * image's few (the region with the piece's header block, which the
+	 * image does not name), and for day 2 only day 1's regions, which it
+	 * names in part: never its own.
+	 */
+	const uint64_t most[] = { regions[0] / 2, regions[0] / 2, regions[0] + regions[2] / 2 };
+	const uint64_t whole[] = { 0, 2, regions[0] };
+	for (size_t f = 0; f < ELEMENTSOF(files); f++) {
+		uint8_t *buf = test_malloc(files[f].len);
+		env_reopen_store(&e);
+		dedup_store_cache_stats(e.store, &c0);
+		read_blocks(&e, ino[f], files[f].data, files[f].len, MiB);
+		dedup_store_cache_stats(e.store, &c1);
+		ASSERT(c1.loads - c0.loads <= most[f]);
+		env_reopen_store(&e);
+		dedup_store_cache_stats(e.store, &c0);
+		ASSERT(dedup_file_read(e.store, ino[f], files[f].len, 0, buf, files[f].len) == (ssize_t) files[f].len);
+		ASSERT(memcmp(buf, files[f].data, files[f].len) == 0);
+		dedup_store_cache_stats(e.store, &c1);
+		ASSERT(c1.loads - c0.loads <= whole[f]);
+		env_check_file(&e, ino[f], files[f].data, files[f].len, &rng);
+		free(buf);
+	}
+
+	/*
+	 * Two pieces' blocks taken in turns: each region is named whole and in
+	 * order, with the other piece's between its chunks, so the spans of
+	 * regions that could each be placed overlap.  Placing both would write
+	 * one over the other (invariant 6): one is placed, the other cached.
+	 */
+	OraFile other = ora_file(1200, 1, &rng);
+	uint64_t ino_other = env_new_inode(&e);
+	DedupWriter *w = env_write(&e, &p, other.piece, other.piece_len, &rng);
+	env_commit(&e, w, ino_other);
+	dedup_writer_free(w);
+	size_t mixed_len = 2 * day1.image_len;
+	uint8_t *mixed = test_malloc(mixed_len);
+	for (size_t k = 0; k < day1.image_len / ORA_BLOCK; k++) {
+		memcpy(mixed + 2 * k * ORA_BLOCK, day1.image + k * ORA_BLOCK, ORA_BLOCK);
+		memcpy(mixed + (2 * k + 1) * ORA_BLOCK, other.image + k * ORA_BLOCK, ORA_BLOCK);
+	}
+	uint64_t ino_mixed = env_new_inode(&e);
+	w = env_write(&e, &p, mixed, mixed_len, &rng);
+	env_commit(&e, w, ino_mixed);
+	dedup_writer_stats(w, &ws);
+	ASSERT(ws.new_chunks <= 2);
+	dedup_writer_free(w);
+	env_reopen_store(&e);
+	read_blocks(&e, ino_mixed, mixed, mixed_len, MiB);
+	env_check_file(&e, ino_mixed, mixed, mixed_len, &rng);
+	env_check_file(&e, ino_other, other.piece, other.piece_len, &rng);
+
+	free(mixed);
+	free(day2);
+	ora_file_free(&other);
+	ora_file_free(&day1);
 	env_close(&e);
 }
 
@@ -207,6 +311,7 @@ static void test_damage(void) {
 
 int main(void) {
 	test_placed();
+	test_placed_apart();
 	test_out_of_order();
 	test_threads();
 	test_damage();
