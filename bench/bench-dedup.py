@@ -517,6 +517,8 @@ class Bench:
         os.mkdir(self.logs)
         if self.args.fra:
             self.fra = os.path.abspath(self.args.fra)
+            # Its files are read cold as the scratch dir's are (benchlib.PageCache.cold()).
+            self.cache.own(self.fra)
             print(f'using the FRA in {self.fra} (not regenerated)', flush=True)
         else:
             self.fra = os.path.join(self.work, 'fra')
