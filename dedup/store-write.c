@@ -55,7 +55,8 @@
  *  8. A batch of pending chunks, once appended, is handed over (`reg`) and
  *     registered by a thread of its own (registration_main()) while this
  *     one gathers the next batch; at most one batch is in registration,
- *     and it is done (joined, then registration_done() here) before the
+ *     and it is done (joined, then registration_done() here) at the first
+ *     chunk after the registrar finished, and at the latest before the
  *     next is handed over, before finish() returns and before free().
  *     The registrar only reads the batch's chunks and writes their ids and
  *     its result: their flights, the entries, the stats, the locality
@@ -134,6 +135,7 @@ typedef struct StoreBatch {
 	uint64_t gen;                                   /* its entries' GEN_BIT */
 	uint64_t moved_chunks, moved_bytes, moved_size; /* stored by another writer meanwhile */
 	int result;
+	bool done; /* atomic: the registrar has finished (result set) */
 } StoreBatch;
 
 struct DedupWriter {
@@ -582,7 +584,9 @@ static int registration_run(DedupStore *s, StoreBatch *b) {
 
 static void *registration_main(void *userdata) {
 	DedupWriter *w = userdata;
+	(void) pthread_setname_np(pthread_self(), "fratier-reg");
 	w->reg.result = registration_run(w->s, &w->reg);
+	__atomic_store_n(&w->reg.done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -678,6 +682,7 @@ static int register_own(DedupWriter *w, bool wait) {
 	b->n_pending = w->n_pending;
 	b->gen = w->gen;
 	b->result = 0;
+	b->done = false;
 	w->gen ^= GEN_BIT;
 	w->n_pending = w->appended = w->region_first = 0;
 	w->pending_bytes = 0;
@@ -892,6 +897,12 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 	if (r < 0)
 		return r;
 
+	/* Borrowers wait for the flights: they land as soon as their registration committed. */
+	if (w->registering && __atomic_load_n(&w->reg.done, __ATOMIC_ACQUIRE)) {
+		r = registration_wait(w);
+		if (r < 0)
+			return r;
+	}
 	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX ||
 	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC)
 		return register_pending(w, false);

@@ -711,7 +711,7 @@ static void test_sync_failure(void) {
 		env_close(&e);
 	}
 	/* Several batches failed, and some after earlier ones had been registered. */
-	ASSERT(failed > 8 && registered > 0);
+	ASSERT(failed >= 4 && registered > 0);
 	free(data);
 }
 
