@@ -84,11 +84,11 @@
 #define BORROW_BIT (UINT64_C(1) << 62)
 #define GEN_BIT (UINT64_C(1) << 61)
 #define INDEX_MASK (GEN_BIT - 1)
-#define SWAP(a, b)                      \
-	do {                            \
+#define SWAP(a, b)                         \
+	do {                               \
 		__typeof__(a) _swap = (a); \
-		(a) = (b);              \
-		(b) = _swap;            \
+		(a) = (b);                 \
+		(b) = _swap;               \
 	} while (0)
 /* Bytes of borrowed chunks a writer keeps; past it, a chunk in flight elsewhere is stored again. */
 #define STORE_BORROW_MAX (UINT64_C(32) << 20)
