@@ -14,7 +14,8 @@
  * Invariants:
  *  1. A recipe entry holds a catalog chunk id, 0 for a zero run,
  *     DEDUP_RECIPE_LITERAL for a literal (its bytes next in `literals`), or,
- *     until the chunk is registered, PENDING_BIT | its index in `pending`,
+ *     until the chunk is registered, PENDING_BIT | its batch's GEN_BIT |
+ *     its index in the batch's `pending` (invariant 8),
  *     or, until the borrowed chunk is settled and registered,
  *     PENDING_BIT | BORROW_BIT | its index in `borrowed`.  Every entry
  *     before first_open_entry holds a final id; after finish() every entry
@@ -37,6 +38,8 @@
  *     were fsynced, in its own transaction, with refs 0; the references
  *     are taken by commit() in the caller's transaction.  So between the
  *     two a crash or a rollback leaves dead chunks, never a dangling one.
+ *     An entry takes a chunk's catalog id only once the transaction that
+ *     registered it committed (registration_done()).
  *  4. The writer is counted in the store's writers from new() to free(),
  *     so the collector deletes no chunk it may have found.
  *  5. After any error the writer is dead: the error is sticky, and its
@@ -49,6 +52,17 @@
  *     id not in the filter, under the catalog's lock, knows no commit
  *     holds it, and asks the catalog to check only the recent table of
  *     its index (catalog_chunk_add_new()), not every sorted run.
+ *  8. A batch of pending chunks, once appended, is handed over (`reg`) and
+ *     registered by a thread of its own (registration_main()) while this
+ *     one gathers the next batch; at most one batch is in registration,
+ *     and it is done (joined, then registration_done() here) at the first
+ *     chunk after the registrar finished, and at the latest before the
+ *     next is handed over, before finish() returns and before free().
+ *     The registrar only reads the batch's chunks and writes their ids and
+ *     its result: their flights, the entries, the stats, the locality
+ *     cache and the pins' release stay with this thread.  Entries and
+ *     borrows tag a pending chunk with its batch's generation (GEN_BIT),
+ *     so the two batches' indexes do not mix.
  *
  * States:
  *
@@ -68,6 +82,14 @@
 
 #define PENDING_BIT (UINT64_C(1) << 63)
 #define BORROW_BIT (UINT64_C(1) << 62)
+#define GEN_BIT (UINT64_C(1) << 61)
+#define INDEX_MASK (GEN_BIT - 1)
+#define SWAP(a, b)                         \
+	do {                               \
+		__typeof__(a) _swap = (a); \
+		(a) = (b);                 \
+		(b) = _swap;               \
+	} while (0)
 /* Bytes of borrowed chunks a writer keeps; past it, a chunk in flight elsewhere is stored again. */
 #define STORE_BORROW_MAX (UINT64_C(32) << 20)
 /*
@@ -98,10 +120,23 @@ typedef struct StoreBorrow {
 	StoreFlight *flight; /* until settled */
 	uint8_t *data;       /* its bytes, until settled */
 	uint32_t len;
-	uint64_t chunk; /* once settled: its catalog id, or PENDING_BIT | its index in pending until registered */
+	uint64_t chunk; /* once settled: its catalog id, or its pending tag (invariant 8) until registered */
 } StoreBorrow;
 #define PMAP_SLOTS (2 * STORE_PENDING_MAX)
 #define PMAP_NONE UINT32_MAX
+
+/* New chunks appended and handed over for registration (invariant 8), with what the registrar found. */
+typedef struct StoreBatch {
+	StorePending *pending;
+	uint64_t *pending_chunk; /* catalog id, once registered */
+	size_t n_pending, cap_pending;
+	uint32_t *pmap;
+	StorePins pins;
+	uint64_t gen;                                   /* its entries' GEN_BIT */
+	uint64_t moved_chunks, moved_bytes, moved_size; /* stored by another writer meanwhile */
+	int result;
+	bool done; /* atomic: the registrar has finished (result set) */
+} StoreBatch;
 
 struct DedupWriter {
 	DedupStore *s;
@@ -141,6 +176,12 @@ struct DedupWriter {
 	uint64_t pending_bytes;
 	uint32_t *pmap; /* id -> pending index, open addressing */
 	StorePins pins;
+	uint64_t gen; /* GEN_BIT of the entries of this batch */
+
+	/* The batch in registration, if running, or done and not yet taken back (invariant 8). */
+	StoreBatch reg;
+	pthread_t registrar;
+	bool registering;
 
 	/* Chunks borrowed since all were last settled (invariant 2). */
 	StoreBorrow *borrowed;
@@ -162,11 +203,25 @@ static void flights_lose(DedupWriter *w) {
 			store_flight_land(w->s, w->pending[i].flight, 0);
 			w->pending[i].flight = NULL;
 		}
+	for (size_t i = 0; i < w->reg.n_pending; i++)
+		if (w->reg.pending[i].flight) {
+			store_flight_land(w->s, w->reg.pending[i].flight, 0);
+			w->reg.pending[i].flight = NULL;
+		}
+}
+
+/* Invariant 8: the registrar is done with the batch (its result in reg.result). */
+static void registration_join(DedupWriter *w) {
+	if (!w->registering)
+		return;
+	(void) pthread_join(w->registrar, NULL);
+	w->registering = false;
 }
 
 static int fail(DedupWriter *w, int r) {
 	if (w->error >= 0)
 		w->error = r;
+	registration_join(w);
 	flights_lose(w);
 	return r;
 }
@@ -208,12 +263,39 @@ static size_t pmap_home(const DedupChunkId *id) {
 	return (size_t) (h & (PMAP_SLOTS - 1));
 }
 
-/* The slot holding id, or the empty one where it goes (the map is never more than half full). */
-static size_t pmap_probe(const DedupWriter *w, const DedupChunkId *id) {
+/* The slot of pmap holding id, or the empty one where it goes (a map is never more than half full). */
+static size_t pmap_probe_in(const uint32_t *pmap, const StorePending *pending, const DedupChunkId *id) {
 	size_t i = pmap_home(id);
-	while (w->pmap[i] != PMAP_NONE && !dedup_chunk_id_equal(&w->pending[w->pmap[i]].id, id))
+	while (pmap[i] != PMAP_NONE && !dedup_chunk_id_equal(&pending[pmap[i]].id, id))
 		i = (i + 1) & (PMAP_SLOTS - 1);
 	return i;
+}
+
+static size_t pmap_probe(const DedupWriter *w, const DedupChunkId *id) {
+	return pmap_probe_in(w->pmap, w->pending, id);
+}
+
+/*
+ * Invariant 2, this writer's unregistered chunks: the entry's tag of id if
+ * it is pending in the batch being gathered or in the one in registration.
+ * *ret_slot gets id's slot in the gathering batch's map.
+ */
+static bool pending_find(const DedupWriter *w, const DedupChunkId *id, size_t *ret_slot, uint64_t *ret_chunk) {
+	size_t slot = pmap_probe(w, id);
+	*ret_slot = slot;
+	if (w->pmap[slot] != PMAP_NONE) {
+		*ret_chunk = PENDING_BIT | w->gen | w->pmap[slot];
+		return true;
+	}
+	if (w->reg.n_pending > 0) {
+		/* The registrar reads these too, and writes neither the ids nor the map. */
+		size_t k = pmap_probe_in(w->reg.pmap, w->reg.pending, id);
+		if (w->reg.pmap[k] != PMAP_NONE) {
+			*ret_chunk = PENDING_BIT | w->reg.gen | w->reg.pmap[k];
+			return true;
+		}
+	}
+	return false;
 }
 
 static int load_collect(const CatalogChunk *ch, void *userdata) {
@@ -414,51 +496,53 @@ static int region_encode(DedupWriter *w) {
 	return 0;
 }
 
-/* Replaces the entries' tags (invariant 1) whose chunks are registered, as far as they go. */
-static void entries_resolve(DedupWriter *w) {
+/*
+ * Replaces the entries' tags (invariant 1) whose chunks have ids now: those
+ * of the batch done (NULL: none) and the settled borrows.
+ */
+static void entries_resolve(DedupWriter *w, const StoreBatch *done) {
 	size_t open = w->n_entries;
+	bool borrow_open = false;
 	for (size_t i = w->first_open_entry; i < w->n_entries; i++) {
 		uint64_t c = w->chunks[i];
 		if (c == DEDUP_RECIPE_LITERAL || !(c & PENDING_BIT))
 			continue;
 		if (c & BORROW_BIT) {
 			c = w->borrowed[c & ~(PENDING_BIT | BORROW_BIT)].chunk;
-			if (c == 0) {
+			if (c == 0 || (c & PENDING_BIT)) {
 				open = MIN(open, i);
+				borrow_open = true;
 				continue;
 			}
-		} else
-			c = w->pending_chunk[c & ~PENDING_BIT];
+		} else if (done && (c & GEN_BIT) == done->gen)
+			c = done->pending_chunk[c & INDEX_MASK];
+		else {
+			open = MIN(open, i);
+			continue;
+		}
 		w->chunks[i] = c;
 	}
 	w->first_open_entry = open;
-	if (w->n_unsettled == 0)
+	if (w->n_unsettled == 0 && !borrow_open)
 		w->n_borrowed = 0;
 }
 
-/* Invariant 3: makes the pending regions durable, then registers their chunks at refs 0. */
-static int register_own(DedupWriter *w) {
-	DedupStore *s = w->s;
+/*
+ * Invariant 3: makes b's regions durable, then registers its chunks at refs
+ * 0.  Touches nothing but the store and b's ids, container fields of its
+ * chunks found stored meanwhile, counts and result (invariant 8).
+ */
+static int registration_run(DedupStore *s, StoreBatch *b) {
 	int r;
 
-	r = region_encode(w);
-	if (r >= 0)
-		r = output_flush(w);
+	r = store_pins_sync(s, &b->pins);
 	if (r < 0)
 		return r;
-	if (w->n_pending == 0) {
-		entries_resolve(w);
-		return 0;
-	}
-	r = store_pins_sync(s, &w->pins);
-	if (r < 0)
-		return r;
-
 	r = catalog_begin(s->catalog);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < w->n_pending; i++) {
-		StorePending *p = w->pending + i;
+	for (size_t i = 0; i < b->n_pending; i++) {
+		StorePending *p = b->pending + i;
 		CatalogChunk ch = {
 			.tier = s->tier,
 			.container = p->container,
@@ -470,7 +554,7 @@ static int register_own(DedupWriter *w) {
 			.region_offset = p->region_offset,
 		};
 		memcpy(ch.digest, p->id.bytes, DEDUP_CHUNK_ID_SIZE);
-		r = chunk_register(s, &p->id, &ch, &w->pending_chunk[i]);
+		r = chunk_register(s, &p->id, &ch, &b->pending_chunk[i]);
 		if (r == -EEXIST) {
 			/*
 			 * Stored by another writer meanwhile (invariant 2): ours is
@@ -480,37 +564,58 @@ static int register_own(DedupWriter *w) {
 			r = catalog_chunk_find(s->catalog, s->tier, p->id.bytes, &other);
 			if (r < 0)
 				break;
-			w->pending_chunk[i] = other.id;
+			b->pending_chunk[i] = other.id;
 			p->container = 0;
-			w->stats.stored_bytes -= p->share;
-			w->stats.new_chunks--;
-			w->stats.new_bytes -= p->plain_size;
-			w->stats.dup_chunks++;
-			w->stats.dup_bytes += p->plain_size;
+			b->moved_chunks++;
+			b->moved_bytes += p->plain_size;
+			b->moved_size += p->share;
 		}
 		if (r < 0)
 			break;
 	}
 	if (r >= 0)
-		r = store_pins_commit_sizes(s, &w->pins);
+		r = store_pins_commit_sizes(s, &b->pins);
 	if (r < 0) {
 		catalog_rollback(s->catalog);
 		return r;
 	}
-	r = catalog_commit(s->catalog);
-	if (r < 0)
-		return r;
+	return catalog_commit(s->catalog);
+}
 
-	for (size_t k = 0; k < w->n_borrowed; k++)
-		if (w->borrowed[k].chunk & PENDING_BIT)
-			w->borrowed[k].chunk = w->pending_chunk[w->borrowed[k].chunk & ~PENDING_BIT];
-	entries_resolve(w);
+static void *registration_main(void *userdata) {
+	DedupWriter *w = userdata;
+	(void) pthread_setname_np(pthread_self(), "fratier-reg");
+	w->reg.result = registration_run(w->s, &w->reg);
+	__atomic_store_n(&w->reg.done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
 
-	for (size_t i = 0; i < w->n_pending; i++) {
-		StorePending *p = w->pending + i;
+/* Takes the registered batch back (invariant 8): its ids go to the entries and borrows, then its flights land. */
+static int registration_done(DedupWriter *w) {
+	DedupStore *s = w->s;
+	StoreBatch *b = &w->reg;
+
+	if (b->result < 0)
+		return b->result; /* its flights are lost by fail() */
+	w->stats.stored_bytes -= b->moved_size;
+	w->stats.new_chunks -= b->moved_chunks;
+	w->stats.new_bytes -= b->moved_bytes;
+	w->stats.dup_chunks += b->moved_chunks;
+	w->stats.dup_bytes += b->moved_bytes;
+	b->moved_chunks = b->moved_bytes = b->moved_size = 0;
+
+	for (size_t k = 0; k < w->n_borrowed; k++) {
+		uint64_t c = w->borrowed[k].chunk;
+		if ((c & PENDING_BIT) && (c & GEN_BIT) == b->gen)
+			w->borrowed[k].chunk = b->pending_chunk[c & INDEX_MASK];
+	}
+	entries_resolve(w, b);
+
+	for (size_t i = 0; i < b->n_pending; i++) {
+		StorePending *p = b->pending + i;
 		if (p->container == 0)
 			continue;
-		dedup_locality_add(s->locality, p->container, &p->id, w->pending_chunk[i]);
+		dedup_locality_add(s->locality, p->container, &p->id, b->pending_chunk[i]);
 		if (s->global) {
 			/* For the next segment: registered, so durable below the committed size. */
 			DedupSegmentEntry e = {
@@ -528,16 +633,67 @@ static int register_own(DedupWriter *w) {
 	}
 	/* Invariant 6: after the filter. */
 	__atomic_store_n(&w->lent, 0, __ATOMIC_RELAXED);
-	for (size_t i = 0; i < w->n_pending; i++)
-		if (w->pending[i].flight) {
-			store_flight_land(s, w->pending[i].flight, w->pending_chunk[i]);
-			w->pending[i].flight = NULL;
+	for (size_t i = 0; i < b->n_pending; i++)
+		if (b->pending[i].flight) {
+			store_flight_land(s, b->pending[i].flight, b->pending_chunk[i]);
+			b->pending[i].flight = NULL;
 		}
-	store_pins_release(s, &w->pins);
+	store_pins_release(s, &b->pins);
+	b->n_pending = 0;
+	memset(b->pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
+	return 0;
+}
+
+/* Invariant 8: the batch in registration, if any, done and taken back. */
+static int registration_wait(DedupWriter *w) {
+	if (!w->registering)
+		return 0;
+	registration_join(w);
+	return registration_done(w);
+}
+
+/*
+ * Appends the pending regions and hands them over for registration
+ * (invariants 3 and 8), on the registrar's thread unless wait (then here,
+ * and every chunk of this writer is registered on return).
+ */
+static int register_own(DedupWriter *w, bool wait) {
+	StoreBatch *b = &w->reg;
+	int r;
+
+	r = region_encode(w);
+	if (r >= 0)
+		r = output_flush(w);
+	if (r >= 0)
+		r = registration_wait(w);
+	if (r < 0)
+		return r;
+	if (w->n_pending == 0) {
+		entries_resolve(w, NULL);
+		return 0;
+	}
+
+	/* The gathering batch's arrays change places with the registered one's, emptied by registration_done(). */
+	SWAP(w->pending, b->pending);
+	SWAP(w->pending_chunk, b->pending_chunk);
+	SWAP(w->cap_pending, b->cap_pending);
+	SWAP(w->pmap, b->pmap);
+	SWAP(w->pins, b->pins);
+	b->n_pending = w->n_pending;
+	b->gen = w->gen;
+	b->result = 0;
+	b->done = false;
+	w->gen ^= GEN_BIT;
 	w->n_pending = w->appended = w->region_first = 0;
 	w->pending_bytes = 0;
-	memset(w->pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
-	return 0;
+
+	if (!wait && pthread_create(&w->registrar, NULL, registration_main, w) == 0) {
+		w->registering = true;
+		return 0;
+	}
+	/* Without a thread, it is registered here. */
+	b->result = registration_run(w->s, b);
+	return registration_done(w);
 }
 
 static int pending_reserve(DedupWriter *w) {
@@ -601,17 +757,15 @@ static int settle_borrowed(DedupWriter *w, bool final) {
 			continue;
 		if (state != STORE_FLIGHT_LANDED) {
 			/* Someone else may have stored it meanwhile; else it is ours to store. */
-			size_t slot = pmap_probe(w, &b->flight->id);
-			if (w->pmap[slot] != PMAP_NONE)
-				chunk = PENDING_BIT | w->pmap[slot];
-			else {
+			size_t slot;
+			if (!pending_find(w, &b->flight->id, &slot, &chunk)) {
 				r = store_lookup(w, &b->flight->id, b->len, &chunk);
 				if (r < 0)
 					return r;
 				if (r == 0) {
 					uint64_t index;
 					if (w->n_pending >= STORE_PENDING_MAX) {
-						r = register_own(w);
+						r = register_own(w, false);
 						if (r < 0)
 							return r;
 						slot = pmap_probe(w, &b->flight->id);
@@ -619,7 +773,7 @@ static int settle_borrowed(DedupWriter *w, bool final) {
 					r = store_new(w, &b->flight->id, b->data, b->len, slot, &index);
 					if (r < 0)
 						return r;
-					chunk = PENDING_BIT | index;
+					chunk = PENDING_BIT | w->gen | index;
 					w->stats.dup_chunks--;
 					w->stats.dup_bytes -= b->len;
 				}
@@ -636,12 +790,16 @@ static int settle_borrowed(DedupWriter *w, bool final) {
 	return 0;
 }
 
-/* Settles what it can, then registers this writer's own new chunks; with final every borrow is settled. */
+/*
+ * Settles what it can, then hands this writer's own new chunks over for
+ * registration; with final every borrow is settled and every chunk
+ * registered.
+ */
 static int register_pending(DedupWriter *w, bool final) {
 	int r = settle_borrowed(w, final);
 	if (r < 0)
 		return r;
-	return register_own(w);
+	return register_own(w, final);
 }
 
 /*
@@ -710,11 +868,10 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 	if (r < 0)
 		return r;
 
-	size_t slot = pmap_probe(w, &id);
-	if (w->pmap[slot] != PMAP_NONE) {
-		chunk = PENDING_BIT | w->pmap[slot];
+	size_t slot;
+	if (pending_find(w, &id, &slot, &chunk))
 		r = 1;
-	} else {
+	else {
 		r = store_lookup(w, &id, len, &chunk);
 		if (r == 0)
 			r = chunk_claim(w, &id, data, len, &chunk, &flight);
@@ -734,12 +891,18 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 			return r;
 		}
 		w->pending[index].flight = flight;
-		chunk = PENDING_BIT | index;
+		chunk = PENDING_BIT | w->gen | index;
 	}
 	r = entry_add(w, chunk, (uint32_t) len);
 	if (r < 0)
 		return r;
 
+	/* Borrowers wait for the flights: they land as soon as their registration committed. */
+	if (w->registering && __atomic_load_n(&w->reg.done, __ATOMIC_ACQUIRE)) {
+		r = registration_wait(w);
+		if (r < 0)
+			return r;
+	}
 	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX ||
 	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC)
 		return register_pending(w, false);
@@ -757,8 +920,10 @@ static int chunk_process(DedupWriter *w, const uint8_t *data, size_t len) {
 DedupWriter *dedup_writer_free(DedupWriter *w) {
 	if (!w)
 		return NULL;
-	/* First: the encoders may still be compressing its regions, and the store must outlive that. */
+	/* First: the encoders may still be compressing its regions, the registrar registering a batch. */
 	store_builder_done(&w->builder);
+	/* A batch registered meanwhile lands its flights with their ids; on error, flights_lose() lands them lost. */
+	(void) registration_wait(w);
 	flights_lose(w);
 	for (size_t k = 0; k < w->n_borrowed; k++)
 		if (w->borrowed[k].flight) {
@@ -767,6 +932,7 @@ DedupWriter *dedup_writer_free(DedupWriter *w) {
 		}
 	free(w->borrowed);
 	store_pins_release(w->s, &w->pins);
+	store_pins_release(w->s, &w->reg.pins);
 	if (w->entered)
 		store_writers_leave(w->s);
 	dedup_hasher_free(w->hasher);
@@ -779,6 +945,10 @@ DedupWriter *dedup_writer_free(DedupWriter *w) {
 	free(w->pending_chunk);
 	free(w->pmap);
 	free(w->pins.pins);
+	free(w->reg.pending);
+	free(w->reg.pending_chunk);
+	free(w->reg.pmap);
+	free(w->reg.pins.pins);
 	free(w->load);
 	free(w);
 	return NULL;
@@ -819,7 +989,8 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 		return r;
 	w->chunk_buf = malloc(p.max_size);
 	w->pmap = malloc(PMAP_SLOTS * sizeof(uint32_t));
-	if (!w->chunk_buf || !w->pmap)
+	w->reg.pmap = malloc(PMAP_SLOTS * sizeof(uint32_t));
+	if (!w->chunk_buf || !w->pmap || !w->reg.pmap)
 		return -ENOMEM;
 	if (p.mode == DEDUP_CHUNKER_ORACLE) {
 		w->window = malloc(STORE_ORACLE_WINDOW);
@@ -828,6 +999,7 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 		dedup_oracle_splitter_init(&w->splitter);
 	}
 	memset(w->pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
+	memset(w->reg.pmap, 0xff, PMAP_SLOTS * sizeof(uint32_t));
 	/* Other hosts' new segments, at most every few seconds (store-global.c). */
 	store_global_refresh(s);
 
