@@ -336,7 +336,7 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_SAVEPOINT_ROLLBACK] = "ROLLBACK TO chunk_index",
 	[STMT_FREELIST_COUNT] = "PRAGMA freelist_count",
 	/* CATALOG_VACUUM_STEP_PAGES: a PRAGMA takes no bound parameter. */
-	[STMT_VACUUM_STEP] = "PRAGMA incremental_vacuum(32)",
+	[STMT_VACUUM_STEP] = "PRAGMA incremental_vacuum(8)",
 };
 
 /* schema_steps[n] upgrades a catalog from version n to n + 1. */
@@ -1078,12 +1078,26 @@ int catalog_checkpoint(Catalog *c) {
 	uint64_t target;
 	int r;
 
-	/* Free pages back to the filesystem first (a no-op without auto_vacuum), so the checkpoint carries them. */
+	/*
+	 * Free pages back to the filesystem first (a no-op without auto_vacuum),
+	 * so the checkpoint carries them.  After a merge of the whole index
+	 * there are millions (1.2M pages, about 30 minutes of steps at 100M
+	 * ids): a call gives back CATALOG_VACUUM_CALL_NS of them, the next
+	 * calls the rest; and the lock is left free after each step for as
+	 * long as the step held it, lest this thread take it straight back
+	 * from the FUSE threads woken to wait for it.
+	 */
+	int64_t held = 0;
 	do {
+		int64_t t = monotonic_ns();
 		lock(c);
 		r = sqlite3_get_autocommit(c->db) ? vacuum_step(c) : -EBUSY;
 		unlock(c);
-	} while (r > 0);
+		t = monotonic_ns() - t;
+		held += t;
+		if (r > 0 && held < (int64_t) CATALOG_VACUUM_CALL_NS)
+			(void) nanosleep(&(struct timespec) { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 }, NULL);
+	} while (r > 0 && held < (int64_t) CATALOG_VACUUM_CALL_NS);
 	if (r < 0)
 		return r;
 	/* Most of the WAL beside the writer; under the lock only what was committed meanwhile, and the cut. */

@@ -119,8 +119,9 @@ Catalog *catalog_close(Catalog *c);
 int catalog_sync(Catalog *c);
 
 /*
- * Gives the free pages back to the filesystem (in steps that hold the
- * catalog lock CATALOG_VACUUM_BUDGET_NS each), copies the WAL into the
+ * Gives free pages back to the filesystem (in steps that hold the catalog
+ * lock CATALOG_VACUUM_BUDGET_NS each, up to CATALOG_VACUUM_CALL_NS per
+ * call: many may take several calls), copies the WAL into the
  * database file, syncs it, and cuts the WAL to zero bytes.  SQLite (or the
  * checkpointer, below) checkpoints every ~4 MiB of WAL but never shrinks
  * the file; the daemon calls this when it runs out of background work, so
@@ -150,12 +151,15 @@ int catalog_checkpointer_start(Catalog *c);
 
 /*
  * catalog_checkpoint() gives free pages back CATALOG_VACUUM_STEP_PAGES at a
- * time, and holds the catalog lock for about CATALOG_VACUUM_BUDGET_NS at a
- * time: a merge frees the pages of every run it took, and moving them all
- * at once held the lock for seconds (bench/README.md, "Merge hold, the rest").
+ * time, holds the catalog lock for about CATALOG_VACUUM_BUDGET_NS at a
+ * time, and for CATALOG_VACUUM_CALL_NS in all per call (the rest waits for
+ * the next call): a merge frees the pages of every run it took, and moving
+ * them all at once held the lock for minutes at 100M ids (bench/README.md,
+ * "Merge hold, the rest").
  */
-#define CATALOG_VACUUM_STEP_PAGES 32
+#define CATALOG_VACUUM_STEP_PAGES 8
 #define CATALOG_VACUUM_BUDGET_NS (UINT64_C(20) * 1000 * 1000)
+#define CATALOG_VACUUM_CALL_NS (UINT64_C(1000) * 1000 * 1000)
 
 /* Transactions; begin takes the catalog lock until commit or rollback. */
 int catalog_begin(Catalog *c);
