@@ -138,6 +138,8 @@ typedef enum StatementId {
 	STMT_SAVEPOINT,
 	STMT_SAVEPOINT_RELEASE,
 	STMT_SAVEPOINT_ROLLBACK,
+	STMT_FREELIST_COUNT,
+	STMT_VACUUM_STEP,
 	STMT_TIER_MOVED_ADD,
 	STMT_TIER_MOVED_GET,
 	STMT_KEY_ID_GET,
@@ -332,6 +334,9 @@ static const char *const statement_sql[_STMT_MAX] = {
 	[STMT_SAVEPOINT] = "SAVEPOINT chunk_index",
 	[STMT_SAVEPOINT_RELEASE] = "RELEASE chunk_index",
 	[STMT_SAVEPOINT_ROLLBACK] = "ROLLBACK TO chunk_index",
+	[STMT_FREELIST_COUNT] = "PRAGMA freelist_count",
+	/* CATALOG_VACUUM_STEP_PAGES: a PRAGMA takes no bound parameter. */
+	[STMT_VACUUM_STEP] = "PRAGMA incremental_vacuum(8)",
 };
 
 /* schema_steps[n] upgrades a catalog from version n to n + 1. */
@@ -569,10 +574,38 @@ struct Catalog {
 	sqlite3_stmt *stmts[_STMT_MAX]; /* protected by lock */
 	uint64_t commits;               /* protected by lock: bumped by every change */
 	uint64_t synced;                /* protected by sync_lock: commits known durable */
-	uint64_t recent_bound;          /* protected by lock: at least chunk_recent's rows; UINT64_MAX unknown */
+	/*
+	 * chunk_recent's and chunk_frozen's committed rows, kept as rows come
+	 * and go (rows_commit()), so that neither a merge's start nor
+	 * catalog_index_merge_due() counts 128 Ki rows under the lock (up to
+	 * 650 ms with the catalog out of the page cache: bench/README.md,
+	 * "Merge hold, the rest").  UINT64_MAX: unknown, counted when needed
+	 * (a reader's always are).  The deltas are the open transaction's.
+	 */
+	uint64_t recent_rows;           /* protected by lock */
+	uint64_t frozen_rows;           /* protected by lock */
+	int64_t recent_delta;           /* protected by lock */
+	int64_t frozen_delta;           /* protected by lock */
+	bool reader;                    /* a connection of catalog_open_reader(): counts nothing in memory */
 	int merging;                    /* protected by lock: a merge is under way (1), none (0), unknown (-1) */
-	uint64_t merge_recent;          /* protected by lock: chunk_frozen's rows when counted; UINT64_MAX unknown */
+	uint64_t merge_recent;          /* protected by lock: chunk_frozen's rows when the merge began; UINT64_MAX unknown */
 	pthread_mutex_t sync_lock;      /* taken without lock held */
+	/*
+	 * Checkpoints outside the lock (catalog_checkpointer_start()): SQLite's
+	 * automatic one ran in the commit that filled the WAL, under the lock,
+	 * and wrote back and synced the database for 0-60 ms while every other
+	 * thread waited (bench/README.md, "Merge hold, the rest").  ckpt_run
+	 * is held by whoever checkpoints: taken after lock or without it (the
+	 * checkpointer never takes lock); ckpt_lock is a leaf, taken under
+	 * lock by the WAL hook.
+	 */
+	sqlite3 *ckpt_db;               /* the checkpointer's own connection; NULL: SQLite's automatic checkpoints */
+	pthread_t ckpt_thread;
+	pthread_mutex_t ckpt_run;
+	pthread_mutex_t ckpt_lock;
+	pthread_cond_t ckpt_cond;       /* with ckpt_lock */
+	bool ckpt_wanted;               /* protected by ckpt_lock */
+	bool ckpt_stop;                 /* protected by ckpt_lock */
 };
 
 static int catalog_result(int rc) {
@@ -642,6 +675,41 @@ static void finish(sqlite3_stmt *s) {
 	sqlite3_clear_bindings(s);
 }
 
+static int64_t monotonic_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int recent_rows_get(Catalog *c, uint64_t *ret);
+static int frozen_rows_get(Catalog *c, uint64_t *ret);
+
+/* The open transaction committed: its changes to the recent and frozen tables' rows count. */
+static void rows_commit(Catalog *c) {
+	if (c->recent_rows != UINT64_MAX)
+		c->recent_rows += (uint64_t) c->recent_delta;
+	if (c->frozen_rows != UINT64_MAX)
+		c->frozen_rows += (uint64_t) c->frozen_delta;
+	c->recent_delta = c->frozen_delta = 0;
+}
+
+/* It rolled back. */
+static void rows_discard(Catalog *c) {
+	c->recent_delta = c->frozen_delta = 0;
+}
+
+/* It ended in a way that leaves what was committed unsure: count again when needed. */
+static void rows_forget(Catalog *c) {
+	c->recent_rows = c->frozen_rows = UINT64_MAX;
+	c->recent_delta = c->frozen_delta = 0;
+}
+
+/* A transaction begins: changes counted outside any (none should be) make the counts unsure. */
+static void rows_begin(Catalog *c) {
+	if (c->recent_delta != 0 || c->frozen_delta != 0)
+		rows_forget(c);
+}
+
 static int bind_name(sqlite3_stmt *s, int col, const char *name) {
 	return sqlite3_bind_blob(s, col, name, (int) strlen(name), SQLITE_STATIC);
 }
@@ -694,7 +762,7 @@ static int schema_upgrade(Catalog *c, int from, uid_t root_uid, gid_t root_gid) 
 			.mtime_ns = t,
 			.ctime_ns = t,
 		};
-		uint64_t ino;
+		uint64_t ino = 0;
 		r = catalog_inode_create(c, &root, NULL, &ino);
 		if (r < 0)
 			goto rollback;
@@ -723,7 +791,7 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->recent_bound = UINT64_MAX;
+	c->recent_rows = c->frozen_rows = UINT64_MAX;
 	c->merging = -1;
 	c->merge_recent = UINT64_MAX;
 	if (asprintf(&c->wal_path, "%s-wal", path) < 0) {
@@ -735,6 +803,9 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	pthread_mutex_init(&c->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
 	pthread_mutex_init(&c->sync_lock, NULL);
+	pthread_mutex_init(&c->ckpt_run, NULL);
+	pthread_mutex_init(&c->ckpt_lock, NULL);
+	pthread_cond_init(&c->ckpt_cond, NULL);
 
 	int rc = sqlite3_open_v2(path, &c->db,
 				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
@@ -791,6 +862,12 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 		if (r < 0)
 			goto fail;
 	}
+	/* Counted once here, where nobody waits for the lock yet; kept in memory from now on. */
+	r = recent_rows_get(c, &(uint64_t) { 0 });
+	if (r >= 0)
+		r = frozen_rows_get(c, &(uint64_t) { 0 });
+	if (r < 0)
+		goto fail;
 
 	*ret = TAKE_PTR(c);
 	return 0;
@@ -803,12 +880,24 @@ fail:
 Catalog *catalog_close(Catalog *c) {
 	if (!c)
 		return NULL;
+	if (c->ckpt_db) {
+		pthread_mutex_lock(&c->ckpt_lock);
+		c->ckpt_stop = true;
+		pthread_cond_signal(&c->ckpt_cond);
+		pthread_mutex_unlock(&c->ckpt_lock);
+		pthread_join(c->ckpt_thread, NULL);
+		/* Before the writer's: the last connection to close checkpoints the WAL into the file and removes it. */
+		sqlite3_close(c->ckpt_db);
+	}
 	for (size_t i = 0; i < _STMT_MAX; i++)
 		sqlite3_finalize(c->stmts[i]);
 	if (c->db)
 		sqlite3_close(c->db);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->sync_lock);
+	pthread_mutex_destroy(&c->ckpt_run);
+	pthread_mutex_destroy(&c->ckpt_lock);
+	pthread_cond_destroy(&c->ckpt_cond);
 	free(c->wal_path);
 	free(c);
 	return NULL;
@@ -846,19 +935,187 @@ int catalog_sync(Catalog *c) {
 	return r;
 }
 
-int catalog_checkpoint(Catalog *c) {
+/*
+ * After each commit, under the lock, with the WAL's frames: the
+ * checkpointer is woken past CATALOG_WAL_CHECKPOINT_PAGES; past
+ * CATALOG_WAL_CHECKPOINT_MAX (the checkpointer cannot keep up, or a reader
+ * holds old frames) the commit checkpoints as SQLite's own hook would, so
+ * the WAL stays bounded whatever the checkpointer does.
+ */
+static int wal_hook(void *userdata, sqlite3 *db, const char *name, int frames) {
+	Catalog *c = userdata;
+
+	if (frames >= CATALOG_WAL_CHECKPOINT_MAX) {
+		(void) sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		return SQLITE_OK;
+	}
+	if (frames >= CATALOG_WAL_CHECKPOINT_PAGES) {
+		pthread_mutex_lock(&c->ckpt_lock);
+		c->ckpt_wanted = true;
+		pthread_cond_signal(&c->ckpt_cond);
+		pthread_mutex_unlock(&c->ckpt_lock);
+	}
+	return SQLITE_OK;
+}
+
+/*
+ * A passive checkpoint copies what is committed into the database file
+ * and syncs it (synchronous = NORMAL, as the writer's), beside the writer:
+ * it takes neither the catalog lock nor SQLite's write lock.  Once all of
+ * the WAL is copied, the writer's next transaction starts it over.
+ */
+static void *checkpointer_main(void *userdata) {
+	Catalog *c = userdata;
+
+	pthread_mutex_lock(&c->ckpt_lock);
+	for (;;) {
+		if (c->ckpt_stop)
+			break;
+		if (!c->ckpt_wanted) {
+			pthread_cond_wait(&c->ckpt_cond, &c->ckpt_lock);
+			continue;
+		}
+		c->ckpt_wanted = false;
+		pthread_mutex_unlock(&c->ckpt_lock);
+		pthread_mutex_lock(&c->ckpt_run);
+		(void) sqlite3_wal_checkpoint_v2(c->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		pthread_mutex_unlock(&c->ckpt_run);
+		pthread_mutex_lock(&c->ckpt_lock);
+	}
+	pthread_mutex_unlock(&c->ckpt_lock);
+	return NULL;
+}
+
+int catalog_checkpointer_start(Catalog *c) {
+	sqlite3 *db = NULL;
 	int r;
 
+	if (c->reader)
+		return -EINVAL;
+	if (c->ckpt_db)
+		return 0;
+	lock(c);
+	const char *path = sqlite3_db_filename(c->db, "main");
+	_cleanup_free_ char *copy = path && *path ? strdup(path) : NULL;
+	unlock(c);
+	if (!copy)
+		return path && *path ? -ENOMEM : -EINVAL;
+	r = catalog_result(sqlite3_open_v2(copy, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+					   NULL));
+	if (r >= 0) {
+		/* Per connection: the checkpoint syncs the database file, so fsync still means durable. */
+		r = catalog_result(sqlite3_exec(db, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL));
+	}
+	if (r < 0) {
+		sqlite3_close(db);
+		return r;
+	}
+	c->ckpt_db = db;
+	c->ckpt_stop = c->ckpt_wanted = false;
+	r = -pthread_create(&c->ckpt_thread, NULL, checkpointer_main, c);
+	if (r < 0) {
+		c->ckpt_db = NULL;
+		sqlite3_close(db);
+		return r;
+	}
+	/* Replaces SQLite's automatic checkpoint, which is itself a WAL hook. */
+	lock(c);
+	sqlite3_wal_hook(c->db, wal_hook, c);
+	unlock(c);
+	return 0;
+}
+
+/*
+ * One step of giving free pages back: each moves pages from the end of
+ * the file into free ones, a page and its parent read and written each,
+ * all from the disk once the catalog outgrew the page cache; so a step
+ * stops after CATALOG_VACUUM_BUDGET_NS under the lock.  1 if free pages
+ * are left, 0, or an error.
+ */
+static int run_stmt(Catalog *c, StatementId id) {
+	sqlite3_stmt *s = stmt(c, id);
+	return s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
+}
+
+static int freelist_count(Catalog *c, int64_t *ret) {
+	sqlite3_stmt *s = stmt(c, STMT_FREELIST_COUNT);
+	if (!s)
+		return catalog_result(sqlite3_errcode(c->db));
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_int64(s, 0);
+	finish(s);
+	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
+}
+
+static int vacuum_step(Catalog *c) {
+	int64_t deadline = monotonic_ns() + (int64_t) CATALOG_VACUUM_BUDGET_NS, left = 0, before;
+
+	int r = freelist_count(c, &left);
+	if (r < 0 || left == 0)
+		return r;
+	r = exec(c, "BEGIN IMMEDIATE");
+	while (r >= 0) {
+		before = left;
+		r = run_stmt(c, STMT_VACUUM_STEP);
+		if (r >= 0)
+			r = freelist_count(c, &left);
+		/* Without auto_vacuum (a catalog older than it) the pages stay free: nothing to step through. */
+		if (r < 0 || left == 0 || left >= before || monotonic_ns() >= deadline)
+			break;
+	}
+	if (r >= 0) {
+		r = exec(c, "COMMIT");
+		if (r >= 0)
+			c->commits++;
+	}
+	if (r < 0 && !sqlite3_get_autocommit(c->db))
+		(void) exec(c, "ROLLBACK");
+	return r < 0 ? r : left > 0 && left < before;
+}
+
+int catalog_checkpoint(Catalog *c) {
+	uint64_t target;
+	int r;
+
+	/*
+	 * Free pages back to the filesystem first (a no-op without auto_vacuum),
+	 * so the checkpoint carries them.  After a merge of the whole index
+	 * there are millions (1.2M pages, about 30 minutes of steps at 100M
+	 * ids): a call gives back CATALOG_VACUUM_CALL_NS of them, the next
+	 * calls the rest; and the lock is left free after each step for as
+	 * long as the step held it, lest this thread take it straight back
+	 * from the FUSE threads woken to wait for it.
+	 */
+	int64_t held = 0;
+	do {
+		int64_t t = monotonic_ns();
+		lock(c);
+		r = sqlite3_get_autocommit(c->db) ? vacuum_step(c) : -EBUSY;
+		unlock(c);
+		t = monotonic_ns() - t;
+		held += t;
+		if (r > 0 && held < (int64_t) CATALOG_VACUUM_CALL_NS)
+			(void) nanosleep(&(struct timespec) { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 }, NULL);
+	} while (r > 0 && held < (int64_t) CATALOG_VACUUM_CALL_NS);
+	if (r < 0)
+		return r;
+	/* Most of the WAL beside the writer; under the lock only what was committed meanwhile, and the cut. */
+	if (c->ckpt_db) {
+		pthread_mutex_lock(&c->ckpt_run);
+		(void) sqlite3_wal_checkpoint_v2(c->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		pthread_mutex_unlock(&c->ckpt_run);
+	}
 	lock(c);
 	if (!sqlite3_get_autocommit(c->db)) {
 		unlock(c);
 		return -EBUSY;
 	}
-	uint64_t target = c->commits;
-	/* Free pages back to the filesystem first (a no-op without auto_vacuum), so the checkpoint carries them. */
-	r = exec(c, "PRAGMA incremental_vacuum");
-	if (r >= 0)
-		r = catalog_result(sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL));
+	target = c->commits;
+	/* Not beside the checkpointer's: SQLite refuses a second checkpoint at once (SQLITE_BUSY). */
+	pthread_mutex_lock(&c->ckpt_run);
+	r = catalog_result(sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL));
+	pthread_mutex_unlock(&c->ckpt_run);
 	unlock(c);
 	if (r < 0)
 		return r;
@@ -877,6 +1134,8 @@ int catalog_begin(Catalog *c) {
 	int r = s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
 	if (r < 0)
 		unlock(c);
+	else
+		rows_begin(c);
 	return r;
 }
 
@@ -887,8 +1146,11 @@ int catalog_commit(Catalog *c) {
 		/* A failed COMMIT leaves the transaction open: undo it so the lock can go. */
 		if (!sqlite3_get_autocommit(c->db))
 			(void) exec(c, "ROLLBACK");
-	} else
+		rows_forget(c);
+	} else {
 		c->commits++;
+		rows_commit(c);
+	}
 	unlock(c);
 	return r;
 }
@@ -897,6 +1159,10 @@ void catalog_rollback(Catalog *c) {
 	sqlite3_stmt *s = stmt(c, STMT_ROLLBACK);
 	if (s && !sqlite3_get_autocommit(c->db))
 		(void) step_done(c, s);
+	if (sqlite3_get_autocommit(c->db))
+		rows_discard(c);
+	else
+		rows_forget(c);
 	unlock(c);
 }
 
@@ -1758,15 +2024,15 @@ static int index_remove(Catalog *c, uint32_t tier, const uint8_t digest[CATALOG_
 		int r = step_done(c, s);
 		if (r < 0)
 			return r;
-		if (k == 0 && sqlite3_changes(c->db) > 0)
+		int64_t gone = sqlite3_changes(c->db);
+		if (k == 0)
+			c->recent_delta -= gone;
+		else if (k == 1)
+			c->frozen_delta -= gone;
+		if (k == 0 && gone > 0)
 			break;
 	}
 	return 0;
-}
-
-static int run_stmt(Catalog *c, StatementId id) {
-	sqlite3_stmt *s = stmt(c, id);
-	return s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
 }
 
 /*
@@ -1778,7 +2044,10 @@ static int run_stmt(Catalog *c, StatementId id) {
  */
 static int savepoint_begin(Catalog *c, bool *ret_own) {
 	*ret_own = sqlite3_get_autocommit(c->db);
-	return *ret_own ? run_stmt(c, STMT_SAVEPOINT) : 0;
+	if (!*ret_own)
+		return 0;
+	rows_begin(c);
+	return run_stmt(c, STMT_SAVEPOINT);
 }
 
 static int savepoint_end(Catalog *c, bool own, int r) {
@@ -1787,6 +2056,12 @@ static int savepoint_end(Catalog *c, bool own, int r) {
 	if (r < 0)
 		(void) run_stmt(c, STMT_SAVEPOINT_ROLLBACK);
 	int q = run_stmt(c, STMT_SAVEPOINT_RELEASE);
+	if (r < 0 && q >= 0)
+		rows_discard(c);
+	else if (q >= 0)
+		rows_commit(c);
+	else
+		rows_forget(c);
 	return r < 0 ? r : q;
 }
 
@@ -1903,13 +2178,13 @@ static int chunk_add(Catalog *c, const CatalogChunk *ch, bool recent_only, uint6
 	sqlite3_bind_blob(s, 2, ch->digest, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, (sqlite3_int64) id);
 	r = step_done(c, s);
+	/* Counted as soon as the row is in: a caller's transaction may commit it even if what follows fails. */
+	if (r >= 0)
+		c->recent_delta++;
 	if (r >= 0 && ch->refs > 0)
 		r = container_live_add(c, ch->container, ch->frame_size);
-	if (r >= 0) {
+	if (r >= 0)
 		*ret_id = id;
-		if (c->recent_bound != UINT64_MAX)
-			c->recent_bound++;
-	}
 end:
 	r = savepoint_end(c, own, r);
 out:
@@ -2274,12 +2549,6 @@ typedef struct MergeBudget {
 	int64_t deadline;
 } MergeBudget;
 
-static int64_t monotonic_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static bool budget_spent(const MergeBudget *b, uint64_t rows) {
 	return rows >= b->rows || (rows > 0 && monotonic_ns() >= b->deadline);
 }
@@ -2425,6 +2694,29 @@ static int frozen_count(Catalog *c, uint64_t *ret) {
 	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
 }
 
+/* The committed rows of chunk_recent (of chunk_frozen): from memory, or counted once (outside a transaction only). */
+static int recent_rows_get(Catalog *c, uint64_t *ret) {
+	if (c->recent_rows != UINT64_MAX) {
+		*ret = c->recent_rows;
+		return 0;
+	}
+	int r = recent_count(c, ret);
+	if (r >= 0 && !c->reader)
+		c->recent_rows = *ret;
+	return r;
+}
+
+static int frozen_rows_get(Catalog *c, uint64_t *ret) {
+	if (c->frozen_rows != UINT64_MAX) {
+		*ret = c->frozen_rows;
+		return 0;
+	}
+	int r = frozen_count(c, ret);
+	if (r >= 0 && !c->reader)
+		c->frozen_rows = *ret;
+	return r;
+}
+
 /*
  * Deletes the first rows of a dropped run (run > 0) or of chunk_merged
  * (run 0), as many as the budget allows, up to the last key read: a range
@@ -2518,7 +2810,7 @@ static int merge_start(Catalog *c, RunInfo *runs, size_t n, uint64_t recent_max,
 	if (!take)
 		return -ENOMEM;
 	merge_choose(runs, n, recent_max, take);
-	r = frozen_count(c, &frozen);
+	r = frozen_rows_get(c, &frozen);
 	if (r < 0)
 		return r;
 	*ret_froze = frozen == 0;
@@ -2656,10 +2948,9 @@ static int index_merge_step(Catalog *c, uint64_t recent_max, const MergeBudget *
 	}
 	if (!building) {
 		uint64_t recent = 0;
-		r = recent_count(c, &recent);
+		r = recent_rows_get(c, &recent);
 		if (r < 0)
 			return r;
-		c->recent_bound = recent;
 		if (recent <= recent_max)
 			return 0;
 		r = merge_start(c, runs, n, recent_max, ret_froze);
@@ -2670,7 +2961,7 @@ static int index_merge_step(Catalog *c, uint64_t recent_max, const MergeBudget *
 		return 1;
 	}
 	if (c->merge_recent == UINT64_MAX) {
-		r = frozen_count(c, &c->merge_recent);
+		r = frozen_rows_get(c, &c->merge_recent);
 		if (r < 0)
 			return r;
 	}
@@ -2708,13 +2999,11 @@ int catalog_index_merge_due(Catalog *c, uint64_t recent_max, uint64_t *ret_recen
 
 	lock(c);
 	r = merge_pending(c);
-	if (r >= 0 && (r > 0 || c->recent_bound > recent_max)) {
+	if (r >= 0) {
 		bool pending = r > 0;
-		r = recent_count(c, &n);
-		if (r >= 0) {
-			c->recent_bound = n;
+		r = recent_rows_get(c, &n);
+		if (r >= 0)
 			r = pending || n > recent_max;
-		}
 	}
 	unlock(c);
 	if (r > 0)
@@ -2733,12 +3022,15 @@ int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, ui
 			  .deadline = budget_ns ? monotonic_ns() + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2)
 						: INT64_MAX };
 	r = merge_pending(c);
-	if (r <= 0 && (r < 0 || c->recent_bound <= recent_max))
+	/* The open transaction's rows too: a merge asked for inside one is refused below, as when they are committed. */
+	if (r <= 0 && (r < 0 || (c->recent_rows != UINT64_MAX &&
+				 (int64_t) c->recent_rows + c->recent_delta <= (int64_t) MIN(recent_max, (uint64_t) INT64_MAX))))
 		goto out;
 	if (!sqlite3_get_autocommit(c->db)) {
 		r = -EBUSY;
 		goto out;
 	}
+	rows_begin(c);
 	r = exec(c, "BEGIN IMMEDIATE");
 	if (r < 0)
 		goto out;
@@ -2752,8 +3044,8 @@ int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, ui
 		if (!sqlite3_get_autocommit(c->db))
 			(void) exec(c, "ROLLBACK");
 		c->merging = -1;
-		c->recent_bound = UINT64_MAX;
 		c->merge_recent = UINT64_MAX;
+		rows_forget(c);
 		if (r == -EUCLEAN) {
 			/* Its own transaction: the failed batch's is gone. */
 			int q = exec(c, "BEGIN IMMEDIATE");
@@ -2768,8 +3060,13 @@ int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, ui
 	}
 	c->commits++;
 	c->merging = r;
-	if (froze)
-		c->recent_bound = 0;
+	rows_commit(c);
+	if (froze) {
+		c->frozen_rows = c->recent_rows;
+		c->recent_rows = 0;
+	}
+	if (m.done)
+		c->frozen_rows = 0;
 	if (r > 0 && m.run > 0 && ret)
 		*ret = m;
 out:
@@ -2782,9 +3079,9 @@ int catalog_index_get(Catalog *c, CatalogIndexState *ret) {
 	int r, rc;
 
 	lock(c);
-	r = recent_count(c, &st.recent);
+	r = recent_rows_get(c, &st.recent);
 	if (r >= 0)
-		r = frozen_count(c, &st.frozen);
+		r = frozen_rows_get(c, &st.frozen);
 	sqlite3_stmt *s = r >= 0 ? stmt(c, STMT_INDEX_RUNS) : NULL;
 	if (r >= 0 && !s)
 		r = catalog_result(sqlite3_errcode(c->db));
@@ -2992,13 +3289,17 @@ int catalog_open_reader(Catalog *c, Catalog **ret) {
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->recent_bound = UINT64_MAX;
+	r->recent_rows = r->frozen_rows = UINT64_MAX;
+	r->reader = true;
 	pthread_mutexattr_t attr;
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&r->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
 	pthread_mutex_init(&r->sync_lock, NULL);
+	pthread_mutex_init(&r->ckpt_run, NULL);
+	pthread_mutex_init(&r->ckpt_lock, NULL);
+	pthread_cond_init(&r->ckpt_cond, NULL);
 	int rc = sqlite3_open_v2(copy, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
 				 NULL);
 	if (rc != SQLITE_OK) {

@@ -119,14 +119,47 @@ Catalog *catalog_close(Catalog *c);
 int catalog_sync(Catalog *c);
 
 /*
- * Copies the WAL into the database file, syncs it, and cuts the WAL to zero
- * bytes.  SQLite checkpoints by itself every ~4 MiB of WAL but never shrinks
+ * Gives free pages back to the filesystem (in steps that hold the catalog
+ * lock CATALOG_VACUUM_BUDGET_NS each, up to CATALOG_VACUUM_CALL_NS per
+ * call: many may take several calls), copies the WAL into the
+ * database file, syncs it, and cuts the WAL to zero bytes.  SQLite (or the
+ * checkpointer, below) checkpoints every ~4 MiB of WAL but never shrinks
  * the file; the daemon calls this when it runs out of background work, so
  * an idle catalog takes only its real size on the hot tier.  Every commit so
  * far is durable when it returns 0.  Must not be called inside a
  * transaction (-EBUSY).
  */
 int catalog_checkpoint(Catalog *c);
+
+/*
+ * From now on the WAL is checkpointed by a thread of the catalog's, on a
+ * connection of its own, outside the catalog lock: a commit that fills the
+ * WAL past CATALOG_WAL_CHECKPOINT_PAGES wakes it, instead of checkpointing
+ * itself while holding the lock; past CATALOG_WAL_CHECKPOINT_MAX a commit
+ * still checkpoints (the WAL stays bounded if the thread falls behind).
+ * Durability is unchanged: a checkpoint syncs the database file before the
+ * WAL is reused, and catalog_sync() syncs the WAL.  Call it after the
+ * process forked for the last time (the thread does not survive a fork);
+ * catalog_close() stops it.  Returns 0 (also if started already), -EINVAL
+ * on a reader, -errno.
+ */
+int catalog_checkpointer_start(Catalog *c);
+
+/* SQLite's own default for its automatic checkpoint: 1000 pages (4 MiB) of WAL. */
+#define CATALOG_WAL_CHECKPOINT_PAGES 1000
+#define CATALOG_WAL_CHECKPOINT_MAX (16 * CATALOG_WAL_CHECKPOINT_PAGES)
+
+/*
+ * catalog_checkpoint() gives free pages back CATALOG_VACUUM_STEP_PAGES at a
+ * time, holds the catalog lock for about CATALOG_VACUUM_BUDGET_NS at a
+ * time, and for CATALOG_VACUUM_CALL_NS in all per call (the rest waits for
+ * the next call): a merge frees the pages of every run it took, and moving
+ * them all at once held the lock for minutes at 100M ids (bench/README.md,
+ * "Merge hold, the rest").
+ */
+#define CATALOG_VACUUM_STEP_PAGES 8
+#define CATALOG_VACUUM_BUDGET_NS (UINT64_C(20) * 1000 * 1000)
+#define CATALOG_VACUUM_CALL_NS (UINT64_C(1000) * 1000 * 1000)
 
 /* Transactions; begin takes the catalog lock until commit or rollback. */
 int catalog_begin(Catalog *c);

@@ -764,6 +764,12 @@ static int run(int argc, char **argv) {
 		goto out_unmount;
 	log_info("fratierfs %s mounted %s on %s", PACKAGE_VERSION, config.data_dir, opts.mountpoint);
 
+	/* After the fork of fuse_daemonize(): a thread does not survive one. */
+	r = catalog_checkpointer_start(fs.catalog);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the catalog's checkpoints: %m");
+		goto out_unmount;
+	}
 	r = fs_seal_schedule_pending(&fs);
 	if (r >= 0)
 		r = fs_sealer_start(&fs);

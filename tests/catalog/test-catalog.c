@@ -512,6 +512,50 @@ static void test_checkpoint(void) {
 	catalog_close(c);
 }
 
+/*
+ * With the checkpointer started, a commit that fills the WAL past
+ * CATALOG_WAL_CHECKPOINT_PAGES does not checkpoint itself: the thread does,
+ * on its own connection, and the database file grows by what it copies.
+ * catalog_checkpoint() still cuts the WAL, and everything is there after a
+ * reopen.
+ */
+static void test_checkpointer(void) {
+	char p[300], wal[310];
+	uint64_t cont, count = 0;
+	struct stat st;
+	Catalog *c;
+
+	snprintf(p, sizeof(p), "%s/checkpointer.db", dir);
+	snprintf(wal, sizeof(wal), "%s-wal", p);
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	CHECK(catalog_checkpointer_start(c) == 0);
+	CHECK(catalog_checkpointer_start(c) == 0); /* once is enough */
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	CHECK(catalog_checkpoint(c) == 0);
+	CHECK(stat(p, &st) == 0);
+	off_t before = st.st_size;
+	CHECK(catalog_begin(c) == 0);
+	for (uint32_t i = 0; i < 60000; i++) {
+		CatalogChunk ch = { .container = cont, .offset = i, .frame_size = 100, .plain_size = 100, .refs = 1 };
+		memcpy(ch.digest, &i, sizeof(i));
+		uint64_t id;
+		CHECK(catalog_chunk_add_new(c, &ch, &id) == 0);
+	}
+	CHECK(catalog_commit(c) == 0);
+	CHECK(file_size(wal) > (off_t) CATALOG_WAL_CHECKPOINT_PAGES * 4096);
+	/* Not a timing: a checkpointer that never ran. */
+	for (int k = 0; k < 6000 && stat(p, &st) == 0 && st.st_size < before + (off_t) (CATALOG_WAL_CHECKPOINT_PAGES / 2) * 4096; k++)
+		usleep(10 * 1000);
+	CHECK(st.st_size >= before + (off_t) (CATALOG_WAL_CHECKPOINT_PAGES / 2) * 4096);
+	CHECK(catalog_checkpoint(c) == 0);
+	CHECK(file_size(wal) == 0);
+	catalog_close(c);
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	CHECK(catalog_chunks_count(c, 0, &count) == 0 && count == 60000);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
 static int collect_logs(uint64_t ino, const CatalogArchivelog *a, void *userdata) {
 	char *out = userdata;
 	size_t n = strlen(out);
@@ -1148,6 +1192,83 @@ static void test_chunk_index_budget(void) {
 	catalog_close(c);
 }
 
+/* The recent and frozen tables' rows as this connection keeps them match what a reader counts. */
+static void index_counts_check(Catalog *c, uint64_t recent, uint64_t frozen) {
+	CatalogIndexState mine, counted;
+	Catalog *reader;
+
+	CHECK(catalog_index_get(c, &mine) == 0);
+	CHECK(catalog_open_reader(c, &reader) == 0);
+	CHECK(catalog_index_get(reader, &counted) == 0);
+	catalog_close(reader);
+	if (mine.recent != recent || mine.frozen != frozen || counted.recent != recent || counted.frozen != frozen)
+		fprintf(stderr, "index counts: kept %llu/%llu, counted %llu/%llu, expected %llu/%llu\n",
+			(unsigned long long) mine.recent, (unsigned long long) mine.frozen,
+			(unsigned long long) counted.recent, (unsigned long long) counted.frozen,
+			(unsigned long long) recent, (unsigned long long) frozen);
+	CHECK(mine.recent == recent && mine.frozen == frozen);
+	CHECK(counted.recent == recent && counted.frozen == frozen);
+}
+
+/*
+ * The recent and frozen tables' rows are kept in memory, not counted at a
+ * merge's start: committed adds count, rolled-back ones do not (a whole
+ * transaction, or a change's own savepoint), retire and delete take one
+ * off whichever table held it, a merge moves the recent table's to the
+ * frozen one and the swap empties it; a reopen counts them again.
+ */
+static void test_chunk_index_counts(void) {
+	uint64_t ids[64], cont, recent = 0;
+	CatalogIndexMerge m = {};
+	CatalogChunk got;
+	char p[300];
+	Catalog *c;
+
+	snprintf(p, sizeof(p), "%s/index-counts.db", dir);
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	CHECK(catalog_begin(c) == 0);
+	for (uint64_t i = 0; i < 20; i++)
+		ids[i] = index_add(c, cont, i, 1);
+	CHECK(catalog_commit(c) == 0);
+	index_counts_check(c, 20, 0);
+	CHECK(catalog_begin(c) == 0);
+	for (uint64_t i = 20; i < 30; i++)
+		ids[i] = index_add(c, cont, i, 1);
+	catalog_rollback(c);
+	index_counts_check(c, 20, 0);
+	/* An add the container's foreign key refuses counts nothing. */
+	CatalogChunk bad = { .tier = 0, .container = cont + 1000, .frame_size = 1, .plain_size = 1, .refs = 1 };
+	index_digest(63, bad.digest);
+	CHECK(catalog_chunk_add_new(c, &bad, &ids[63]) < 0);
+	CHECK(catalog_chunk_find(c, 0, bad.digest, &got) == -ENOENT);
+	index_counts_check(c, 20, 0);
+	for (uint64_t i = 30; i < 35; i++)
+		ids[i] = index_add(c, cont, i, 1);
+	index_counts_check(c, 25, 0);
+	CHECK(catalog_chunk_retire(c, ids[1]) == 0);
+	CHECK(catalog_chunk_ref(c, ids[2], -1) == 0 && catalog_chunk_delete(c, ids[2]) == 0);
+	index_counts_check(c, 23, 0);
+	CHECK(catalog_index_merge_due(c, 10, &recent) == 1 && recent == 23);
+
+	/* The merge's start freezes them; adds go to a fresh recent table, a retire reaches the frozen one. */
+	CHECK(catalog_index_merge_step(c, 10, 1, 0, &m) == 1 && m.entries == 0);
+	index_counts_check(c, 0, 23);
+	for (uint64_t i = 40; i < 45; i++)
+		ids[i] = index_add(c, cont, i, 1);
+	CHECK(catalog_chunk_retire(c, ids[3]) == 0);
+	index_counts_check(c, 5, 22);
+	while (catalog_index_merge_step(c, 10, 1, 0, &m) == 1 && !m.done) {
+	}
+	CHECK(m.done && m.recent == 23 && m.entries == 22);
+	index_counts_check(c, 5, 0);
+	catalog_close(c);
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	index_counts_check(c, 5, 0);
+	CHECK(catalog_index_merge_due(c, 4, &recent) == 1 && recent == 5);
+	catalog_close(c);
+}
+
 typedef struct ChunkList {
 	CatalogChunk v[64];
 	size_t n;
@@ -1301,6 +1422,7 @@ int main(void) {
 	test_chunks_and_recipes();
 	test_chunks_ref_batch();
 	test_checkpoint();
+	test_checkpointer();
 	test_archivelogs();
 	test_pins();
 	test_history();
@@ -1308,6 +1430,7 @@ int main(void) {
 	test_chunk_index();
 	test_chunk_index_batches();
 	test_chunk_index_budget();
+	test_chunk_index_counts();
 	test_regions_upgrade();
 	test_shrinks();
 	test_bad_files();
