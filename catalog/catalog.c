@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -571,6 +572,26 @@ struct Catalog {
 	sqlite3 *db;
 	char *wal_path;
 	pthread_mutex_t lock; /* recursive; outermost lock of the daemon: take it before no other */
+	unsigned depth;       /* protected by lock: how many times its holder holds it */
+	/*
+	 * A mutex let go is taken straight back by the thread that let it go,
+	 * ahead of the threads woken to wait for it (they need tens of
+	 * microseconds to run): a merge's batches or the vacuum's steps, one
+	 * after another, would keep every FUSE thread out for the whole merge.
+	 * So after a batch or a step (unlock_yield()) the background thread
+	 * waits, if any thread was waiting for the lock, until one has had it.
+	 * yield_lock is a leaf, taken under lock or without it.
+	 */
+	atomic_uint lock_waiting;       /* threads in lock() not holding it yet */
+	atomic_uint_fast64_t lock_waits; /* acquisitions that waited */
+	atomic_uint_fast64_t lock_yields;
+	atomic_uint yielding;           /* threads in unlock_yield() waiting for a waiter */
+	pthread_mutex_t yield_lock;
+	pthread_cond_t yield_cond;      /* with yield_lock: a waiter has had the lock */
+	uint64_t vacuum_step_ns;        /* protected by lock (catalog_vacuum_budget_set()) */
+	uint64_t vacuum_call_ns;        /* protected by lock */
+	atomic_uint_fast64_t vacuum_calls, vacuum_steps, vacuum_pages, vacuum_cut;
+	atomic_uint_fast64_t vacuum_left;
 	sqlite3_stmt *stmts[_STMT_MAX]; /* protected by lock */
 	uint64_t commits;               /* protected by lock: bumped by every change */
 	uint64_t synced;                /* protected by sync_lock: commits known durable */
@@ -641,11 +662,67 @@ static int catalog_result(int rc) {
 }
 
 static void lock(Catalog *c) {
-	pthread_mutex_lock(&c->lock);
+	if (pthread_mutex_trylock(&c->lock) != 0) {
+		atomic_fetch_add(&c->lock_waiting, 1);
+		pthread_mutex_lock(&c->lock);
+		atomic_fetch_sub(&c->lock_waiting, 1);
+		atomic_fetch_add(&c->lock_waits, 1);
+		/* Seen by unlock_yield(), which reads lock_waits after raising yielding: one of the two sees the other. */
+		if (atomic_load(&c->yielding) > 0) {
+			pthread_mutex_lock(&c->yield_lock);
+			pthread_cond_broadcast(&c->yield_cond);
+			pthread_mutex_unlock(&c->yield_lock);
+		}
+	}
+	c->depth++;
 }
 
 static void unlock(Catalog *c) {
+	c->depth--;
 	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * For the background's batches and steps: lets go of the lock and, when it
+ * let it go for good while threads waited for it, returns once one of them
+ * has had it (see lock_waiting).  A thread that came to wait after the
+ * unlock waits for the next batch.
+ */
+static void unlock_yield(Catalog *c) {
+	bool last = c->depth == 1;
+	uint64_t seen = atomic_load(&c->lock_waits);
+	unsigned waiting = atomic_load(&c->lock_waiting);
+
+	unlock(c);
+	if (!last || waiting == 0)
+		return;
+	pthread_mutex_lock(&c->yield_lock);
+	atomic_fetch_add(&c->yielding, 1);
+	while (atomic_load(&c->lock_waits) == seen)
+		pthread_cond_wait(&c->yield_cond, &c->yield_lock);
+	atomic_fetch_sub(&c->yielding, 1);
+	pthread_mutex_unlock(&c->yield_lock);
+	atomic_fetch_add_explicit(&c->lock_yields, 1, memory_order_relaxed);
+}
+
+void catalog_stats_get(Catalog *c, CatalogStats *ret) {
+	*ret = (CatalogStats) {
+		.lock_waiting = atomic_load(&c->lock_waiting),
+		.lock_waits = atomic_load(&c->lock_waits),
+		.lock_yields = atomic_load(&c->lock_yields),
+		.vacuum_calls = atomic_load(&c->vacuum_calls),
+		.vacuum_steps = atomic_load(&c->vacuum_steps),
+		.vacuum_pages = atomic_load(&c->vacuum_pages),
+		.vacuum_cut = atomic_load(&c->vacuum_cut),
+		.vacuum_left = atomic_load(&c->vacuum_left),
+	};
+}
+
+void catalog_vacuum_budget_set(Catalog *c, uint64_t step_ns, uint64_t call_ns) {
+	lock(c);
+	c->vacuum_step_ns = step_ns;
+	c->vacuum_call_ns = call_ns;
+	unlock(c);
 }
 
 /* Returns the cached statement, reset and unbound; NULL only on prepare failure. */
@@ -794,6 +871,8 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	c->recent_rows = c->frozen_rows = UINT64_MAX;
 	c->merging = -1;
 	c->merge_recent = UINT64_MAX;
+	c->vacuum_step_ns = CATALOG_VACUUM_BUDGET_NS;
+	c->vacuum_call_ns = CATALOG_VACUUM_CALL_NS;
 	if (asprintf(&c->wal_path, "%s-wal", path) < 0) {
 		c->wal_path = NULL;
 		return -ENOMEM;
@@ -806,6 +885,8 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	pthread_mutex_init(&c->ckpt_run, NULL);
 	pthread_mutex_init(&c->ckpt_lock, NULL);
 	pthread_cond_init(&c->ckpt_cond, NULL);
+	pthread_mutex_init(&c->yield_lock, NULL);
+	pthread_cond_init(&c->yield_cond, NULL);
 
 	int rc = sqlite3_open_v2(path, &c->db,
 				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
@@ -898,6 +979,8 @@ Catalog *catalog_close(Catalog *c) {
 	pthread_mutex_destroy(&c->ckpt_run);
 	pthread_mutex_destroy(&c->ckpt_lock);
 	pthread_cond_destroy(&c->ckpt_cond);
+	pthread_mutex_destroy(&c->yield_lock);
+	pthread_cond_destroy(&c->yield_cond);
 	free(c->wal_path);
 	free(c);
 	return NULL;
@@ -1048,12 +1131,14 @@ static int freelist_count(Catalog *c, int64_t *ret) {
 	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
 }
 
-static int vacuum_step(Catalog *c) {
-	int64_t deadline = monotonic_ns() + (int64_t) CATALOG_VACUUM_BUDGET_NS, left = 0, before;
+static int vacuum_step(Catalog *c, uint64_t budget_ns, int64_t *ret_left) {
+	int64_t deadline = monotonic_ns() + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2), left = 0, before, first;
 
 	int r = freelist_count(c, &left);
+	*ret_left = left;
 	if (r < 0 || left == 0)
 		return r;
+	first = left;
 	r = exec(c, "BEGIN IMMEDIATE");
 	while (r >= 0) {
 		before = left;
@@ -1066,8 +1151,12 @@ static int vacuum_step(Catalog *c) {
 	}
 	if (r >= 0) {
 		r = exec(c, "COMMIT");
-		if (r >= 0)
+		if (r >= 0) {
 			c->commits++;
+			*ret_left = left;
+			atomic_fetch_add_explicit(&c->vacuum_steps, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&c->vacuum_pages, (uint64_t) (first - left), memory_order_relaxed);
+		}
 	}
 	if (r < 0 && !sqlite3_get_autocommit(c->db))
 		(void) exec(c, "ROLLBACK");
@@ -1082,24 +1171,29 @@ int catalog_checkpoint(Catalog *c) {
 	 * Free pages back to the filesystem first (a no-op without auto_vacuum),
 	 * so the checkpoint carries them.  After a merge of the whole index
 	 * there are millions (1.2M pages, about 30 minutes of steps at 100M
-	 * ids): a call gives back CATALOG_VACUUM_CALL_NS of them, the next
-	 * calls the rest; and the lock is left free after each step for as
-	 * long as the step held it, lest this thread take it straight back
-	 * from the FUSE threads woken to wait for it.
+	 * ids): a call gives back vacuum_call_ns of them, the next calls the
+	 * rest.  After each step the threads that waited for the lock have it
+	 * first (unlock_yield()), and it stays free for as long as the step
+	 * held it, for those that come meanwhile.
 	 */
-	int64_t held = 0;
+	int64_t held = 0, left = 0, call_ns;
 	do {
 		int64_t t = monotonic_ns();
 		lock(c);
-		r = sqlite3_get_autocommit(c->db) ? vacuum_step(c) : -EBUSY;
-		unlock(c);
+		call_ns = (int64_t) MIN(c->vacuum_call_ns, (uint64_t) INT64_MAX);
+		r = sqlite3_get_autocommit(c->db) ? vacuum_step(c, c->vacuum_step_ns, &left) : -EBUSY;
+		unlock_yield(c);
 		t = monotonic_ns() - t;
 		held += t;
-		if (r > 0 && held < (int64_t) CATALOG_VACUUM_CALL_NS)
+		if (r > 0 && held < call_ns)
 			(void) nanosleep(&(struct timespec) { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 }, NULL);
-	} while (r > 0 && held < (int64_t) CATALOG_VACUUM_CALL_NS);
+	} while (r > 0 && held < call_ns);
 	if (r < 0)
 		return r;
+	atomic_fetch_add_explicit(&c->vacuum_calls, 1, memory_order_relaxed);
+	atomic_store_explicit(&c->vacuum_left, (uint64_t) left, memory_order_relaxed);
+	if (r > 0)
+		atomic_fetch_add_explicit(&c->vacuum_cut, 1, memory_order_relaxed);
 	/* Most of the WAL beside the writer; under the lock only what was committed meanwhile, and the cut. */
 	if (c->ckpt_db) {
 		pthread_mutex_lock(&c->ckpt_run);
@@ -3070,7 +3164,8 @@ int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, ui
 	if (r > 0 && m.run > 0 && ret)
 		*ret = m;
 out:
-	unlock(c);
+	/* The merge thread calls again at once (when the throttle does not pace it): waiters first. */
+	unlock_yield(c);
 	return r;
 }
 

@@ -121,7 +121,8 @@ int catalog_sync(Catalog *c);
 /*
  * Gives free pages back to the filesystem (in steps that hold the catalog
  * lock CATALOG_VACUUM_BUDGET_NS each, up to CATALOG_VACUUM_CALL_NS per
- * call: many may take several calls), copies the WAL into the
+ * call: many may take several calls; the threads waiting for the lock have
+ * it between two steps), copies the WAL into the
  * database file, syncs it, and cuts the WAL to zero bytes.  SQLite (or the
  * checkpointer, below) checkpoints every ~4 MiB of WAL but never shrinks
  * the file; the daemon calls this when it runs out of background work, so
@@ -160,6 +161,36 @@ int catalog_checkpointer_start(Catalog *c);
 #define CATALOG_VACUUM_STEP_PAGES 8
 #define CATALOG_VACUUM_BUDGET_NS (UINT64_C(20) * 1000 * 1000)
 #define CATALOG_VACUUM_CALL_NS (UINT64_C(1000) * 1000 * 1000)
+
+/*
+ * Sets how long one step of catalog_checkpoint()'s vacuum holds the lock
+ * (step_ns) and how much lock time a call spends on steps in all (call_ns;
+ * a call that reaches it leaves the rest for the next):
+ * CATALOG_VACUUM_BUDGET_NS and CATALOG_VACUUM_CALL_NS when opened.  A step
+ * gives back CATALOG_VACUUM_STEP_PAGES at least (one incremental_vacuum)
+ * and a call does one step at least, so 0 and 0 give back one statement's
+ * pages per call (fewer only when fewer are free), whatever the machine's
+ * speed.
+ */
+void catalog_vacuum_budget_set(Catalog *c, uint64_t step_ns, uint64_t call_ns);
+
+/* Counters since open.  Can't fail; takes no lock. */
+typedef struct CatalogStats {
+	unsigned lock_waiting;  /* threads waiting for the catalog lock now */
+	uint64_t lock_waits;    /* acquisitions of the lock that had to wait */
+	/*
+	 * A merge batch or a vacuum step that let the lock go while threads
+	 * waited for it, and waited until one of them had it before it went on.
+	 */
+	uint64_t lock_yields;
+	uint64_t vacuum_calls;  /* catalog_checkpoint() calls that reached the vacuum */
+	uint64_t vacuum_steps;  /* its committed steps (one transaction each) */
+	uint64_t vacuum_pages;  /* free pages they gave back */
+	uint64_t vacuum_cut;    /* calls that stopped at vacuum_call_ns with free pages left */
+	uint64_t vacuum_left;   /* free pages the last call left */
+} CatalogStats;
+
+void catalog_stats_get(Catalog *c, CatalogStats *ret);
 
 /* Transactions; begin takes the catalog lock until commit or rollback. */
 int catalog_begin(Catalog *c);
@@ -401,26 +432,28 @@ typedef struct CatalogIndexMerge {
 /*
  * Does one batch of a merge of the index, in a transaction of its own: the
  * catalog lock is held for that batch alone, so the FUSE threads wait for
- * a batch at most, never for a whole merge.  With no merge under way and
- * more than recent_max ids in the recent table, the first batch starts one:
- * the recent table is frozen (renamed: a fresh one takes new ids) and the
- * runs due (above) marked; the batches then copy them, in (tier, digest)
- * order, into a new run that look-ups skip until the batch that swaps it in
- * and drops them (their rows go in the batches after).  The frozen table
- * and the runs stay complete and looked in until the swap; retire and delete
- * take an entry out of the new run too.  The merge's state is in the
- * catalog alone: after a crash (or a stop between batches) the next call
- * resumes it where it stopped.  A batch writes or deletes batch rows at
- * most, and no more once it has held the lock budget_ns (wall clock; 0:
- * no bound but rows), but one row at least, so that every merge ends; the
- * commit that ends it comes after.  Returns 1 (a batch done, the merge goes
- * on: call again; *ret, when ret is not NULL, describes the merge,
- * untouched by a batch that only deletes rows), 0 (nothing to do, or this
- * batch ended the merge: the next call starts another if one is due),
- * -EBUSY (called inside a
- * transaction), -EUCLEAN (a digest in two tables: the new run is dropped
- * in the next batches, the frozen table and the runs stay as they were,
- * and a later merge meets the same duplicate), or an error.
+ * a batch at most, never for a whole merge (if threads waited for the lock
+ * when the batch let it go, it returns once one of them has had it: a
+ * caller asking again at once would otherwise take it straight back).
+ * With no merge under way and more than recent_max ids in the recent
+ * table, the first batch starts one: the recent table is frozen (renamed:
+ * a fresh one takes new ids) and the runs due (above) marked; the batches
+ * then copy them, in (tier, digest) order, into a new run that look-ups
+ * skip until the batch that swaps it in and drops them (their rows go in
+ * the batches after).  The frozen table and the runs stay complete and
+ * looked in until the swap; retire and delete take an entry out of the new
+ * run too.  The merge's state is in the catalog alone: after a crash (or a
+ * stop between batches) the next call resumes it where it stopped.  A
+ * batch writes or deletes batch rows at most, and no more once it has held
+ * the lock budget_ns (wall clock; 0: no bound but rows), but one row at
+ * least, so that every merge ends; the commit that ends it comes after.
+ * Returns 1 (a batch done, the merge goes on: call again; *ret, when ret
+ * is not NULL, describes the merge, untouched by a batch that only deletes
+ * rows), 0 (nothing to do, or this batch ended the merge: the next call
+ * starts another if one is due), -EBUSY (called inside a transaction),
+ * -EUCLEAN (a digest in two tables: the new run is dropped in the next
+ * batches, the frozen table and the runs stay as they were, and a later
+ * merge meets the same duplicate), or an error.
  */
 int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, uint64_t budget_ns,
 			     CatalogIndexMerge *ret);

@@ -293,6 +293,26 @@ static int add_throttle_status(Conn *c) {
 	return r;
 }
 
+/* The catalog lock's waits and hand-overs, and the vacuum's progress (catalog/catalog.h, CatalogStats). */
+static int add_catalog_status(Conn *c) {
+	CatalogStats st;
+	catalog_stats_get(fs_catalog(c->fs), &st);
+	int r = control_add_u64(c, "catalog_lock_waits", st.lock_waits);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_lock_yields", st.lock_yields);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_vacuum_calls", st.vacuum_calls);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_vacuum_steps", st.vacuum_steps);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_vacuum_pages", st.vacuum_pages);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_vacuum_cut", st.vacuum_cut);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_vacuum_left", st.vacuum_left);
+	return r;
+}
+
 static int collect_raw(uint64_t ino, void *userdata) {
 	FileVec *v = userdata;
 	if (v->n == v->cap) {
@@ -511,6 +531,8 @@ int control_status(Conn *c) {
 		r = add_policy_status(c);
 	if (r >= 0)
 		r = add_throttle_status(c);
+	if (r >= 0)
+		r = add_catalog_status(c);
 	if (r >= 0 && tp_known)
 		r = control_add_u64(c, "seal_rate", tp_sealed);
 	if (r >= 0 && tp_known)

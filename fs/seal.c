@@ -168,8 +168,11 @@ typedef struct FsSealWorker {
 /*
  * The catalog's digest index: once its recent table passed index_recent
  * ids, merged into a sorted run (catalog_index_merge_step()), batch by
- * batch: the catalog lock is free between batches, so the FUSE threads
- * wait for a batch at most, and the throttle paces the batches
+ * batch: the catalog lock is free between batches, and of the threads
+ * waiting for it as a batch ends one at least has it before the next
+ * batch (the throttle may not pause this thread at all), so a FUSE thread
+ * waits for a batch or for as many as there are threads ahead of it,
+ * never for a whole merge; the throttle paces the batches
  * (FS_THROTTLE_INDEX) while the foreground is busy.  A stop between
  * batches leaves the merge to the next mount, whose merge thread resumes
  * it as it starts (resume_only: it starts none).  Logged before and after:

@@ -6,7 +6,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1408,6 +1411,172 @@ static void test_shrinks(void) {
 	catalog_close(c);
 }
 
+/* A catalog of n chunks, checkpointed, whose rows are then all deleted: their pages are free. */
+static Catalog *emptied(const char *p, unsigned n) {
+	uint64_t cont, id;
+	Catalog *c;
+
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	CHECK(catalog_begin(c) == 0);
+	for (unsigned i = 0; i < n; i++) {
+		CatalogChunk ch = { .container = cont, .offset = 64, .frame_size = 100, .plain_size = 100 };
+		memcpy(ch.digest, &i, sizeof(i));
+		CHECK(catalog_chunk_add(c, &ch, &id) == 0);
+	}
+	CHECK(catalog_commit(c) == 0);
+	CHECK(catalog_checkpoint(c) == 0);
+	CHECK(catalog_begin(c) == 0);
+	for (id = 1; id <= n; id++)
+		CHECK(catalog_chunk_delete(c, id) == 0);
+	CHECK(catalog_commit(c) == 0);
+	return c;
+}
+
+/*
+ * catalog_checkpoint() gives free pages back in steps, a bounded amount per
+ * call.  Budgets of 0 make a call one step of one incremental_vacuum
+ * whatever the machine's speed, so the bounds are checked in pages, not
+ * time; calls one after another give back the rest, down to the size of
+ * the same catalog given back in one go.
+ */
+static void test_vacuum_cap(void) {
+	char p1[300], p2[300];
+	CatalogStats st, prev;
+	struct stat whole, stepped;
+	Catalog *c;
+
+	snprintf(p1, sizeof(p1), "%s/vacuum-whole.db", dir);
+	c = emptied(p1, 10000);
+	catalog_vacuum_budget_set(c, UINT64_MAX, UINT64_MAX);
+	CHECK(catalog_checkpoint(c) == 0);
+	catalog_stats_get(c, &st);
+	CHECK(st.vacuum_left == 0 && st.vacuum_cut == 0 && st.vacuum_pages > 20 * CATALOG_VACUUM_STEP_PAGES);
+	uint64_t freed = st.vacuum_pages;
+	CHECK(stat(p1, &whole) == 0);
+	catalog_close(c);
+
+	snprintf(p2, sizeof(p2), "%s/vacuum-stepped.db", dir);
+	c = emptied(p2, 10000);
+	catalog_vacuum_budget_set(c, 0, 0);
+	catalog_stats_get(c, &prev);
+	unsigned calls = 0;
+	do {
+		CHECK(catalog_checkpoint(c) == 0);
+		catalog_stats_get(c, &st);
+		CHECK(st.vacuum_calls == prev.vacuum_calls + 1);
+		CHECK(st.vacuum_steps == prev.vacuum_steps + 1);
+		CHECK(st.vacuum_pages > prev.vacuum_pages && st.vacuum_pages <= prev.vacuum_pages + CATALOG_VACUUM_STEP_PAGES);
+		CHECK(st.vacuum_cut == prev.vacuum_cut + (st.vacuum_left > 0));
+		prev = st;
+	} while (st.vacuum_left > 0 && ++calls <= freed);
+	CHECK(st.vacuum_left == 0 && st.vacuum_pages == freed);
+	CHECK(calls >= freed / CATALOG_VACUUM_STEP_PAGES - 1);
+	CHECK(stat(p2, &stepped) == 0);
+	CHECK(stepped.st_size == whole.st_size);
+	CHECK(catalog_check(c) == 0);
+	catalog_close(c);
+}
+
+/*
+ * A thread waiting for the catalog lock has it between two batches of a
+ * merge (or two steps of the vacuum), though the background thread asks
+ * for it again at once.  Not a timing: the waiter blocks on the lock
+ * before the first batch (both are counted waiting while the test holds
+ * it), and notes, holding the lock, how far the background had got.
+ */
+typedef struct Handoff {
+	Catalog *c;
+	bool vacuum;
+	atomic_uint batches; /* the merge's batches done */
+	uint64_t seen;       /* batches done, or pages given back, when the waiter had the lock */
+	int r;
+} Handoff;
+
+static void *background_batches(void *userdata) {
+	Handoff *h = userdata;
+
+	if (h->vacuum) {
+		h->r = catalog_checkpoint(h->c);
+		return NULL;
+	}
+	while ((h->r = catalog_index_merge_step(h->c, 10, 1, 0, NULL)) == 1)
+		atomic_fetch_add(&h->batches, 1);
+	return NULL;
+}
+
+static void *waiter(void *userdata) {
+	Handoff *h = userdata;
+	CatalogStats st;
+
+	h->seen = UINT64_MAX;
+	if (catalog_begin(h->c) < 0)
+		return NULL;
+	catalog_stats_get(h->c, &st);
+	h->seen = h->vacuum ? st.vacuum_pages : atomic_load(&h->batches);
+	catalog_rollback(h->c);
+	return NULL;
+}
+
+static void wait_for_waiters(Catalog *c, unsigned n) {
+	CatalogStats st;
+	for (catalog_stats_get(c, &st); st.lock_waiting < n; catalog_stats_get(c, &st))
+		sched_yield();
+}
+
+static void handoff(Handoff *h) {
+	pthread_t bg, w;
+
+	CHECK(catalog_begin(h->c) == 0);
+	CHECK(pthread_create(&bg, NULL, background_batches, h) == 0);
+	wait_for_waiters(h->c, 1);
+	CHECK(pthread_create(&w, NULL, waiter, h) == 0);
+	wait_for_waiters(h->c, 2);
+	catalog_rollback(h->c);
+	pthread_join(w, NULL);
+	pthread_join(bg, NULL);
+}
+
+static void test_lock_yield(void) {
+	char p[300];
+	CatalogStats st;
+	uint64_t cont, recent = 0;
+	Catalog *c;
+
+	snprintf(p, sizeof(p), "%s/yield.db", dir);
+	CHECK(catalog_open(p, 0, 0, &c) == 0);
+	CHECK(catalog_container_new(c, 0, &cont) == 0);
+	/* Rounds: a background thread that took the lock back at once might lose one race, not five. */
+	for (uint32_t round = 0; round < 5; round++) {
+		CHECK(catalog_begin(c) == 0);
+		for (uint32_t i = round * 200; i < (round + 1) * 200; i++) {
+			CatalogChunk ch = { .container = cont, .offset = i, .frame_size = 100, .plain_size = 100, .refs = 1 };
+			memcpy(ch.digest, &i, sizeof(i));
+			uint64_t id;
+			CHECK(catalog_chunk_add_new(c, &ch, &id) == 0);
+		}
+		CHECK(catalog_commit(c) == 0);
+		CHECK(catalog_index_merge_due(c, 10, &recent) == 1 && recent == 200);
+		Handoff h = { .c = c };
+		handoff(&h);
+		CHECK(h.r == 0 && atomic_load(&h.batches) > 100);
+		CHECK(h.seen <= 1);
+	}
+	catalog_stats_get(c, &st);
+	CHECK(st.lock_waits >= 10 && st.lock_waiting == 0);
+	catalog_close(c);
+
+	snprintf(p, sizeof(p), "%s/yield-vacuum.db", dir);
+	c = emptied(p, 10000);
+	catalog_vacuum_budget_set(c, 0, UINT64_MAX);
+	Handoff h = { .c = c, .vacuum = true };
+	handoff(&h);
+	catalog_stats_get(c, &st);
+	CHECK(h.r == 0 && st.vacuum_left == 0 && st.vacuum_steps > 20);
+	CHECK(h.seen <= CATALOG_VACUUM_STEP_PAGES);
+	catalog_close(c);
+}
+
 int main(void) {
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
@@ -1433,6 +1602,8 @@ int main(void) {
 	test_chunk_index_counts();
 	test_regions_upgrade();
 	test_shrinks();
+	test_vacuum_cap();
+	test_lock_yield();
 	test_bad_files();
 
 	char cmd[300];

@@ -2044,6 +2044,18 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const 
 			fprintf(f, "fratier_throttle_wait_seconds_total{work=\"%s\"} %.6f\n", throttle_kinds[k],
 				(double) throttle_get(m, throttle_kinds[k], "wait_us") / 1e6);
 	}
+	if (ctl_message_get(m, 0, "catalog_lock_waits")) {
+		metric_head(f, "fratier_catalog_lock_waits_total", "counter", "Takings of the catalog lock that waited for it.");
+		fprintf(f, "fratier_catalog_lock_waits_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "catalog_lock_waits"));
+		metric_head(f, "fratier_catalog_lock_yields_total", "counter",
+			    "Index merge batches and vacuum steps that handed the catalog lock to a thread waiting for it.");
+		fprintf(f, "fratier_catalog_lock_yields_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "catalog_lock_yields"));
+		metric_head(f, "fratier_catalog_vacuum_pages_total", "counter", "Free catalog pages given back to the filesystem.");
+		fprintf(f, "fratier_catalog_vacuum_pages_total %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "catalog_vacuum_pages"));
+		metric_head(f, "fratier_catalog_vacuum_left_pages", "gauge",
+			    "Free catalog pages the last checkpoint left for the next ones.");
+		fprintf(f, "fratier_catalog_vacuum_left_pages %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "catalog_vacuum_left"));
+	}
 	metric_head(f, "fratier_seal_backlog_seconds", "gauge",
 		    "Seconds since the last change of the oldest file still waiting to be sealed (0: none).");
 	fprintf(f, "fratier_seal_backlog_seconds %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "seal_backlog"));

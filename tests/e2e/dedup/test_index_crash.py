@@ -192,6 +192,8 @@ def main():
         paced = sum(int(st.get("throttle_index_%s" % what, 0)) for what in ("busy", "idle"))
         res.check(not merge_left or paced > 0,
                   "the merge was not paced under its kind: throttle_index_busy + _idle = %d" % paced)
+        res.check(all("catalog_%s" % k in st for k in ("lock_waits", "lock_yields", "vacuum_pages", "vacuum_left")),
+                  "status shows no catalog lock or vacuum counters")
         fs.stop()
         recent, frozen, runs, building = ballast_where(fs)
         print("repeat: %d bytes, the hot tier grew by %d; ballast %d in the recent table, %d frozen, %d in runs"

@@ -713,7 +713,8 @@ def check_metrics(res, ctl, fs, total_logical):
     res.check(samples.get(("fratier_tier_stored_bytes", hot)) == containers,
               "metrics stored %r, on disk %d" % (samples.get(("fratier_tier_stored_bytes", hot)), containers))
     res.check(samples.get(("fratier_up", ())) == 1 and ("fratier_queue_depth", (("queue", "seal"),)) in samples
-              and samples.get(("fratier_tier_dedup_ratio", hot), 0) > 1 and ("fratier_errors_total", ()) in samples,
+              and samples.get(("fratier_tier_dedup_ratio", hot), 0) > 1 and ("fratier_errors_total", ()) in samples
+              and ("fratier_catalog_lock_waits_total", ()) in samples and ("fratier_catalog_vacuum_left_pages", ()) in samples,
               "metrics families present: %r" % sorted(set(k[0] for k in samples)))
 
 
