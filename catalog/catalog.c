@@ -1120,21 +1120,23 @@ static int run_stmt(Catalog *c, StatementId id) {
 	return s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
 }
 
-static int freelist_count(Catalog *c, int64_t *ret) {
-	sqlite3_stmt *s = stmt(c, STMT_FREELIST_COUNT);
+/* Runs a statement whose one row holds one count (a pragma, a count(*)). */
+static int count_get(Catalog *c, StatementId id, uint64_t *ret) {
+	sqlite3_stmt *s = stmt(c, id);
 	if (!s)
 		return catalog_result(sqlite3_errcode(c->db));
 	int rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		*ret = sqlite3_column_int64(s, 0);
+		*ret = (uint64_t) sqlite3_column_int64(s, 0);
 	finish(s);
 	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
 }
 
-static int vacuum_step(Catalog *c, uint64_t budget_ns, int64_t *ret_left) {
-	int64_t deadline = monotonic_ns() + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2), left = 0, before, first;
+static int vacuum_step(Catalog *c, uint64_t budget_ns, uint64_t *ret_left) {
+	int64_t deadline = monotonic_ns() + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2);
+	uint64_t left = 0, before, first;
 
-	int r = freelist_count(c, &left);
+	int r = count_get(c, STMT_FREELIST_COUNT, &left);
 	*ret_left = left;
 	if (r < 0 || left == 0)
 		return r;
@@ -1144,7 +1146,7 @@ static int vacuum_step(Catalog *c, uint64_t budget_ns, int64_t *ret_left) {
 		before = left;
 		r = run_stmt(c, STMT_VACUUM_STEP);
 		if (r >= 0)
-			r = freelist_count(c, &left);
+			r = count_get(c, STMT_FREELIST_COUNT, &left);
 		/* Without auto_vacuum (a catalog older than it) the pages stay free: nothing to step through. */
 		if (r < 0 || left == 0 || left >= before || monotonic_ns() >= deadline)
 			break;
@@ -1155,7 +1157,7 @@ static int vacuum_step(Catalog *c, uint64_t budget_ns, int64_t *ret_left) {
 			c->commits++;
 			*ret_left = left;
 			atomic_fetch_add_explicit(&c->vacuum_steps, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&c->vacuum_pages, (uint64_t) (first - left), memory_order_relaxed);
+			atomic_fetch_add_explicit(&c->vacuum_pages, first - left, memory_order_relaxed);
 		}
 	}
 	if (r < 0 && !sqlite3_get_autocommit(c->db))
@@ -1176,7 +1178,8 @@ int catalog_checkpoint(Catalog *c) {
 	 * first (unlock_yield()), and it stays free for as long as the step
 	 * held it, for those that come meanwhile.
 	 */
-	int64_t held = 0, left = 0, call_ns;
+	int64_t held = 0, call_ns;
+	uint64_t left = 0;
 	do {
 		int64_t t = monotonic_ns();
 		lock(c);
@@ -1191,7 +1194,7 @@ int catalog_checkpoint(Catalog *c) {
 	if (r < 0)
 		return r;
 	atomic_fetch_add_explicit(&c->vacuum_calls, 1, memory_order_relaxed);
-	atomic_store_explicit(&c->vacuum_left, (uint64_t) left, memory_order_relaxed);
+	atomic_store_explicit(&c->vacuum_left, left, memory_order_relaxed);
 	if (r > 0)
 		atomic_fetch_add_explicit(&c->vacuum_cut, 1, memory_order_relaxed);
 	/* Most of the WAL beside the writer; under the lock only what was committed meanwhile, and the cut. */
@@ -2766,35 +2769,13 @@ static int run_set(Catalog *c, StatementId id, uint64_t value, uint64_t run) {
 	return step_done(c, s);
 }
 
-static int recent_count(Catalog *c, uint64_t *ret) {
-	sqlite3_stmt *s = stmt(c, STMT_INDEX_RECENT_COUNT);
-	if (!s)
-		return catalog_result(sqlite3_errcode(c->db));
-	int rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*ret = (uint64_t) sqlite3_column_int64(s, 0);
-	finish(s);
-	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
-}
-
-static int frozen_count(Catalog *c, uint64_t *ret) {
-	sqlite3_stmt *s = stmt(c, STMT_INDEX_FROZEN_COUNT);
-	if (!s)
-		return catalog_result(sqlite3_errcode(c->db));
-	int rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*ret = (uint64_t) sqlite3_column_int64(s, 0);
-	finish(s);
-	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
-}
-
 /* The committed rows of chunk_recent (of chunk_frozen): from memory, or counted once (outside a transaction only). */
 static int recent_rows_get(Catalog *c, uint64_t *ret) {
 	if (c->recent_rows != UINT64_MAX) {
 		*ret = c->recent_rows;
 		return 0;
 	}
-	int r = recent_count(c, ret);
+	int r = count_get(c, STMT_INDEX_RECENT_COUNT, ret);
 	if (r >= 0 && !c->reader)
 		c->recent_rows = *ret;
 	return r;
@@ -2805,7 +2786,7 @@ static int frozen_rows_get(Catalog *c, uint64_t *ret) {
 		*ret = c->frozen_rows;
 		return 0;
 	}
-	int r = frozen_count(c, ret);
+	int r = count_get(c, STMT_INDEX_FROZEN_COUNT, ret);
 	if (r >= 0 && !c->reader)
 		c->frozen_rows = *ret;
 	return r;
