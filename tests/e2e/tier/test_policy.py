@@ -26,14 +26,17 @@ took.
   four days old, they move on to the archive tier; copies never move.
 - watermark: a second small tmpfs is filled with archivelog-like files
   (incompressible, distinct) above a high watermark of 60%, with a pass
-  every hour so only the closes wake the worker: the oldest files move
+  every hour so only the closes wake the worker, and every file written
+  below 55% sealed before the fill goes on (a pass moves sealed files
+  only, and seals finish out of order): the oldest files move
   until the hot tier's use is below the low watermark of 40%, the ones
   that move are older than every one that stays, and every file reads back
   exactly.  The marks are lower than the defaults because the collector
   needs room on the hot tier to compact a 32 MiB container, which 15% of a
   96 MiB disk is not.
 - reserve: the same with the watermarks at 100%/99% and reserve = 64M on a
-  128 MiB tmpfs filled to 60%: the oldest files move until 64 MiB are free.
+  128 MiB tmpfs filled to 60%, sealed below 45%: the oldest files move until
+  64 MiB are free.
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
 FRATIER_KEEP (keep the data directories).
@@ -293,21 +296,26 @@ def hot_free(path):
     return st.f_bavail * st.f_frsize
 
 
-def run_space(res, fs, hot, what, fill_to, done, goal):
-    """Fills hot with distinct, incompressible archived logs to fill_to percent, then waits for done(hot)."""
+def run_space(res, fs, hot, what, calm_to, fill_to, done, goal):
+    """Fills hot with distinct, incompressible archived logs to calm_to percent (short of what wakes the
+    worker), waits for them to be sealed, fills on to fill_to percent, then waits for done(hot)."""
     content = dc.Content(7)
     model, order = {}, []
     os.makedirs(fs.path("fra", "archivelog"), exist_ok=True)
-    n = 0
-    # Short of full: sealing a file needs room for its copy for a while.
-    while hot_use(hot) < fill_to and n < 128:
-        rel = "fra/archivelog/thread_1_seq_%d.arc" % (1000 + n)
-        data = content.make(MiB, shared=0.0, zeros=0.0, text=0.0)
-        dc.write_file(fs.path(rel), data)
-        model[rel] = data
-        order.append(rel)
-        n += 1
-    print("%s: %d files written, hot tier %.1f%% used" % (what, n, hot_use(hot)), flush=True)
+    # A pass moves only sealed files, and two seal workers finish out of order: were the worker woken
+    # while an old file is still raw, a newer one would rightly move first.  Every file of the first
+    # fill is sealed before any close can wake the worker, and the pass needs fewer than those.
+    for limit in (calm_to, fill_to):
+        # Short of full: sealing a file needs room for its copy for a while.
+        while hot_use(hot) < limit and len(order) < 128:
+            rel = "fra/archivelog/thread_1_seq_%d.arc" % (1000 + len(order))
+            data = content.make(MiB, shared=0.0, zeros=0.0, text=0.0)
+            dc.write_file(fs.path(rel), data)
+            model[rel] = data
+            order.append(rel)
+        if limit == calm_to and not dc.check_sealed(res, [fs.path(r) for r in model], "seal before the fill"):
+            return
+    print("%s: %d files written, hot tier %.1f%% used" % (what, len(order), hot_use(hot)), flush=True)
     res.check(hot_use(hot) >= fill_to, "%s: the hot tier never got to %d%% used (%.1f%%)" % (what, fill_to, hot_use(hot)))
     if not dc.check_sealed(res, [fs.path(r) for r in model], "seal"):
         return
@@ -378,7 +386,7 @@ def main():
         fs, hot_b = space_instance(tmp, "b",
                                    "high_watermark = %d%%\nlow_watermark = %d%%\n" % (HIGH, LOW))
         with fs:
-            run_space(res, fs, hot_b, "watermark", HIGH + 3, lambda h: hot_use(h) < LOW,
+            run_space(res, fs, hot_b, "watermark", HIGH - 5, HIGH + 3, lambda h: hot_use(h) < LOW,
                       "below the low watermark of %d%%" % LOW)
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
@@ -386,7 +394,7 @@ def main():
         fs, hot_c = space_instance(tmp, "c",
                                    "high_watermark = 100%%\nlow_watermark = 99%%\nreserve = %dM\n" % (RESERVE // MiB))
         with fs:
-            run_space(res, fs, hot_c, "reserve", 60, lambda h: hot_free(h) >= RESERVE,
+            run_space(res, fs, hot_c, "reserve", 45, 60, lambda h: hot_free(h) >= RESERVE,
                       "%d MiB free (the reserve)" % (RESERVE // MiB))
             if res.failed:
                 sys.stderr.write("daemon log:\n" + fs.log_text() + "\n")
