@@ -32,11 +32,14 @@ int control_gc(Conn *c) {
 	o.progress = gc_progress;
 	o.userdata = c;
 	c->last_progress_ns = 0;
-	r = fs_tiers_gc(c->fs, &o, &st);
+	uint32_t failed = 0;
+	r = fs_tiers_gc(c->fs, &o, &st, &failed);
 	if (r == -ECANCELED)
 		return control_fail(c, r, "stopped between two containers: what was collected and compacted stays done");
+	const char *failed_name = r < 0 ? tier_set_config(fs_tiers(c->fs), failed)->name : NULL;
 	if (r < 0)
-		log_warning_errno(r, "Chunk collection asked by tierctl failed: %m");
+		log_warning_errno(r, "Chunk collection of tier %u (%s) asked by tierctl failed: %m", (unsigned) failed,
+				  failed_name);
 	int q = control_add_u64(c, "chunks_deleted", st.chunks_deleted);
 	if (q >= 0)
 		q = control_add_u64(c, "containers_deleted", st.containers_deleted);
@@ -55,7 +58,8 @@ int control_gc(Conn *c) {
 	if (q >= 0)
 		q = control_add_u64(c, "containers_waiting", st.containers_waiting);
 	if (r < 0)
-		return control_fail(c, r, "collection failed: %s (what was done before stays done)", strerror(-r));
+		return control_fail(c, r, "collection of tier %u (%s) failed: %s (the other tiers were collected; what was "
+				    "done before stays done)", (unsigned) failed, failed_name, strerror(-r));
 	return q;
 }
 

@@ -133,8 +133,9 @@ DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p);
 /*
  * Collects garbage on every open tier (dedup_store_gc()), each lower one
  * right after its description (tiers.c); *ret sums them; returns the first
- * error.
+ * error, and the tier it came from in *ret_failed (if not NULL), so the
+ * operator is told which tier to look at.
  */
-int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret);
+int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret, uint32_t *ret_failed);
 /* Rewrites every open lower tier's description if it changed; returns the first error (and logs each). */
 int fs_tiers_describe(Fs *fs);

@@ -126,9 +126,11 @@ static void run_gc(Fs *fs) {
 	o.progress = gc_progress;
 	o.userdata = &pace;
 	fs_throttle_begin(&pace.unit);
-	int r = fs_tiers_gc(fs, &o, &st);
+	uint32_t failed = 0;
+	int r = fs_tiers_gc(fs, &o, &st, &failed);
 	if (r < 0)
-		log_warning_errno(r, "Chunk collection failed: %m");
+		log_warning_errno(r, "Chunk collection of tier %u (%s) failed: %m", (unsigned) failed,
+				  tier_set_config(fs_tiers(fs), failed)->name);
 	else if (st.chunks_deleted || st.containers_deleted || st.containers_compacted)
 		log_info("collected %llu dead chunks, %llu containers; compacted %llu containers (%llu regions compressed again)",
 			 (unsigned long long) st.chunks_deleted, (unsigned long long) st.containers_deleted,

@@ -102,7 +102,7 @@ int fs_tiers_describe(Fs *fs) {
 	return first;
 }
 
-int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret) {
+int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret, uint32_t *ret_failed) {
 	DedupGcStats sum = {};
 	int first = 0;
 	for (uint32_t n = 0; n < tier_set_count(fs->tiers); n++) {
@@ -115,8 +115,11 @@ int fs_tiers_gc(Fs *fs, const DedupGcOptions *o, DedupGcStats *ret) {
 		int r = n > 0 ? fs_tier_describe(fs, n) : 0;
 		if (r >= 0)
 			r = dedup_store_gc(store, o, &st);
-		if (r < 0 && first == 0)
+		if (r < 0 && first == 0) {
 			first = r;
+			if (ret_failed)
+				*ret_failed = n;
+		}
 		sum.chunks_deleted += st.chunks_deleted;
 		sum.containers_deleted += st.containers_deleted;
 		sum.containers_compacted += st.containers_compacted;
