@@ -264,7 +264,7 @@ struct DedupStore {
 	pthread_mutex_t append_lock;
 	StoreContainer *open;       /* protected by append_lock: where frames go, or NULL */
 	StoreContainer *containers; /* protected by append_lock: all in-memory containers */
-	int write_error;            /* protected by append_lock: sticky, after a failed fsync */
+	int write_error;            /* protected by append_lock: after a failed fsync, until no container is pinned */
 
 	pthread_rwlock_t io_lock;
 	uint64_t epoch; /* atomic; bumped under io_lock exclusive whenever a container object is unlinked */
@@ -318,6 +318,11 @@ void store_exclusive_end(DedupStore *s);
  * durable: see store_pins_sync().
  */
 int store_append(DedupStore *s, StoreUnit *units, size_t n, StorePins *pins);
+/*
+ * -EIO while a failed fsync stops appends (store.c, invariant 6), else 0;
+ * clears the error, retiring the open container, once no container is pinned.
+ */
+int store_write_error(DedupStore *s);
 
 /* Whether ct is recorded under the key this store seals with now (or neither seals). */
 bool store_container_is_current(const DedupStore *s, const CatalogContainer *ct);

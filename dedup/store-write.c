@@ -1016,9 +1016,7 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 	store_writers_enter(s);
 	w->entered = true;
 
-	pthread_mutex_lock(&s->append_lock);
-	r = s->write_error;
-	pthread_mutex_unlock(&s->append_lock);
+	r = store_write_error(s);
 	if (r < 0)
 		return r;
 

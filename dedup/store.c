@@ -28,7 +28,15 @@
  *  5. A StoreContainer lives while it is s->open or pinned; its file stays
  *     open as long, so writers can fsync what they appended.
  *  6. After a failed fsync the store refuses further appends (sticky
- *     write_error, -EIO) until it is reopened: what is durable is unknown.
+ *     write_error, -EIO): what the container holds past its synced size is
+ *     unknown, and a later fsync of it may wrongly succeed (Linux reports a
+ *     writeback error once; the NFS backend fails such a file for good).
+ *     It takes appends again once no container is pinned: every writer
+ *     that had appended bytes not yet synced has let go of them (its batch
+ *     failed, so nothing registered points there), the open container is
+ *     retired, never to be appended to or synced again (a reopen cuts it
+ *     at its committed size), and the next append starts a new one.  So a
+ *     filer that comes back after a crash takes new data without a remount.
  *
  * A container's life:
  *
@@ -307,15 +315,38 @@ static void pin(StorePins *pins, StoreContainer *c, uint64_t end) {
 	c->pins++;
 }
 
+/* append_lock held.  Invariant 6, and the way back from it: 0 once appends may go on, in a new container. */
+static int write_error_locked(DedupStore *s) {
+	if (s->write_error == 0)
+		return 0;
+	for (StoreContainer *c = s->containers; c; c = c->next)
+		if (c->pins > 0)
+			return s->write_error;
+	StoreContainer *c = s->open;
+	if (c) {
+		c->retired = true;
+		s->open = NULL;
+		container_maybe_free(s, c);
+	}
+	s->write_error = 0;
+	return 0;
+}
+
+int store_write_error(DedupStore *s) {
+	pthread_mutex_lock(&s->append_lock);
+	int r = write_error_locked(s);
+	pthread_mutex_unlock(&s->append_lock);
+	return r;
+}
+
 int store_append(DedupStore *s, StoreUnit *units, size_t n, StorePins *pins) {
 	size_t i = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&s->append_lock);
-	if (s->write_error < 0) {
-		r = s->write_error;
+	r = write_error_locked(s);
+	if (r < 0)
 		goto out;
-	}
 	while (i < n) {
 		StoreContainer *c = s->open;
 		if (!c) {

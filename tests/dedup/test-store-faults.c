@@ -656,22 +656,42 @@ static int container_synced_cb(const CatalogContainer *ct, void *userdata) {
 	return 0;
 }
 
+static int container_last_cb(const CatalogContainer *ct, void *userdata) {
+	uint64_t *last = userdata;
+	*last = MAX(*last, ct->id);
+	return 0;
+}
+
+typedef struct ChunksUpTo {
+	uint64_t container;
+	unsigned n;
+} ChunksUpTo;
+
+static int chunks_up_to_cb(const CatalogChunk *ch, void *userdata) {
+	ChunksUpTo *u = userdata;
+	u->n += ch->container <= u->container;
+	return 0;
+}
+
 /*
  * A file's batches are registered on another thread while the writer
  * gathers the next (invariant 8 of store-write.c): whichever container
- * fsync fails, the writer fails with -EIO, no chunk registered before or
- * after points past what was synced, and once the store is reopened the
- * file seals, reads back and leaves the earlier batches' chunks to the
- * collector.
+ * fsync fails, the writer fails with -EIO and no chunk registered before or
+ * after points past what was synced.  Once the failed writer let go, the
+ * same store, not reopened, takes a new file in new containers only
+ * (invariant 6 of store.c: a filer back from a crash needs no remount);
+ * after a reopen the failed file seals, both read back and the earlier
+ * batches' chunks are left to the collector.
  */
 static void test_sync_failure(void) {
 	DedupStoreOptions o = { .sync_bytes = 1 * MiB, .container_size = 2 * MiB, .encode_workers = 1 };
 	const size_t len = 8 * MiB;
-	TestRng rng = { 50 };
-	uint8_t *data = test_malloc(len);
+	TestRng rng = { 50 }, rng_next = { 51 };
+	uint8_t *data = test_malloc(len), *next = test_malloc(len);
 	unsigned failed = 0, registered = 0;
 
 	test_rng_fill(&rng, data, len);
+	test_rng_fill(&rng_next, next, len);
 	for (unsigned k = 1;; k++) {
 		DedupGcStats gc;
 		DedupWriter *w;
@@ -702,17 +722,30 @@ static void test_sync_failure(void) {
 		ASSERT_OK(catalog_containers_foreach(e.catalog, 0, container_synced_cb, NULL));
 
 		sync_backend.fail_at = 0;
+		ChunksUpTo before = {}, after = {};
+		ASSERT_OK(catalog_containers_foreach(e.catalog, 0, container_last_cb, &before.container));
+		after.container = before.container;
+		ASSERT_OK(catalog_chunks_foreach(e.catalog, 0, chunks_up_to_cb, &before));
+		uint64_t inos[2];
+		inos[1] = env_seal(&e, next, len, &rng_next, NULL);
+		ASSERT_OK(catalog_chunks_foreach(e.catalog, 0, chunks_up_to_cb, &after));
+		ASSERT(after.n == before.n);
+		ASSERT_OK(catalog_chunks_foreach(e.catalog, 0, chunk_synced_cb, &registered));
+		env_check_file(&e, inos[1], next, len, &rng_next);
+
 		env_reopen_store(&e);
-		uint64_t ino = env_seal(&e, data, len, &rng, NULL);
-		env_check_file(&e, ino, data, len, &rng);
+		inos[0] = env_seal(&e, data, len, &rng, NULL);
+		env_check_file(&e, inos[0], data, len, &rng);
 		ASSERT_OK(dedup_store_gc(e.store, NULL, &gc));
-		env_check_refs(&e, &ino, 1);
-		env_check_file(&e, ino, data, len, &rng);
+		env_check_refs(&e, inos, 2);
+		env_check_file(&e, inos[0], data, len, &rng);
+		env_check_file(&e, inos[1], next, len, &rng_next);
 		env_close(&e);
 	}
 	/* Several batches failed, and some after earlier ones had been registered. */
 	ASSERT(failed >= 4 && registered > 0);
 	free(data);
+	free(next);
 }
 
 int main(void) {
