@@ -160,9 +160,10 @@ def put_shared(res, fs, files):
                                                                       {k: j.get(k) for k in ("moved", "failed")}))
 
 
-def shared_daemon(tmp, host, filer, lease=None, options=()):
+def shared_daemon(tmp, host, filer, lease=None, options=(), tier_keys=""):
     """A daemon named HOST with its own data directory under TMP, and FILER (a directory, or an nfs:// URL) as
-    its shared lower tier; lease: shared_lease in seconds, or the default."""
+    its shared lower tier, with TIER_KEYS (lines) in its section; lease: shared_lease in seconds, or the
+    default."""
     base = os.path.join(tmp, host)
     data = os.path.join(base, "data")
     os.makedirs(os.path.join(data, "hot"), exist_ok=True)
@@ -171,8 +172,8 @@ def shared_daemon(tmp, host, filer, lease=None, options=()):
         f.write("[fratier]\ndata_dir = %s\nhost = %s\n" % (data, host))
         if lease is not None:
             f.write("shared_lease = %ds\n" % lease)
-        f.write("[tier hot]\n[tier filer]\nrole = %s\npath = %s\nshared = yes\n"
-                % ("nfs" if filer.startswith("nfs://") else "capacity", filer))
+        f.write("[tier hot]\n[tier filer]\nrole = %s\npath = %s\nshared = yes\n%s"
+                % ("nfs" if filer.startswith("nfs://") else "capacity", filer, tier_keys))
     return harness.Fratier(base=base, config=conf, data=data, options=list(dc.OPTIONS) + list(options))
 
 
