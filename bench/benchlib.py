@@ -3,7 +3,7 @@
 its CPU time), killing a process group, the page cache, the build type of
 a binary, and formatting.
 
-Imported by bench-archivelog.py, bench-dedup.py, bench-seal.py and bench-tier.py, which
+Imported by bench-archivelog.py, bench-dedup.py, bench-restore.py, bench-seal.py and bench-tier.py, which
 find it next to themselves.
 """
 

@@ -80,6 +80,13 @@ struct FsRaBlock {
 	size_t len;          /* protected by lock: valid bytes once READY */
 	FsRaBlock *next;     /* protected by lock: the queue */
 	uint8_t *data;       /* FS_RA_BLOCK bytes of FsReadahead.arena; see invariant 2 */
+	/*
+	 * This slot left FILLING.  One per slot, not one for the pool: the
+	 * readers waiting are one per request in flight, each for its own
+	 * block, and a wake-up of all of them at every fill sent all but one
+	 * back to sleep after a fight for the lock (bench/README.md, phase 5).
+	 */
+	pthread_cond_t filled;
 };
 
 struct FsReadWindow {
@@ -99,7 +106,6 @@ struct FsReadahead {
 
 	pthread_mutex_t lock;  /* a leaf (invariant 5) */
 	pthread_cond_t work;   /* a block queued, or stop */
-	pthread_cond_t filled; /* a block left FILLING */
 	bool stop;             /* protected by lock */
 	uint64_t tick;         /* protected by lock */
 	FsRaBlock *queue_head, *queue_tail; /* protected by lock */
@@ -194,16 +200,18 @@ static void schedule(FsReadahead *ra, FsReadWindow *w, uint64_t from, uint64_t t
 		b = block_take(ra, w, from);
 		if (!b)
 			return;
-		*b = (FsRaBlock) {
-			.w = w,
-			.index = k,
-			.gen = w->gen,
-			.state = RA_QUEUED,
-			.used = ++ra->tick,
-			.file_size = file_size,
-			.tier = tier,
-			.data = b->data,
-		};
+		/* Field by field: its data and its condition (readers may still be leaving a wait on it) stay. */
+		b->w = w;
+		b->index = k;
+		b->gen = w->gen;
+		b->state = RA_QUEUED;
+		b->refs = 0;
+		b->read = false;
+		b->used = ++ra->tick;
+		b->file_size = file_size;
+		b->tier = tier;
+		b->len = 0;
+		b->next = NULL;
 		fs_inode_pin_held(w->inode); /* invariant 3 */
 		queue_push(ra, b);
 		pthread_cond_signal(&ra->work);
@@ -255,7 +263,7 @@ static bool fill_done(FsReadahead *ra, FsRaBlock *b, uint64_t gen, ssize_t n) {
 		b->len = (size_t) n;
 		ready = true;
 	}
-	pthread_cond_broadcast(&ra->filled);
+	pthread_cond_broadcast(&b->filled);
 	return ready;
 }
 
@@ -332,7 +340,8 @@ int fs_readahead_new(Fs *fs, unsigned workers, FsReadahead **ret) {
 	ra->n_workers = workers;
 	pthread_mutex_init(&ra->lock, NULL);
 	pthread_cond_init(&ra->work, NULL);
-	pthread_cond_init(&ra->filled, NULL);
+	for (size_t k = 0; k < FS_RA_POOL_BLOCKS; k++)
+		pthread_cond_init(&ra->blocks[k].filled, NULL);
 	if (pthread_key_create(&ra->buf_key, buf_free) != 0) {
 		fs_readahead_free(ra);
 		return -ENOMEM;
@@ -402,7 +411,8 @@ FsReadahead *fs_readahead_free(FsReadahead *ra) {
 		free(pthread_getspecific(ra->buf_key));
 		pthread_key_delete(ra->buf_key);
 	}
-	pthread_cond_destroy(&ra->filled);
+	for (size_t k = 0; k < FS_RA_POOL_BLOCKS; k++)
+		pthread_cond_destroy(&ra->blocks[k].filled);
 	pthread_cond_destroy(&ra->work);
 	pthread_mutex_destroy(&ra->lock);
 	free(ra);
@@ -462,7 +472,8 @@ static FsRaBlock *hold(FsReadahead *ra, FsReadWindow *w, uint64_t index, bool *r
 		}
 		*ret_waited = true;
 		if (b->state == RA_FILLING) {
-			pthread_cond_wait(&ra->filled, &ra->lock);
+			/* Woken when this slot's fill ends, whatever became of it: looked up again. */
+			pthread_cond_wait(&b->filled, &ra->lock);
 			continue;
 		}
 		/* Queued but not started: this thread would only wait for it, so it fills it itself. */
