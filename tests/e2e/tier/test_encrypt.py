@@ -24,7 +24,12 @@
   it (and only files already damaged), every other file reads byte-exact,
   and the daemon keeps serving.  Then the tier's description replaced by
   an older copy of itself (genuine, sealed under the key): tierctl scrub
-  names it as older than the catalog's and writes it again.
+  names it as older than the catalog's and writes it again;
+- with --nfs (e2e-encrypt-nfs), on an NFS tier served by nfs-ganesha: the
+  files migrate there byte-exact, the export holds none of the needles
+  above, scrub is clean; disaster recovery from the export alone is
+  refused, restoring nothing, without the key or with another key, and
+  with the key restores every file byte-exact; recall is exact.
 
 The victims are found from outside: the key file gives the id subkey
 (HKDF-SHA-256, docs/FORMAT.md "Key file"), so each block's keyed chunk id,
@@ -248,17 +253,52 @@ def tamper(res, base, conf, data, files, damaged, what, victims, change):
                                                                            len(files) - len(damaged)), flush=True)
 
 
+def recover_nfs(res, tmp, url, files, key, other):
+    """Disaster recovery from the encrypted NFS tier alone: refused, restoring nothing, without the key or
+    with another; with the key, every file byte-exact."""
+    def recover(k):
+        newdir = tempfile.mkdtemp(prefix="rec-", dir=tmp)
+        opts = "data=" + newdir + (",key_file=" + k if k else "")
+        p = subprocess.run([harness.daemon_path(), "--recover-from=" + url, "-o", opts], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=600)
+        return p, newdir
+
+    for what, k, expect in (("no key", None, "needs the key it was written under"),
+                            ("another key", other, "written under another key")):
+        p, newdir = recover(k)
+        res.check(p.returncode != 0 and expect in p.stdout,
+                  "recovery from the NFS tier with %s: exit %d, expected a line saying %r: %s"
+                  % (what, p.returncode, expect, p.stdout[-600:]))
+        said = [ln for ln in p.stdout.splitlines() if expect in ln]
+        print("recovery from the encrypted NFS tier with %s: exit %d: %s" % (what, p.returncode, said[:1]), flush=True)
+        left = [os.path.join(d, n) for d, _, names in os.walk(newdir) for n in names]
+        res.check(not any(os.path.basename(n) in files for n in left),
+                  "recovery from the NFS tier with %s left files behind: %s" % (what, left))
+    p, newdir = recover(key)
+    res.check(p.returncode == 0, "recovery from the NFS tier with the key: exit %d %s" % (p.returncode, p.stdout[-600:]))
+    fs = harness.Fratier(base=tmp, data=newdir, options=["key_file=" + key])
+    try:
+        fs.start()
+        check_files(res, fs, files, set(), "recovered from the encrypted NFS tier with the key")
+        fs.stop()
+    finally:
+        fs.kill(check=False)
+
+
 def main_nfs():
     """--nfs: the round trip on an NFS tier served by nfs-ganesha (encrypted by default under a key):
-    files migrate there byte-exact, nothing of them is in the export, scrub is clean, recall is exact."""
+    files migrate there byte-exact, nothing of them is in the export, scrub is clean, disaster recovery
+    from the export alone restores them with the key and is refused without it or with another, recall
+    is exact."""
     ganesha.enter_private_namespace()
     harness.require_fuse()
     res = harness.Results("e2e-encrypt-nfs")
     with tempfile.TemporaryDirectory(prefix="fratier-encrypt-nfs-", dir=os.environ.get("FRATIER_TMP")) as tmp:
-        key = os.path.join(tmp, "k")
-        p = subprocess.run([harness.daemon_path(), "--make-key", key], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-        res.check(p.returncode == 0, "--make-key: %s" % p.stdout)
+        key, other = os.path.join(tmp, "k"), os.path.join(tmp, "k2")
+        for k in (key, other):
+            p = subprocess.run([harness.daemon_path(), "--make-key", k], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+            res.check(p.returncode == 0, "--make-key: %s" % p.stdout)
         files = {"n%d.bkp" % i: make_file("n%d" % i) for i in range(2)}
         with ganesha.Ganesha(os.path.join(tmp, "nfs")) as srv:
             data = os.path.join(tmp, "data")
@@ -282,6 +322,12 @@ def main_nfs():
                 enc = search(res, srv.export, needles(files, key=id_key(key)), tmp)
                 print("marker search, encrypted NFS tier (%s): %s" % (srv.export, enc), flush=True)
                 res.check(sum(enc.values()) == 0, "plaintext found on the encrypted NFS tier: %s" % enc)
+                # The tier's description is written before each collection: the one recovery reads.
+                rc, out, err = tc.tierctl(fs, "gc")
+                res.check(rc == 0, "gc: %d %s" % (rc, err))
+                fs.stop()
+                recover_nfs(res, tmp, srv.url, files, key, other)
+                fs.start()
                 rc, out, err = tc.tierctl(fs, "recall", *[fs.path(r) for r in files])
                 res.check(rc == 0, "recall from the NFS tier: %d %s %s" % (rc, out, err))
                 check_files(res, fs, files, set(), "recalled from the encrypted NFS tier")
