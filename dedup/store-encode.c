@@ -41,6 +41,12 @@ enum {
 	JOB_DONE,
 };
 
+static int64_t monotonic_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void job_run(StoreEncodeJob *j, DedupRegionEncoder *e) {
 	int r = dedup_region_encoder_set_level(e, j->level);
 	for (size_t i = 0; r >= 0 && i < j->n; i++) {
@@ -76,8 +82,10 @@ static void *encoder_main(void *userdata) {
 		j->state = JOB_RUNNING;
 		pthread_mutex_unlock(&s->encode_lock);
 		job_run(j, e);
+		int64_t done = monotonic_ns();
 		pthread_mutex_lock(&s->encode_lock);
 		j->state = JOB_DONE;
+		j->done_ns = done;
 		pthread_cond_broadcast(&s->encode_done);
 	}
 	pthread_mutex_unlock(&s->encode_lock);
@@ -159,13 +167,16 @@ int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self
 		j->state = JOB_DONE;
 	}
 	if (j->state != JOB_DONE) {
-		/* Clock reads only when it sleeps: most waits find the job done. */
-		struct timespec a, b;
-		clock_gettime(CLOCK_MONOTONIC, &a);
+		/*
+		 * Until the encoder finished, not until this thread runs again:
+		 * the time runnable after the wake-up is the caller's own (its
+		 * schedstat counts it), and must not be counted twice.
+		 */
+		int64_t from = monotonic_ns();
 		while (j->state != JOB_DONE)
 			pthread_cond_wait(&s->encode_done, &s->encode_lock);
-		clock_gettime(CLOCK_MONOTONIC, &b);
-		*waited_ns += (uint64_t) ((int64_t) (b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec));
+		if (j->done_ns > from)
+			*waited_ns += (uint64_t) (j->done_ns - from);
 	}
 	pthread_mutex_unlock(&s->encode_lock);
 	return j->r;

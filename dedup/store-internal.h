@@ -149,6 +149,7 @@ typedef struct StoreEncodeJob {
 	size_t n;
 	int r;                       /* result: the first error of dedup_region_encode(), or 0 */
 	int state;                   /* protected by the store's encode_lock */
+	int64_t done_ns;             /* protected by the store's encode_lock: CLOCK_MONOTONIC when an encoder finished it */
 	struct StoreEncodeJob *next; /* protected by the store's encode_lock */
 } StoreEncodeJob;
 
