@@ -65,8 +65,8 @@ typedef struct FsThrottleUnit {
 	int64_t start_ns;            /* CLOCK_MONOTONIC */
 	int64_t start_sched_ns;      /* the thread's time on a CPU or runnable then; -1: unknown */
 	/*
-	 * A seal's caller adds here the time its thread slept while other
-	 * threads did its CPU work (the store's encoders): see throttle.c.
+	 * Set by a seal before each pace: the time its thread slept while
+	 * other threads did its CPU work (the store's encoders), see throttle.c.
 	 */
 	int64_t helped_ns;
 } FsThrottleUnit;
