@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/macros.h"
@@ -39,6 +40,12 @@ enum {
 	JOB_RUNNING,
 	JOB_DONE,
 };
+
+static int64_t monotonic_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void job_run(StoreEncodeJob *j, DedupRegionEncoder *e) {
 	int r = dedup_region_encoder_set_level(e, j->level);
@@ -75,8 +82,10 @@ static void *encoder_main(void *userdata) {
 		j->state = JOB_RUNNING;
 		pthread_mutex_unlock(&s->encode_lock);
 		job_run(j, e);
+		int64_t done = monotonic_ns();
 		pthread_mutex_lock(&s->encode_lock);
 		j->state = JOB_DONE;
+		j->done_ns = done;
 		pthread_cond_broadcast(&s->encode_done);
 	}
 	pthread_mutex_unlock(&s->encode_lock);
@@ -143,7 +152,7 @@ void store_encode_submit(DedupStore *s, StoreEncodeJob *j) {
 	pthread_mutex_unlock(&s->encode_lock);
 }
 
-int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self) {
+int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self, uint64_t *waited_ns) {
 	pthread_mutex_lock(&s->encode_lock);
 	if (j->state == JOB_QUEUED) {
 		/* Invariant 2. */
@@ -157,8 +166,18 @@ int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self
 		pthread_mutex_lock(&s->encode_lock);
 		j->state = JOB_DONE;
 	}
-	while (j->state != JOB_DONE)
-		pthread_cond_wait(&s->encode_done, &s->encode_lock);
+	if (j->state != JOB_DONE) {
+		/*
+		 * Until the encoder finished, not until this thread runs again:
+		 * the time runnable after the wake-up is the caller's own (its
+		 * schedstat counts it), and must not be counted twice.
+		 */
+		int64_t from = monotonic_ns();
+		while (j->state != JOB_DONE)
+			pthread_cond_wait(&s->encode_done, &s->encode_lock);
+		if (j->done_ns > from)
+			*waited_ns += (uint64_t) (j->done_ns - from);
+	}
 	pthread_mutex_unlock(&s->encode_lock);
 	return j->r;
 }

@@ -149,6 +149,7 @@ typedef struct StoreEncodeJob {
 	size_t n;
 	int r;                       /* result: the first error of dedup_region_encode(), or 0 */
 	int state;                   /* protected by the store's encode_lock */
+	int64_t done_ns;             /* protected by the store's encode_lock: CLOCK_MONOTONIC when an encoder finished it */
 	struct StoreEncodeJob *next; /* protected by the store's encode_lock */
 } StoreEncodeJob;
 
@@ -192,6 +193,7 @@ typedef struct StoreRegionBuilder {
 	size_t out_len, out_cap;
 	StoreUnit *units;
 	size_t n_units, cap_units;
+	uint64_t encode_wait_ns; /* the builder's thread asleep until the encoders finished its regions */
 } StoreRegionBuilder;
 
 /*
@@ -335,8 +337,12 @@ void store_encoders_start(DedupStore *s);
 void store_encoders_stop(DedupStore *s);
 /* Queues j (its buffers and level set) for the encoders. */
 void store_encode_submit(DedupStore *s, StoreEncodeJob *j);
-/* Waits until j is encoded, encoding it with self if no encoder took it yet; returns its result. */
-int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self);
+/*
+ * Waits until j is encoded, encoding it with self if no encoder took it
+ * yet; returns its result.  Adds the time it slept for an encoder to
+ * *waited_ns.
+ */
+int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self, uint64_t *waited_ns);
 /* fsyncs the pinned containers as far as the pins reach. */
 int store_pins_sync(DedupStore *s, StorePins *pins);
 /* Inside a catalog transaction: raises each pinned container's committed size to its pin's end. */

@@ -1230,6 +1230,7 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 
 void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret) {
 	*ret = w->stats;
+	ret->encode_wait_ns = w->builder.encode_wait_ns;
 }
 
 int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret) {

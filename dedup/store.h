@@ -336,6 +336,7 @@ typedef struct DedupWriterStats {
 	uint64_t index_lookups;  /* chunks the filter and the locality cache could not answer: catalog lookups */
 	uint64_t foreign_chunks; /* found in other hosts' segments (global dedup) and referenced, not stored */
 	uint64_t foreign_bytes;
+	uint64_t encode_wait_ns; /* its thread asleep until the store's encoders compressed its regions */
 } DedupWriterStats;
 
 /* Can't fail. */

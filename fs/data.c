@@ -216,8 +216,11 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret
 
 int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed) {
 	FsThrottleUnit unit;
+	DedupWriterStats ws;
 	int r = 0;
 
+	dedup_writer_stats(w, &ws);
+	uint64_t helped = ws.encode_wait_ns;
 	fs_throttle_begin(&unit);
 	while (from < to) {
 		if (atomic_load(&fs->seal_stopping)) {
@@ -235,6 +238,9 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
 		if (r < 0)
 			break;
 		from += (uint64_t) n;
+		dedup_writer_stats(w, &ws);
+		unit.helped_ns = (int64_t) (ws.encode_wait_ns - helped);
+		helped = ws.encode_wait_ns;
 		/* No lock held here (throttle.c, invariant 2): the writers go first while they write. */
 		fs_throttle_pace(&fs->throttle, FS_THROTTLE_SEAL, &unit);
 	}

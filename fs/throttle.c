@@ -22,15 +22,19 @@
  * of its unloaded throughput.  That errs on the foreground's side.
  *
  * Seals are charged less: only the time their thread was blocked (reading
- * a staging file the page cache no longer holds, waiting for the encoders,
- * a lock or the disk), not the time it ran or waited for a CPU.  Their CPU
- * is already arbitrated, exactly and without idling a core, by the
+ * a staging file the page cache no longer holds, a lock, the disk, a
+ * batch's registration), not the time it ran or waited for a CPU, nor the
+ * time it slept while the store's encoders compressed its regions.  Their
+ * CPU is already arbitrated, exactly and without idling a core, by the
  * scheduler: the seal workers and encoders run at nice 10, so a writer at
  * nice 0 takes whatever CPU it needs first.  Charging the CPU time as well
  * kept a seal off the core a writer leaves free, so a long copy left almost
  * all of its sealing for after its end (bench/README.md, "Sealing beside
- * the writer").  Moves and the collector keep the whole unit: their
- * resource is mostly a disk or a filer, which nothing else arbitrates.
+ * the writer"); charging the encoders' CPU, which is the seal's own moved
+ * to other threads, did the same to the seals of a copy of many files
+ * ("Sealing, sixth pass").  Moves and the collector keep the whole unit:
+ * their resource is mostly a disk or a filer, which nothing else
+ * arbitrates.
  *
  * Invariants:
  *  1. FUSE requests never wait here: they only store a timestamp
@@ -147,16 +151,18 @@ static int64_t thread_sched_ns(void) {
 static void unit_start(FsThrottleUnit *u, int64_t now) {
 	u->start_ns = now;
 	u->start_sched_ns = thread_sched_ns();
+	u->helped_ns = 0;
 }
 
 void fs_throttle_begin(FsThrottleUnit *u) {
 	unit_start(u, clock_ns(CLOCK_MONOTONIC));
 }
 
-int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns) {
-	if (k != FS_THROTTLE_SEAL || sched_ns < 0)
+int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns, int64_t helped_ns) {
+	if (k != FS_THROTTLE_SEAL)
 		return wall_ns;
-	return wall_ns > sched_ns ? wall_ns - sched_ns : 0;
+	int64_t free_ns = MAX(sched_ns, INT64_C(0)) + MAX(helped_ns, INT64_C(0));
+	return wall_ns > free_ns ? wall_ns - free_ns : 0;
 }
 
 static struct timespec ns_to_timespec(int64_t ns) {
@@ -176,7 +182,8 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 	atomic_fetch_add_explicit(&c->busy_units, 1, memory_order_relaxed);
 	if (k == FS_THROTTLE_SEAL) {
 		int64_t sched = thread_sched_ns();
-		work = fs_throttle_charge_ns(k, work, sched >= 0 && u->start_sched_ns >= 0 ? sched - u->start_sched_ns : -1);
+		work = fs_throttle_charge_ns(k, work, sched >= 0 && u->start_sched_ns >= 0 ? sched - u->start_sched_ns : -1,
+					     u->helped_ns);
 	}
 	int64_t delay = fs_throttle_delay_ns(work, t->share);
 	if (delay == 0) {

@@ -28,7 +28,7 @@
 #define FS_THROTTLE_DELAY_MAX_NS (INT64_C(2) * 1000000000)
 
 typedef enum FsThrottleKind {
-	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()): charged only their time blocked */
+	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()): charged only their time blocked on other than CPU */
 	FS_THROTTLE_MIGRATE, /* moves between tiers, the policy's and tierctl's */
 	FS_THROTTLE_GC,      /* the collector thread's runs */
 	FS_THROTTLE_REKEY,   /* rekeys, run on the collector's thread */
@@ -64,6 +64,11 @@ typedef struct FsThrottle {
 typedef struct FsThrottleUnit {
 	int64_t start_ns;            /* CLOCK_MONOTONIC */
 	int64_t start_sched_ns;      /* the thread's time on a CPU or runnable then; -1: unknown */
+	/*
+	 * Set by a seal before each pace: the time its thread slept while
+	 * other threads did its CPU work (the store's encoders), see throttle.c.
+	 */
+	int64_t helped_ns;
 } FsThrottleUnit;
 
 /*
@@ -89,10 +94,11 @@ int64_t fs_throttle_delay_ns(int64_t work_ns, unsigned share);
 /*
  * What a unit of kind k that took wall_ns is charged, a pure function: a
  * seal only the part of it its thread spent neither on a CPU nor runnable
- * (sched_ns: the time it did, -1 if unknown: then all of wall_ns); the
- * other kinds all of it.  Never negative for wall_ns >= 0.
+ * (sched_ns: the time it did, -1 if unknown: then none of it) nor
+ * asleep while others did its CPU work (helped_ns); the other kinds all of
+ * it.  Never negative for wall_ns >= 0.
  */
-int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns);
+int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns, int64_t helped_ns);
 
 /* share: percent, 1..100 (100 = never wait). */
 void fs_throttle_init(FsThrottle *t, unsigned share);

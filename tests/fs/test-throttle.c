@@ -30,15 +30,19 @@ static void test_delay(void) {
 
 static void test_charge(void) {
 	/* A seal is charged its time blocked only: off the CPU and off the run queue. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 70) == 30);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 100) == 0);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 70, 0) == 30);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 100, 0) == 0);
 	/* The two clocks are read apart: more scheduled time than wall time is no time blocked, not a negative one. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 130) == 0);
-	/* Unknown (no schedstat): all of it, as before. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 130, 0) == 0);
+	/* Unknown (no schedstat): all of it but what the encoders did for it. */
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 0) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 40) == 60);
+	/* Asleep while the encoders compressed its regions: their CPU, not a blocked seal. */
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 20, 50) == 30);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 60, 50) == 0);
 	/* Moves and the collector: all of it, whatever the CPU did. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_MIGRATE, 100, 70) == 100);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_GC, 100, 70) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_MIGRATE, 100, 70, 0) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_GC, 100, 70, 50) == 100);
 }
 
 static void test_idle(void) {
