@@ -66,14 +66,6 @@ def migrate(res, fs, what):
               "%s: migrate to the shared tier: %r" % (what, {k: j.get(k) for k in ("moved", "failed", "skipped")}))
 
 
-def filer_row(res, fs):
-    for t in tc.tierctl_json(res, fs, "status").get("tiers", []):
-        if t.get("tier") == 1:
-            return t
-    res.check(False, "no shared tier in the status of %s" % fs.mnt)
-    return {}
-
-
 def stored(root):
     """Bytes of every object on the shared tier: containers, segments, records, descriptions."""
     total = 0
@@ -204,9 +196,9 @@ def run(res, tmp, filer, root):
         for h in ("a", "b", "c"):
             fs = hosts[h]
             models[h] = copy_sealed(res, fs, src)
-            before = int(filer_row(res, fs).get("bytes_sent", 0))
+            before = int(tc.filer_row(res, fs).get("bytes_sent", 0))
             migrate(res, fs, h)
-            row = filer_row(res, fs)
+            row = tc.filer_row(res, fs)
             sent[h] = int(row.get("bytes_sent", 0)) - before
             if h == "a":
                 one = stored(root)
@@ -229,7 +221,7 @@ def run(res, tmp, filer, root):
                   % (data["b"], data["c"], data["a"]))
         res.check(sent["b"] < 0.5 * sent["a"] and sent["c"] < 0.5 * sent["a"],
                   "b and c sent %d and %d bytes, a %d: half of it or more" % (sent["b"], sent["c"], sent["a"]))
-        res.check(int(filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a")
+        res.check(int(tc.filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a")
         rc, out, err = tc.tierctl(b, "status")
         res.check(rc == 0 and "sent to filer:" in out and "global dedup on filer:" in out,
                   "tierctl status of b says nothing of global dedup: %s" % (out + err)[-800:])

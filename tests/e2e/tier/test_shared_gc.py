@@ -47,30 +47,6 @@ SOAK = os.environ.get("FRATIER_SOAK") == "1"
 ROUNDS = 8 if SOAK else 2 if os.environ.get("FRATIER_TEST_BUILD") == "asan" else 3
 
 
-def objects(root, host, sub, suffix):
-    out = []
-    for d, _, names in os.walk(os.path.join(root, "h", host, sub)):
-        out += [os.path.join(d, n) for n in names if n.endswith(suffix)]
-    return sorted(out)
-
-
-def filer_row(res, fs):
-    for t in tc.tierctl_json(res, fs, "status").get("tiers", []):
-        if t.get("tier") == 1:
-            return t
-    return {}
-
-
-def wait_for(what, pred, timeout=None):
-    deadline = time.monotonic() + (timeout or harness.scaled(60))
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.3)
-    return pred()
-
-
 def host_state(res, fs, host):
     j = tc.tierctl_json(res, fs, "status")
     return {r["host"]: r for r in j.get("hosts", []) if r.get("tier") == 1}.get(host, {}).get("state")
@@ -85,47 +61,47 @@ def phase_ack(res, root, a, b):
     p, q, f = os.urandom(36 * MiB), os.urandom(8 * MiB), os.urandom(2 * MiB)
     tc.put_shared(res, a, {"P": p, "Q": q})
     tc.put_shared(res, b, {"Q": q, "F": f})
-    res.check(int(filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a's Q")
-    before = objects(root, "a", "c", ".ftc")
+    res.check(int(tc.filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a's Q")
+    before = tc.shared_objects(root, "a", "c", ".ftc")
     res.check(len(before) >= 2, "a's P and Q in %d containers, expected 2 or more" % len(before))
-    res.check(wait_for("b's references", lambda: objects(root, "b", "r", ".ftr")), "b never published references")
+    res.check(tc.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr")), "b never published references")
 
     harness.stop_process(b.proc.pid)
     try:
         os.unlink(a.path("P"))
         os.unlink(a.path("Q"))
-        row = wait_for("a waits for b", lambda: (lambda r: r if int(r.get("global_condemned_waiting", 0)) >= 2
-                                                  else None)(filer_row(res, a)))
+        row = tc.wait_for(lambda: (lambda r: r if int(r.get("global_condemned_waiting", 0)) >= 2
+                                                  else None)(tc.filer_row(res, a)))
         res.check(row and row.get("global_blocked_by") == "b",
                   "a's condemned containers do not wait for b: %r" % {k: v for k, v in (row or {}).items()
                                                                      if k.startswith("global_")})
-        res.check(len(objects(root, "a", "k", ".ftk")) >= 1, "a condemned nothing (no h/a/k/*.ftk)")
-        res.check(wait_for("b expired", lambda: host_state(res, a, "b") == "expired", harness.scaled(6 * LEASE)),
+        res.check(len(tc.shared_objects(root, "a", "k", ".ftk")) >= 1, "a condemned nothing (no h/a/k/*.ftk)")
+        res.check(tc.wait_for(lambda: host_state(res, a, "b") == "expired", harness.scaled(6 * LEASE)),
                   "b never showed expired while stopped")
         rc, out, err = tc.tierctl(a, "gc")
         res.check(rc == 0, "gc on a: %s" % err)
         rc, out, _ = tc.tierctl(a, "status")
         res.check("wait for host b" in out and "host b on tier filer is expired, not retired" in out and
                   "blocks collection" in out, "status of a with b stopped: %s" % out[-1500:])
-        after = objects(root, "a", "c", ".ftc")
+        after = tc.shared_objects(root, "a", "c", ".ftc")
         res.check(after == before, "a deleted containers b had not acknowledged: %d -> %d" % (len(before), len(after)))
         print("b stopped: a keeps %d containers, %s condemned containers wait for b"
-              % (len(after), filer_row(res, a).get("global_condemned_waiting")), flush=True)
+              % (len(after), tc.filer_row(res, a).get("global_condemned_waiting")), flush=True)
     finally:
         os.kill(b.proc.pid, signal.SIGCONT)
 
     # b acknowledges: what it does not reference goes, what it references stays.
-    left = wait_for("a deletes P's container", lambda: (lambda o: o if len(o) < len(before) else None)(
-        objects(root, "a", "c", ".ftc")))
+    left = tc.wait_for(lambda: (lambda o: o if len(o) < len(before) else None)(
+        tc.shared_objects(root, "a", "c", ".ftc")))
     res.check(left and len(left) >= 1, "after b acknowledged: a kept %d of %d containers (expected fewer, not none)"
               % (len(left or before), len(before)))
-    res.check(int(filer_row(res, a).get("global_condemned_waiting", 0)) >= 1, "a's container b references is not held")
+    res.check(int(tc.filer_row(res, a).get("global_condemned_waiting", 0)) >= 1, "a's container b references is not held")
     compare(res, b, {"Q": q, "F": f}, "b after a collected what b does not reference")
     print("b continued: a's containers %d -> %d" % (len(before), len(left or before)), flush=True)
 
     os.unlink(b.path("Q"))
-    res.check(wait_for("a deletes everything", lambda: not objects(root, "a", "c", ".ftc")),
-              "a kept containers after b let go: %r" % objects(root, "a", "c", ".ftc"))
+    res.check(tc.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
+              "a kept containers after b let go: %r" % tc.shared_objects(root, "a", "c", ".ftc"))
     compare(res, b, {"F": f}, "b after a collected everything")
     return {"F": f}
 
@@ -135,7 +111,7 @@ def phase_concurrent(res, root, a, b, c, model_b):
     s, t = os.urandom(8 * MiB), os.urandom(8 * MiB)
     tc.put_shared(res, a, {"S": s, "T": t})
     tc.put_shared(res, c, {"T": t})
-    res.check(int(filer_row(res, c).get("global_foreign_hits", 0)) > 0, "c referenced nothing of a's T")
+    res.check(int(tc.filer_row(res, c).get("global_foreign_hits", 0)) > 0, "c referenced nothing of a's T")
     errors = []
 
     def collector():
@@ -176,14 +152,14 @@ def phase_concurrent(res, root, a, b, c, model_b):
 def phase_expired(res, root, a, b, c, model_b):
     """An expired host blocks collection until it is retired."""
     c.kill()
-    res.check(wait_for("c expired", lambda: host_state(res, a, "c") == "expired", harness.scaled(6 * LEASE)),
+    res.check(tc.wait_for(lambda: host_state(res, a, "c") == "expired", harness.scaled(6 * LEASE)),
               "c never showed expired")
     tc.put_shared(res, a, {"R": os.urandom(4 * MiB)})
     os.unlink(a.path("R"))
     os.unlink(b.path("S"))  # b lets go of a's S: only c holds anything of a now
-    row = wait_for("a waits for c", lambda: (lambda r: r if r.get("global_blocked_by") == "c" and
-                                             int(r.get("global_condemned_waiting", 0)) > 0 else None)(filer_row(res, a)))
-    res.check(row is not None, "a's collection does not wait for expired c: %r" % filer_row(res, a))
+    row = tc.wait_for(lambda: (lambda r: r if r.get("global_blocked_by") == "c" and
+                                             int(r.get("global_condemned_waiting", 0)) > 0 else None)(tc.filer_row(res, a)))
+    res.check(row is not None, "a's collection does not wait for expired c: %r" % tc.filer_row(res, a))
     rc, out, _ = tc.tierctl(a, "status")
     res.check("wait for host c" in out and "host c on tier filer is expired, not retired" in out,
               "status of a with c expired: %s" % out[-1500:])
@@ -191,13 +167,13 @@ def phase_expired(res, root, a, b, c, model_b):
     res.check(re.search(r'^fratier_shared_host_expired_seconds\{tier="1",name="filer",host="c"\} \d+$', m, re.M) and
               re.search(r'^fratier_tier_global_condemned_waiting\{tier="1",name="filer"\} [1-9]', m, re.M),
               "metrics of a with c expired: %s" % "\n".join(l for l in m.splitlines() if "shared" in l or "condemned" in l))
-    held = objects(root, "a", "c", ".ftc")
+    held = tc.shared_objects(root, "a", "c", ".ftc")
     res.check(held, "a deleted its containers while expired c had not acknowledged them")
     rc, out, err = tc.tierctl(a, "host", "retire", "c", "--tier", "1")
     res.check(rc == 0 and "retired" in out, "retire c: %s %s" % (out, err))
-    res.check(wait_for("a collects after c retired", lambda: not objects(root, "a", "c", ".ftc")),
-              "a kept %d containers after c was retired" % len(objects(root, "a", "c", ".ftc")))
-    res.check(int(filer_row(res, a).get("global_condemned_waiting", 0)) == 0, "a still waits after c was retired")
+    res.check(tc.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
+              "a kept %d containers after c was retired" % len(tc.shared_objects(root, "a", "c", ".ftc")))
+    res.check(int(tc.filer_row(res, a).get("global_condemned_waiting", 0)) == 0, "a still waits after c was retired")
     print("c expired held %d containers of a; retired: all collected" % len(held), flush=True)
     compare(res, b, {k: v for k, v in model_b.items() if k != "S"}, "b after c was retired")
 
@@ -221,15 +197,15 @@ def phase_crash(res, root, a, b, model_b):
     for i in range(ROUNDS):
         os.unlink(b.path("U%d" % i))
         del model_b["U%d" % i]
-    res.check(wait_for("a collects after the crashes", lambda: not objects(root, "a", "c", ".ftc")),
-              "a kept %d containers after the crashes" % len(objects(root, "a", "c", ".ftc")))
+    res.check(tc.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
+              "a kept %d containers after the crashes" % len(tc.shared_objects(root, "a", "c", ".ftc")))
     # A publication is under way every second: a temporary may be seen for a moment, never for long.
     def temporaries():
-        return [p for h in ("a", "b") for sub in ("r", "k") for p in objects(root, h, sub, ".tmp")]
-    res.check(wait_for("no temporaries", lambda: not temporaries()),
+        return [p for h in ("a", "b") for sub in ("r", "k") for p in tc.shared_objects(root, h, sub, ".tmp")]
+    res.check(tc.wait_for(lambda: not temporaries()),
               "temporaries left after the crashes: %r" % temporaries())
-    res.check(all(len(objects(root, h, "r", ".ftr")) == 1 for h in ("a", "b")),
-              "older reference publications left: %r" % [objects(root, h, "r", ".ftr") for h in ("a", "b")])
+    res.check(all(len(tc.shared_objects(root, h, "r", ".ftr")) == 1 for h in ("a", "b")),
+              "older reference publications left: %r" % [tc.shared_objects(root, h, "r", ".ftr") for h in ("a", "b")])
     compare(res, b, model_b, "b at the end")
 
 

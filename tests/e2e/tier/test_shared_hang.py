@@ -48,30 +48,6 @@ MiB = 1 << 20
 BOUNDED = "timeout = 2s\nretries = 1\n"
 
 
-def objects(root, host, sub, suffix):
-    out = []
-    for d, _, names in os.walk(os.path.join(root, "h", host, sub)):
-        out += [os.path.join(d, n) for n in names if n.endswith(suffix)]
-    return sorted(out)
-
-
-def filer_row(res, fs):
-    for t in tc.tierctl_json(res, fs, "status").get("tiers", []):
-        if t.get("tier") == 1:
-            return t
-    return {}
-
-
-def wait_for(pred, timeout=None):
-    deadline = time.monotonic() + (timeout or harness.scaled(60))
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.3)
-    return pred()
-
-
 def read_errno(path):
     """0 when path reads whole, else the errno of the failure."""
     try:
@@ -94,10 +70,10 @@ def phase_references(res, srv, a, b, hot_a, hot_b):
     x, y = os.urandom(36 * MiB), os.urandom(4 * MiB)
     tc.put_shared(res, a, {"X": x, "Y": y})
     tc.put_shared(res, b, {"X": x, "Y": y})
-    res.check(int(filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a's X and Y")
-    res.check(wait_for(lambda: objects(root, "b", "r", ".ftr")), "b never published references")
+    res.check(int(tc.filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a's X and Y")
+    res.check(tc.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr")), "b never published references")
     os.unlink(a.path("X"))
-    row = wait_for(lambda: (lambda r: r if int(r.get("global_condemned_waiting", 0)) >= 1 else None)(filer_row(res, a)))
+    row = tc.wait_for(lambda: (lambda r: r if int(r.get("global_condemned_waiting", 0)) >= 1 else None)(tc.filer_row(res, a)))
     res.check(row is not None and row.get("global_blocked_by") == "b",
               "a's container of X does not wait for b: %r" % {k: v for k, v in (row or {}).items()
                                                               if k.startswith("global_")})
@@ -107,8 +83,8 @@ def phase_references(res, srv, a, b, hot_a, hot_b):
     # A collection publishes what changed (a restart's first one publishes anew); the beats after it, nothing.
     rc, _, err = tc.tierctl(b, "gc")
     res.check(rc == 0, "b's collection: %s" % err.strip())
-    held = objects(root, "a", "c", ".ftc")
-    published = objects(root, "b", "r", ".ftr")
+    held = tc.shared_objects(root, "a", "c", ".ftc")
+    published = tc.shared_objects(root, "b", "r", ".ftr")
     srv.pause()
     os.unlink(b.path("X"))
     # What b's collection beat does every second, asked for: it gives up after the bounded wait and says so.
@@ -119,22 +95,22 @@ def phase_references(res, srv, a, b, hot_a, hot_b):
     answers(res, b, hot_b, "b while the filer hangs")
     res.check(read_errno(b.path("Y")) == errno.EIO, "b's read of Y (chunks in a's containers) with the filer hung")
     srv.kill()
-    res.check(objects(root, "b", "r", ".ftr") == published,
+    res.check(tc.shared_objects(root, "b", "r", ".ftr") == published,
               "b's reference publication changed with its filer hung: %r -> %r"
-              % (published, objects(root, "b", "r", ".ftr")))
-    res.check(objects(root, "a", "c", ".ftc") == held, "a's containers changed with the filer hung and dead")
+              % (published, tc.shared_objects(root, "b", "r", ".ftr")))
+    res.check(tc.shared_objects(root, "a", "c", ".ftc") == held, "a's containers changed with the filer hung and dead")
     answers(res, b, hot_b, "b with the filer dead")
 
     srv.start()
-    res.check(wait_for(lambda: objects(root, "b", "r", ".ftr") != published),
-              "b never published its references once the filer was back: %r" % objects(root, "b", "r", ".ftr"))
-    res.check(wait_for(lambda: len(objects(root, "a", "c", ".ftc")) < len(held)),
+    res.check(tc.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr") != published),
+              "b never published its references once the filer was back: %r" % tc.shared_objects(root, "b", "r", ".ftr"))
+    res.check(tc.wait_for(lambda: len(tc.shared_objects(root, "a", "c", ".ftc")) < len(held)),
               "a kept its container of X after b published that it let go: %d containers"
-              % len(objects(root, "a", "c", ".ftc")))
+              % len(tc.shared_objects(root, "a", "c", ".ftc")))
     tc.compare_all(res, a, {"Y": y}, "a after the filer came back")
     tc.compare_all(res, b, {"Y": y}, "b after the filer came back")
     print("references: b's publication waited out the hung and dead filer; a's containers %d -> %d"
-          % (len(held), len(objects(root, "a", "c", ".ftc"))), flush=True)
+          % (len(held), len(tc.shared_objects(root, "a", "c", ".ftc"))), flush=True)
     return {"Y": y}
 
 
@@ -148,7 +124,7 @@ def phase_segments(res, srv, a, b, hot_a, model):
         paths.append(a.path(name))
     if not dc.check_sealed(res, paths, "seal"):
         return
-    published = int(filer_row(res, a).get("global_segments_published", 0))
+    published = int(tc.filer_row(res, a).get("global_segments_published", 0))
     mig = subprocess.Popen([tc.tierctl_path(), "-m", a.mnt, "migrate", "--to", "filer", "--json"] + paths,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = False
@@ -189,24 +165,24 @@ def phase_segments(res, srv, a, b, hot_a, model):
         time.sleep(1)
     res.check(j.get("failed") == 0 and j.get("moved", 0) + j.get("already", 0) == len(new),
               "the migration resumes once the filer is back: %r" % {k: j.get(k) for k in ("moved", "already", "failed")})
-    row = wait_for(lambda: (lambda r: r if int(r.get("global_chunks_unpublished", -1)) == 0 else None)(filer_row(res, a)))
+    row = tc.wait_for(lambda: (lambda r: r if int(r.get("global_chunks_unpublished", -1)) == 0 else None)(tc.filer_row(res, a)))
     res.check(row is not None and int(row.get("global_segments_published", 0)) > published,
-              "a's chunks published once the filer was back: %r" % {k: v for k, v in filer_row(res, a).items()
+              "a's chunks published once the filer was back: %r" % {k: v for k, v in tc.filer_row(res, a).items()
                                                                  if k.startswith("global_")})
-    hits = int(filer_row(res, b).get("global_foreign_hits", 0))
+    hits = int(tc.filer_row(res, b).get("global_foreign_hits", 0))
     tc.put_shared(res, b, new)
-    row = filer_row(res, b)
+    row = tc.filer_row(res, b)
     res.check(int(row.get("global_foreign_hits", 0)) > hits and int(row.get("global_segments_bad", -1)) == 0,
               "b, storing a's new files, references a's chunks and loads no bad segment: %r"
               % {k: v for k, v in row.items() if k.startswith("global_")})
     model.update(new)
     print("segments: %d of %d files moved before the filer hung; resumed, %s segments published by a, b found %d "
-          "of a's chunks" % (moved_before, len(new), filer_row(res, a).get("global_segments_published"),
+          "of a's chunks" % (moved_before, len(new), tc.filer_row(res, a).get("global_segments_published"),
                              int(row.get("global_foreign_hits", 0)) - hits), flush=True)
 
 
 def temporaries(root):
-    return [p for h in ("a", "b") for p in objects(root, h, "", ".tmp")]
+    return [p for h in ("a", "b") for p in tc.shared_objects(root, h, "", ".tmp")]
 
 
 def run(res, tmp, srv):
@@ -227,7 +203,7 @@ def run(res, tmp, srv):
                 fs.start()
                 tc.compare_all(res, fs, dict(model, **hot), "%s remounted" % os.path.basename(fs.base))
             # A publication cut by the filer leaves its .tmp there; the next one of that epoch writes it again.
-            res.check(wait_for(lambda: not temporaries(srv.export)),
+            res.check(tc.wait_for(lambda: not temporaries(srv.export)),
                       "temporaries left on the export: %r" % temporaries(srv.export))
         finally:
             if res.failed:

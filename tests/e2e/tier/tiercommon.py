@@ -177,6 +177,34 @@ def shared_daemon(tmp, host, filer, lease=None, options=(), tier_keys=""):
     return harness.Fratier(base=base, config=conf, data=data, options=list(dc.OPTIONS) + list(options))
 
 
+def shared_objects(root, host, sub, suffix):
+    """HOST's objects named *SUFFIX below h/HOST/SUB of a shared tier whose objects are at ROOT, sorted."""
+    out = []
+    for d, _, names in os.walk(os.path.join(root, "h", host, sub)):
+        out += [os.path.join(d, n) for n in names if n.endswith(suffix)]
+    return sorted(out)
+
+
+def filer_row(res, fs):
+    """tierctl status's row of tier 1, the shared tier of shared_daemon()."""
+    for t in tierctl_json(res, fs, "status").get("tiers", []):
+        if t.get("tier") == 1:
+            return t
+    res.check(False, "no shared tier in the status of %s" % fs.mnt)
+    return {}
+
+
+def wait_for(pred, timeout=None):
+    """pred()'s first true value, polled until timeout (scaled, 60 s by default); else its last."""
+    deadline = time.monotonic() + (timeout or harness.scaled(60))
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    return pred()
+
+
 def shared_filer_main(name, run):
     """run(res, tmp, tier path, the tier's object root) on a plain directory,
     or, with --nfs, on an nfs-ganesha export in a namespace of its own; the
