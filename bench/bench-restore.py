@@ -28,6 +28,7 @@ asserted.  See bench/README.md ("Restore, phase 5").
 import argparse
 import collections
 import json
+import mmap
 import os
 import shutil
 import signal
@@ -191,19 +192,7 @@ class Bench:
     def read(self, paths):
         if not self.args.direct:
             return bl.read_files(paths, self.buf)
-        import mmap
-        buf, n = mmap.mmap(-1, bl.MIB), 0  # page-aligned, as O_DIRECT wants
-        for path in paths:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-            try:
-                while True:
-                    k = os.readv(fd, [buf])
-                    if k == 0:
-                        break
-                    n += k
-            finally:
-                os.close(fd)
-        return n
+        return bl.read_files(paths, mmap.mmap(-1, bl.MIB), os.O_DIRECT)
 
     def restore(self, build):
         d = self.daemon

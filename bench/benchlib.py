@@ -140,12 +140,14 @@ def read_ahead_kb(mnt):
         return None
 
 
-def read_files(paths, buf):
+def read_files(paths, buf, flags=0):
     """Reads each of paths whole, one after another, with read()s of len(buf)
-    bytes into buf (as a restore reads: 1 MiB at a time); returns the bytes read."""
+    bytes into buf (as a restore reads: 1 MiB at a time), opened with
+    O_RDONLY | flags (O_DIRECT wants buf page-aligned: an mmap); returns the
+    bytes read."""
     n = 0
     for path in paths:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | flags)
         try:
             while True:
                 k = os.readv(fd, [buf])
