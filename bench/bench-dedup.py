@@ -282,16 +282,13 @@ class Fratier(Tool):
         catalog = du(os.path.join(hot, 'catalog.db'), os.path.join(hot, 'catalog.db-wal'))
         note = f'copy {copied:.1f} s + seal wait {wall - copied:.1f} s; store: containers ' \
                f'{mib(du(os.path.join(hot, "containers"))):.1f} MiB, catalog {mib(catalog):.1f} MiB'
-        staging = self.staging_bytes()
-        if staging:
-            note += f'; {mib(staging):.1f} MiB left in staging'
         return wall, cpu, note
 
     def wait_sealed(self, phase):
         pending = [os.path.join(self.mnt, e['path']) for e in phase.files]
         deadline = time.monotonic() + SEAL_TIMEOUT
         progress, progress_cpu = time.monotonic(), self.daemon_cpu()
-        while pending:
+        while True:
             self.check_daemon()
             still = []
             for path in pending:
@@ -304,11 +301,14 @@ class Fratier(Tool):
             if len(still) < len(pending):
                 progress, progress_cpu = now, self.daemon_cpu()
             pending = still
-            if not pending:
+            # Sealed means deduplicated, compressed and the raw staging file
+            # freed: the state flips at the commit, the unlink comes after
+            # the catalog's sync (fs_data_seal()).
+            if not pending and not self.staging_bytes():
                 break
             # Files left raw while the daemon idles are not queued any more:
             # waiting on would only end at SEAL_TIMEOUT.
-            if now - progress > STALL_SECONDS and \
+            if pending and now - progress > STALL_SECONDS and \
                     self.daemon_cpu() - progress_cpu < STALL_CPU_SECONDS:
                 raise BenchError(f'{len(pending)} file(s) still raw {now - progress:.0f}s after '
                                  f'the last one was sealed while the daemon idles, e.g. '
@@ -316,8 +316,10 @@ class Fratier(Tool):
                                  f'a close can race the sealer; try --seal-delay 1)\n'
                                  f'{tail(self.daemon_log)}')
             if now > deadline:
+                what = f'e.g. {pending[0]}' if pending else \
+                    f'all sealed, {mib(self.staging_bytes()):.1f} MiB left in staging'
                 raise BenchError(f'{len(pending)} file(s) not sealed after '
-                                 f'{SEAL_TIMEOUT:.0f}s, e.g. {pending[0]}:\n'
+                                 f'{SEAL_TIMEOUT:.0f}s, {what}:\n'
                                  f'{tail(self.daemon_log)}')
             time.sleep(SEAL_POLL)
 
