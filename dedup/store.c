@@ -56,14 +56,6 @@
 #include "common/macros.h"
 #include "dedup/store-internal.h"
 
-const uint8_t *dedup_store_id_key(const DedupStore *s) {
-	return s->opts.id_key;
-}
-
-const uint8_t *dedup_store_content_key(const DedupStore *s) {
-	return s->opts.content_key;
-}
-
 const uint8_t *dedup_store_description_key(const DedupStore *s) {
 	return s->opts.description_key;
 }
@@ -113,10 +105,6 @@ static int units_seal(DedupStore *s, StoreContainer *c, StoreUnit *units, size_t
 		at += units[k].size;
 	}
 	return 0;
-}
-
-uint32_t dedup_store_tier(const DedupStore *s) {
-	return s->tier;
 }
 
 void store_writers_enter(DedupStore *s) {

@@ -231,8 +231,6 @@ int dedup_store_open(Catalog *catalog, uint32_t tier, DedupBackend *backend, con
  */
 DedupStore *dedup_store_free(DedupStore *s);
 
-uint32_t dedup_store_tier(const DedupStore *s);
-
 /*
  * Global dedup (DedupStoreOptions.shared): publishes the chunks registered
  * since the last publication as one index segment "i/EPOCH.fti" of the
@@ -270,10 +268,7 @@ typedef struct DedupGlobalStats {
 
 /* The store's global dedup figures; the counters are since open.  Cheap; can't fail. */
 void dedup_store_global_stats(DedupStore *s, DedupGlobalStats *ret);
-/* DedupStoreOptions.id_key of s: what the mount's other readers of its tiers verify with. */
-const uint8_t *dedup_store_id_key(const DedupStore *s);
-/* DedupStoreOptions.content_key and description_key of s, for the same readers. */
-const uint8_t *dedup_store_content_key(const DedupStore *s);
+/* DedupStoreOptions.description_key of s, for the mount's other readers of its tiers. */
 const uint8_t *dedup_store_description_key(const DedupStore *s);
 /* DedupStoreOptions.old_keys of s, or NULL. */
 const DedupOldKeys *dedup_store_old_keys(const DedupStore *s);

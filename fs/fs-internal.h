@@ -251,8 +251,6 @@ int fs_inode_table_init(Fs *fs);
 void fs_inode_table_done(Fs *fs);
 /* Takes n kernel references on ino, creating its entry if needed. */
 int fs_inode_ref(Fs *fs, uint64_t ino, uint64_t n, FsInode **ret);
-/* Whether ino has an entry now (it may go at any moment unless the caller holds a reference). */
-bool fs_inode_is_known(Fs *fs, uint64_t ino);
 /*
  * Pins ino's entry for the daemon's own use (never counted as the kernel's),
  * creating it if create; -ENOENT if there is none and !create.  The entry

@@ -115,7 +115,8 @@ static FsInode *inode_new(Fs *fs, uint64_t ino) {
 	return i;
 }
 
-bool fs_inode_is_known(Fs *fs, uint64_t ino) {
+/* Whether ino has an entry now (it may go at any moment unless the caller holds a reference). */
+static bool fs_inode_is_known(Fs *fs, uint64_t ino) {
 	pthread_mutex_lock(&fs->table_lock);
 	bool known = table_find(fs, ino) != NULL;
 	pthread_mutex_unlock(&fs->table_lock);

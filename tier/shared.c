@@ -362,7 +362,8 @@ const char *tier_host_status_to_string(TierHostStatus st) {
 	return st < _TIER_HOST_STATUS_MAX ? host_status_table[st] : NULL;
 }
 
-TierHostStatus tier_host_record_status(const TierHostRecord *r, uint64_t now) {
+/* The status of a record that parsed, as of now (seconds since the epoch). */
+static TierHostStatus tier_host_record_status(const TierHostRecord *r, uint64_t now) {
 	if (r->state == TIER_HOST_RETIRED)
 		return TIER_HOST_STATUS_RETIRED;
 	return r->lease_until > now ? TIER_HOST_STATUS_LIVE : TIER_HOST_STATUS_EXPIRED;

@@ -72,8 +72,6 @@ typedef enum TierHostStatus {
 } TierHostStatus;
 
 const char *tier_host_status_to_string(TierHostStatus s);
-/* The status of a record that parsed, as of now (seconds since the epoch). */
-TierHostStatus tier_host_record_status(const TierHostRecord *r, uint64_t now);
 
 /* Parses a stored host record.  Returns 0, or -EBADMSG for anything but the exact form above. */
 int tier_host_record_parse(const void *buf, size_t len, TierHostRecord *ret);
