@@ -1194,7 +1194,8 @@ int dedup_writer_join(DedupWriter *w, DedupWriter *next) {
 	if (next->error < 0)
 		return fail(w, next->error);
 	if (w == next || w->s != next->s || !w->finished || !next->finished || w->joined || next->joined ||
-	    memcmp(&w->params, &next->params, sizeof(w->params)) != 0)
+	    w->params.mode != next->params.mode || w->params.min_size != next->params.min_size ||
+	    w->params.avg_size != next->params.avg_size || w->params.max_size != next->params.max_size)
 		return fail(w, -EINVAL);
 	if (next->total > DEDUP_RECIPE_FILE_SIZE_MAX - w->total)
 		return fail(w, -EFBIG);
