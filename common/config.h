@@ -56,7 +56,7 @@
  *   zstd_level = 1                ; -7 .. 19 (negative: zstd's fast levels), on the hot tier
  *   region_size = 128K            ; new chunks of a file compressed together, up to this many bytes
  *                                 ; (CONFIG_REGION_SIZE_MIN .. CONFIG_REGION_SIZE_MAX)
- *   split_size = 64M              ; its files are cut (a chunk boundary) every this many bytes, and a seal
+ *   split_size = 256M             ; its files are cut (a chunk boundary) every this many bytes, and a seal
  *                                 ; with at least twice this left to chunk is fed by two writers at once,
  *                                 ; one on each side of a cut; 0 = never (CONFIG_SPLIT_SIZE_MIN .. MAX)
  *   migrate_after = 1d            ; move sealed files this long after their last change (s m h d); 0 = never
@@ -176,12 +176,14 @@ typedef enum ConfigChunking {
 /*
  * Cuts of a file for seals by two writers (fs/data.c, seal_ingest()): a
  * cut costs at most a chunk on each side of it in dedup, so they are far
- * apart; the default gives day 1's 767 MiB piece of the medium bench two
- * writers (bench/README.md, "Sealing, seventh pass").
+ * apart.  The default gives a datafile piece of 512 MiB or more left to
+ * seal two writers, and image copies and archivelog pieces of the medium
+ * bench one: with 64M these split too, and on two cores the four writers
+ * gained less (bench/README.md, "Sealing, seventh pass").
  */
 #define CONFIG_SPLIT_SIZE_MIN (UINT64_C(1) << 20)
 #define CONFIG_SPLIT_SIZE_MAX (UINT64_C(1) << 40)
-#define CONFIG_SPLIT_SIZE_DEFAULT (UINT64_C(64) << 20)
+#define CONFIG_SPLIT_SIZE_DEFAULT (UINT64_C(256) << 20)
 #define CONFIG_WATERMARK_HIGH_DEFAULT 85
 #define CONFIG_WATERMARK_LOW_DEFAULT 70
 #define CONFIG_POLICY_INTERVAL_DEFAULT 60
