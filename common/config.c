@@ -132,6 +132,7 @@ ConfigChunking config_chunking_from_string(const char *s) {
 #define REGION_SIZE_DEFAULT (128u << 10)
 
 ConfigClassPolicy config_class_default(ConfigClass c) {
+	ConfigClassPolicy p;
 	assert(c >= 0 && c < _CONFIG_CLASS_MAX);
 	switch (c) {
 	case CONFIG_CLASS_BACKUPPIECE:
@@ -142,23 +143,29 @@ ConfigClassPolicy config_class_default(ConfigClass c) {
 		 * (README, "Dedup across classes").  Between blocks (headers), CDC
 		 * of 8 KiB.
 		 */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, CONFIG_ZSTD_LEVEL_HOT, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
-					     REGION_SIZE_DEFAULT };
+		p = (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, CONFIG_ZSTD_LEVEL_HOT, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
+					  REGION_SIZE_DEFAULT };
+		break;
 	case CONFIG_CLASS_IMAGECOPY:
 		/*
 		 * Cut as backup pieces are, so that both meet block for block.
 		 * RECOVER COPY rewrites them in place every day, so they stay
 		 * hot: moved, they would come back at the next change.
 		 */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, CONFIG_ZSTD_LEVEL_HOT, 0, 0, false, REGION_SIZE_DEFAULT };
+		p = (ConfigClassPolicy) { CONFIG_CHUNKING_ORACLE, 8u << 10, CONFIG_ZSTD_LEVEL_HOT, 0, 0, false, REGION_SIZE_DEFAULT };
+		break;
 	case CONFIG_CLASS_ARCHIVELOG:
 		/* Read again only for a recovery: a day on the hot tier covers the usual restore of last night's backup. */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, CONFIG_ZSTD_LEVEL_HOT, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
-					     REGION_SIZE_DEFAULT };
+		p = (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, CONFIG_ZSTD_LEVEL_HOT, 1, CONFIG_MIGRATE_AFTER_DEFAULT, false,
+					  REGION_SIZE_DEFAULT };
+		break;
 	default:
 		/* Nothing is known of what it is, so nothing is moved without being asked. */
-		return (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, CONFIG_ZSTD_LEVEL_HOT, 0, 0, false, REGION_SIZE_DEFAULT };
+		p = (ConfigClassPolicy) { CONFIG_CHUNKING_CDC, 16u << 10, CONFIG_ZSTD_LEVEL_HOT, 0, 0, false, REGION_SIZE_DEFAULT };
+		break;
 	}
+	p.split_size = CONFIG_SPLIT_SIZE_DEFAULT;
+	return p;
 }
 
 /* Colder means smaller: a lower tier without a zstd_level of its own gets the cold one. */
@@ -941,6 +948,19 @@ static int parse_region_size(Parser *p, const char *key, const char *value) {
 	return 0;
 }
 
+static int parse_split_size(Parser *p, const char *key, const char *value) {
+	uint64_t v;
+	int r = parse_size_key(p, key, value, &v);
+	if (r < 0)
+		return r;
+	if (v != 0 && (v < CONFIG_SPLIT_SIZE_MIN || v > CONFIG_SPLIT_SIZE_MAX))
+		return parser_fail(p, p->line, "'%s' must be 0 or from %lluM to %lluT, got '%s'", key,
+				   (unsigned long long) (CONFIG_SPLIT_SIZE_MIN >> 20),
+				   (unsigned long long) (CONFIG_SPLIT_SIZE_MAX >> 40), ESC(value));
+	p->config.classes[p->klass].split_size = v;
+	return 0;
+}
+
 static int parse_zstd_level(Parser *p, const char *key, const char *value) {
 	return parse_level(p, key, value, &p->config.classes[p->klass].zstd_level);
 }
@@ -994,6 +1014,7 @@ static const KeyDef class_keys[] = {
 	{ "chunk_size", parse_chunk_size },
 	{ "zstd_level", parse_zstd_level },
 	{ "region_size", parse_region_size },
+	{ "split_size", parse_split_size },
 	{ "migrate_after", parse_migrate_after },
 	{ "target", parse_target },
 	{ "pin", parse_pin },

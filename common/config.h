@@ -56,6 +56,9 @@
  *   zstd_level = 1                ; -7 .. 19 (negative: zstd's fast levels), on the hot tier
  *   region_size = 128K            ; new chunks of a file compressed together, up to this many bytes
  *                                 ; (CONFIG_REGION_SIZE_MIN .. CONFIG_REGION_SIZE_MAX)
+ *   split_size = 256M             ; its files are cut (a chunk boundary) every this many bytes, and a seal
+ *                                 ; with at least twice this left to chunk is fed by two writers at once,
+ *                                 ; one on each side of a cut; 0 = never (CONFIG_SPLIT_SIZE_MIN .. MAX)
  *   migrate_after = 1d            ; move sealed files this long after their last change (s m h d); 0 = never
  *   target = capacity             ; the tier they move to, by age or above the high watermark: a name, or
  *                                 ; a number (1 = the first tier after hot); default: 1 for archivelog and
@@ -170,6 +173,17 @@ typedef enum ConfigChunking {
 /* The compression regions dedup/ accepts (DEDUP_REGION_TARGET_MIN..MAX). */
 #define CONFIG_REGION_SIZE_MIN (4u << 10)
 #define CONFIG_REGION_SIZE_MAX (1u << 20)
+/*
+ * Cuts of a file for seals by two writers (fs/data.c, seal_ingest()): a
+ * cut costs at most a chunk on each side of it in dedup, so they are far
+ * apart.  The default gives a datafile piece of 512 MiB or more left to
+ * seal two writers, and image copies and archivelog pieces of the medium
+ * bench one: with 64M these split too, and on two cores the four writers
+ * gained less (bench/README.md, "Sealing, seventh pass").
+ */
+#define CONFIG_SPLIT_SIZE_MIN (UINT64_C(1) << 20)
+#define CONFIG_SPLIT_SIZE_MAX (UINT64_C(1) << 40)
+#define CONFIG_SPLIT_SIZE_DEFAULT (UINT64_C(256) << 20)
 #define CONFIG_WATERMARK_HIGH_DEFAULT 85
 #define CONFIG_WATERMARK_LOW_DEFAULT 70
 #define CONFIG_POLICY_INTERVAL_DEFAULT 60
@@ -198,6 +212,7 @@ typedef struct ConfigClassPolicy {
 	bool pinned;           /* pin = yes: its files stay on the hot tier (no target; tierctl migrate skips them) */
 	uint32_t region_size;  /* new chunks of a file are compressed together up to this many bytes */
 	uint64_t keep_hot;     /* [class archivelog]: seconds of recovery window whose logs stay hot (tier/planner.h); 0 = off */
+	uint64_t split_size;   /* cut its files every this many bytes; seals with twice this left use two writers; 0 = never */
 } ConfigClassPolicy;
 
 typedef struct ConfigTier {

@@ -524,6 +524,8 @@ int control_status(Conn *c) {
 	if (r >= 0)
 		r = control_add_u64(c, "seals_whole", seal.seals_whole);
 	if (r >= 0)
+		r = control_add_u64(c, "seals_split", seal.seals_split);
+	if (r >= 0)
 		r = control_add_u64(c, "streamed_bytes", seal.streamed_bytes);
 	if (r >= 0)
 		r = control_add_u64(c, "gc_queue", dead);

@@ -145,7 +145,7 @@ struct DedupWriter {
 	DedupHasher *hasher;
 	StoreRegionBuilder builder;
 	int error;
-	bool entered, finished;
+	bool entered, finished, joined;
 
 	uint8_t *chunk_buf; /* the unfinished chunk when it spans feed() calls; params.max_size bytes */
 	size_t chunk_len;
@@ -162,6 +162,7 @@ struct DedupWriter {
 	uint32_t *lengths;
 	size_t n_entries, cap_entries;
 	size_t first_open_entry;
+	size_t cut_entry; /* the first entry after the last cut: a zero run does not continue across it */
 	uint64_t total;
 
 	/*
@@ -247,7 +248,7 @@ static int entry_add(DedupWriter *w, uint64_t chunk, uint32_t length) {
 
 static int zero_add(DedupWriter *w, size_t len) {
 	w->stats.zero_bytes += len;
-	if (w->n_entries > 0) {
+	if (w->n_entries > w->cut_entry) {
 		size_t last = w->n_entries - 1;
 		if (w->chunks[last] == 0 && w->lengths[last] + len <= DEDUP_RECIPE_ZERO_RUN_MAX) {
 			w->lengths[last] += (uint32_t) len;
@@ -1168,6 +1169,84 @@ int dedup_writer_finish(DedupWriter *w) {
 	return 0;
 }
 
+int dedup_writer_cut(DedupWriter *w) {
+	int r = 0;
+
+	if (w->error < 0)
+		return w->error;
+	if (w->finished)
+		return fail(w, -EINVAL);
+	if (w->window) {
+		r = oracle_process(w, true);
+		dedup_oracle_splitter_init(&w->splitter);
+	}
+	if (r >= 0)
+		r = cdc_flush(w);
+	if (r < 0)
+		return fail(w, r);
+	w->cut_entry = w->n_entries;
+	return 0;
+}
+
+int dedup_writer_join(DedupWriter *w, DedupWriter *next) {
+	if (w->error < 0)
+		return w->error;
+	if (next->error < 0)
+		return fail(w, next->error);
+	if (w == next || w->s != next->s || !w->finished || !next->finished || w->joined || next->joined ||
+	    w->params.mode != next->params.mode || w->params.min_size != next->params.min_size ||
+	    w->params.avg_size != next->params.avg_size || w->params.max_size != next->params.max_size)
+		return fail(w, -EINVAL);
+	if (next->total > DEDUP_RECIPE_FILE_SIZE_MAX - w->total)
+		return fail(w, -EFBIG);
+	/* Both finished: every entry holds its final id (invariant 1), nothing of next is pending. */
+	size_t n = w->n_entries + next->n_entries;
+	if (n > w->cap_entries) {
+		uint64_t *c = realloc(w->chunks, n * sizeof(*c));
+		if (!c)
+			return fail(w, -ENOMEM);
+		w->chunks = c;
+		uint32_t *l = realloc(w->lengths, n * sizeof(*l));
+		if (!l)
+			return fail(w, -ENOMEM);
+		w->lengths = l;
+		w->cap_entries = n;
+	}
+	if (next->n_literals > w->cap_literals - w->n_literals) {
+		uint8_t *b = realloc(w->literals, w->n_literals + next->n_literals);
+		if (!b)
+			return fail(w, -ENOMEM);
+		w->literals = b;
+		w->cap_literals = w->n_literals + next->n_literals;
+	}
+	memcpy(w->chunks + w->n_entries, next->chunks, next->n_entries * sizeof(*w->chunks));
+	memcpy(w->lengths + w->n_entries, next->lengths, next->n_entries * sizeof(*w->lengths));
+	if (next->n_literals > 0)
+		memcpy(w->literals + w->n_literals, next->literals, next->n_literals);
+	w->n_entries = w->first_open_entry = w->cut_entry = n;
+	w->n_literals += next->n_literals;
+	w->total += next->total;
+
+	const DedupWriterStats *a = &next->stats;
+	DedupWriterStats *t = &w->stats;
+	t->logical_bytes += a->logical_bytes;
+	t->zero_bytes += a->zero_bytes;
+	t->literal_bytes += a->literal_bytes;
+	t->chunks += a->chunks;
+	t->new_chunks += a->new_chunks;
+	t->new_bytes += a->new_bytes;
+	t->stored_bytes += a->stored_bytes;
+	t->regions += a->regions;
+	t->dup_chunks += a->dup_chunks;
+	t->dup_bytes += a->dup_bytes;
+	t->index_lookups += a->index_lookups;
+	t->foreign_chunks += a->foreign_chunks;
+	t->foreign_bytes += a->foreign_bytes;
+	t->encode_wait_ns += a->encode_wait_ns + next->builder.encode_wait_ns;
+	next->joined = true;
+	return 0;
+}
+
 static int recipe_exists(uint64_t start, const void *blob, size_t size, void *userdata) {
 	return 0;
 }
@@ -1176,7 +1255,7 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 	DedupStore *s = w->s;
 	int r;
 
-	if (w->error < 0 || !w->finished)
+	if (w->error < 0 || !w->finished || w->joined)
 		return -EINVAL;
 
 	r = catalog_recipe_find(s->catalog, ino, INT64_MAX, recipe_exists, NULL);
@@ -1230,7 +1309,8 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 
 void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret) {
 	*ret = w->stats;
-	ret->encode_wait_ns = w->builder.encode_wait_ns;
+	/* stats.encode_wait_ns holds the joined parts' (dedup_writer_join()). */
+	ret->encode_wait_ns += w->builder.encode_wait_ns;
 }
 
 int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret) {

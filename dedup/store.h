@@ -13,6 +13,7 @@
  *   dedup_writer_new()                          (outside any catalog transaction)
  *   dedup_writer_feed() ... dedup_writer_feed()    chunk, dedup, compress, append
  *   dedup_writer_finish()                          last chunk; frames durable
+ *   dedup_writer_join(w, next)                     a file in parts: next's part after w's
  *   catalog_begin()                             (the caller)
  *     dedup_writer_commit(ino)                     refs + recipe, in the caller's transaction
  *     ...the caller flips the inode to sealed...
@@ -308,12 +309,40 @@ int dedup_writer_feed(DedupWriter *w, const void *buf, size_t len);
 int dedup_writer_finish(DedupWriter *w);
 
 /*
+ * Cuts the file where the bytes fed so far end: the chunk being cut ends
+ * there, CDC and the Oracle splitter start afresh with the next byte (as
+ * at the start of a file), and a zero run does not continue across.  So
+ * the chunks are a function of the bytes and of where the cuts are, never
+ * of how the bytes were fed or by how many writers (dedup_writer_join()).
+ * Returns: as feed().
+ */
+int dedup_writer_cut(DedupWriter *w);
+
+/*
+ * A file sealed in parts, each by a writer of its own, on threads of their
+ * own (the same store and chunker parameters, each writer fed the bytes of
+ * one part, from a cut of the file to the next, and finished): appends the
+ * recipe of next, the part that follows w's, to w's, and its stats to w's.
+ * The recipe joined is the one a single writer fed every part with a
+ * dedup_writer_cut() between them makes (up to chunk ids), and w's commit()
+ * takes the references of every part.  next may not be committed or joined
+ * again (-EINVAL); free it as usual, before or after w's commit.  Until the
+ * commit, every part's chunks are registered at refs 0 only: a seal that
+ * dies or fails leaves garbage, as one writer does.  A part that failed
+ * fails w with its error.
+ * Returns: 0, -EINVAL (not both finished, other stores or parameters,
+ * joined already), -EFBIG, -ENOMEM, or next's error; w is dead after any.
+ */
+int dedup_writer_join(DedupWriter *w, DedupWriter *next);
+
+/*
  * Inside the caller's catalog transaction: takes one reference on every
  * chunk per occurrence in the file (one catalog update per distinct chunk)
  * and writes the recipe segments of ino.  ino must have no recipe yet
  * (-EEXIST otherwise).  If the caller's transaction rolls back, the writer
  * is as before the call and commit() may be retried in a new transaction.
- * Returns: 0, -EINVAL (not finished, or failed), -EEXIST, a catalog error.
+ * Returns: 0, -EINVAL (not finished, failed, or joined into another
+ * writer), -EEXIST, a catalog error.
  */
 int dedup_writer_commit(DedupWriter *w, uint64_t ino);
 

@@ -54,6 +54,7 @@ typedef struct FsSealStatus {
 	uint64_t streams;         /* files being chunked while written */
 	uint64_t seals_streamed;  /* seals that finished a stream */
 	uint64_t seals_whole;     /* seals that read the whole file */
+	uint64_t seals_split;     /* of either, seals whose rest two writers chunked at once */
 	uint64_t streamed_bytes;  /* chunked while written, of the files sealed from a stream */
 } FsSealStatus;
 void fs_seal_status_get(Fs *fs, FsSealStatus *ret);

@@ -22,6 +22,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -214,7 +216,13 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret
 	return dedup_writer_new(store, &params, policy->zstd_level, policy->region_size, ret);
 }
 
-int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed) {
+uint64_t fs_class_split(Fs *fs, TierFileClass c) {
+	const ConfigClassPolicy *policy = tier_class_policy(fs->config, c);
+	return policy ? policy->split_size : 0;
+}
+
+int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t cut,
+		 uint64_t *ret_fed) {
 	FsThrottleUnit unit;
 	DedupWriterStats ws;
 	int r = 0;
@@ -227,7 +235,10 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
 			r = -ECANCELED; /* unmounting: the file stays raw, the next mount queues it again */
 			break;
 		}
-		ssize_t n = pread(fd, buf, (size_t) MIN(to - from, (uint64_t) FS_SEAL_READ_SIZE), (off_t) from);
+		uint64_t want = MIN(to - from, (uint64_t) FS_SEAL_READ_SIZE);
+		if (cut > 0)
+			want = MIN(want, cut - from % cut); /* no read crosses a cut */
+		ssize_t n = pread(fd, buf, (size_t) want, (off_t) from);
 		if (n < 0) {
 			r = -errno;
 			break;
@@ -238,6 +249,11 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
 		if (r < 0)
 			break;
 		from += (uint64_t) n;
+		if (cut > 0 && from % cut == 0) {
+			r = dedup_writer_cut(w);
+			if (r < 0)
+				break;
+		}
 		dedup_writer_stats(w, &ws);
 		unit.helped_ns = (int64_t) (ws.encode_wait_ns - helped);
 		helped = ws.encode_wait_ns;
@@ -249,19 +265,76 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
 }
 
 /*
+ * The second writer of a seal in two parts: chunks [from, to) of the
+ * staging file through a descriptor of its own (its own read-ahead) on a
+ * thread of its own, which inherits the seal worker's nice value and pays
+ * its own throttle units (fs_data_feed()).
+ */
+typedef struct SealPart {
+	Fs *fs;
+	uint32_t tier;
+	TierFileClass file_class;
+	int fd;
+	uint64_t from, to, cut;
+	DedupWriter *w;
+	int result;
+	pthread_t thread;
+} SealPart;
+
+static void *part_main(void *userdata) {
+	SealPart *p = userdata;
+	uint64_t fed;
+	(void) pthread_setname_np(pthread_self(), "fratier-part");
+	void *buf = malloc(FS_SEAL_READ_SIZE);
+	int r = buf ? fs_data_writer_new(p->fs, p->tier, p->file_class, &p->w) : -ENOMEM;
+	if (r >= 0) {
+		(void) posix_fadvise(p->fd, (off_t) p->from, (off_t) (p->to - p->from), POSIX_FADV_SEQUENTIAL);
+		r = fs_data_feed(p->fs, p->fd, p->w, buf, p->from, p->to, p->cut, &fed);
+	}
+	if (r >= 0)
+		r = dedup_writer_finish(p->w);
+	free(buf);
+	p->result = r;
+	return NULL;
+}
+
+/*
+ * Where a seal of [from, size) is cut between its two writers, or 0 for
+ * one writer: the cut of the file (a multiple of cut, where every writer
+ * of the file cuts, fs_data_feed()) nearest the middle of what is left,
+ * once at least two cuts' worth is left.  Where the cuts are depends on
+ * nothing but cut, so the recipe is the same whichever way the file was
+ * split, streamed or not.
+ */
+static uint64_t split_point(uint64_t cut, uint64_t from, uint64_t size) {
+	if (cut == 0 || from >= size || size - from < 2 * cut)
+		return 0;
+	uint64_t half = from + (size - from) / 2;
+	/* Within cut / 2 of half, which is at least cut from either end. */
+	return (half + cut / 2) / cut * cut;
+}
+
+/*
  * Chunks, fingerprints, compresses and stores the staging file (on tier
  * staging_tier), or what the stream s has not chunked yet; nothing is
- * committed.  *ret_tier gets the tier the chunks went to.
+ * committed.  What is left is fed to two writers at once, each on its own
+ * side of a cut, when it is large enough (split_point()): their recipes are
+ * joined into *ret_writer (dedup_writer_join()), and a failure of either
+ * fails the seal.  *ret_tier gets the tier the chunks went to.
  */
 static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, TierFileClass class, FsStream *s,
-		       DedupWriter **ret_writer, uint32_t *ret_tier, struct stat *ret_st, uint64_t *ret_streamed) {
+		       DedupWriter **ret_writer, uint32_t *ret_tier, struct stat *ret_st, uint64_t *ret_streamed,
+		       bool *ret_split) {
 	_cleanup_free_ void *buf = NULL;
 	_cleanup_close_ int fd = -1;
 	DedupWriter *w = NULL;
-	uint64_t from = 0, fed;
+	uint64_t from = 0, fed, cut = fs_class_split(fs, class);
+	SealPart part = { .fd = -1 };
+	bool parted = false;
 	int r;
 
 	*ret_streamed = 0;
+	*ret_split = false;
 	if (!s || !fs_stream_take_writer(s, &w, ret_tier, &fd, &from)) {
 		fd = fs_staging_open_ro(fs, staging_tier, ino);
 		if (fd < 0)
@@ -288,8 +361,6 @@ static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, TierFileClas
 		r = -ENOMEM;
 		goto fail;
 	}
-	/* The data will be read once, sequentially: say so. */
-	(void) posix_fadvise(fd, (off_t) from, 0, POSIX_FADV_SEQUENTIAL);
 
 	if (!w) {
 		/*
@@ -306,13 +377,34 @@ static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, TierFileClas
 		if (r < 0)
 			return r;
 	}
-	r = fs_data_feed(fs, fd, w, buf, from, (uint64_t) ret_st->st_size, &fed);
+	uint64_t size = (uint64_t) ret_st->st_size, mid = split_point(cut, from, size);
+	if (mid > 0) {
+		/* A description of its own: two sequential readers of one would share (and spoil) its read-ahead. */
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		part = (SealPart) { .fs = fs, .tier = *ret_tier, .file_class = class, .from = mid, .to = size, .cut = cut };
+		part.fd = open(path, O_RDONLY | O_CLOEXEC);
+		/* Without a descriptor or a thread, one writer seals it all. */
+		parted = part.fd >= 0 && pthread_create(&part.thread, NULL, part_main, &part) == 0;
+	}
+	/* The data will be read once, sequentially: say so. */
+	(void) posix_fadvise(fd, (off_t) from, parted ? (off_t) (mid - from) : 0, POSIX_FADV_SEQUENTIAL);
+	r = fs_data_feed(fs, fd, w, buf, from, parted ? mid : size, cut, &fed);
 	if (r >= 0)
 		r = dedup_writer_finish(w);
+	if (parted) {
+		(void) pthread_join(part.thread, NULL);
+		if (r >= 0)
+			r = part.result < 0 ? part.result : dedup_writer_join(w, part.w);
+		dedup_writer_free(part.w);
+	}
+	if (part.fd >= 0)
+		close(part.fd);
 	if (r < 0)
 		goto fail;
 	*ret_writer = w;
 	*ret_streamed = from;
+	*ret_split = parted;
 	return 0;
 
 fail:
@@ -353,8 +445,9 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	/* Read before the stream is checked, so an unchanged data_gen at the commit covers what it chunked. */
 	uint64_t gen = atomic_load(&i->data_gen), streamed;
 	uint32_t from = ci.tier, to = 0;
+	bool split;
 
-	r = seal_ingest(fs, ino, from, (TierFileClass) ci.file_class, stream, &w, &to, &st, &streamed);
+	r = seal_ingest(fs, ino, from, (TierFileClass) ci.file_class, stream, &w, &to, &st, &streamed, &split);
 	stream = fs_stream_free(fs, stream);
 	if (r == -EFBIG || r == -ECANCELED || r == -ESTALE) {
 		r = 0;
@@ -427,6 +520,8 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 		atomic_fetch_add(&fs->streamed_bytes, streamed);
 	} else
 		atomic_fetch_add(&fs->seals_whole, 1);
+	if (split)
+		atomic_fetch_add(&fs->seals_split, 1);
 	log_debug("sealed inode %llu: %llu bytes (%llu of them chunked while written) stored as %llu",
 		  (unsigned long long) ino, (unsigned long long) ci.size, (unsigned long long) streamed,
 		  (unsigned long long) ci.stored);

@@ -199,7 +199,7 @@ struct Fs {
 	atomic_bool seal_stopping; /* read without the lock by a seal in progress, to give up */
 	atomic_bool gc_waiting;   /* the collector waits for writers to end: start no stream meanwhile */
 	/* Since the mount, for status: seals that finished a stream, seals that read the whole file. */
-	atomic_uint_fast64_t seals_streamed, seals_whole;
+	atomic_uint_fast64_t seals_streamed, seals_whole, seals_split;
 	atomic_uint_fast64_t streamed_bytes; /* chunked while written, of the files sealed from a stream */
 	bool seal_started;
 	struct FsSealWorker *seal_worker; /* the threads started, n_seal_threads of them */
@@ -351,13 +351,19 @@ void fs_data_unlock(FsInode *i);
 int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
 /* A writer into tier's store for a file of class c, with the class's chunker and compression level. */
 int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret);
+/* The class's split_size: every writer of its files cuts them at each multiple of it; 0 = none. */
+uint64_t fs_class_split(Fs *fs, TierFileClass c);
 /*
  * Feeds staging bytes [from, to) of fd to w through buf (FS_SEAL_READ_SIZE
- * bytes), stopping early at the end of the file.  *ret_fed gets the offset
- * reached, also on error.  -ECANCELED when the daemon is stopping.
- * Background work: paced by Fs.throttle while the foreground is busy.
+ * bytes), stopping early at the end of the file, and cuts the file
+ * (dedup_writer_cut()) at every multiple of cut (0: none) it reaches, so
+ * that the chunks are the same whichever writers fed which bytes.
+ * *ret_fed gets the offset reached, also on error.  -ECANCELED when the
+ * daemon is stopping.  Background work: paced by Fs.throttle while the
+ * foreground is busy.
  */
-int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t *ret_fed);
+int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint64_t to, uint64_t cut,
+		 uint64_t *ret_fed);
 /* Releases a sealed file's chunks; called inside the caller's catalog transaction. */
 int fs_data_drop(Fs *fs, const CatalogInode *ci);
 /*

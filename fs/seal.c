@@ -654,6 +654,7 @@ void fs_seal_status_get(Fs *fs, FsSealStatus *ret) {
 	pthread_mutex_unlock(&fs->seal_lock);
 	st.seals_streamed = atomic_load(&fs->seals_streamed);
 	st.seals_whole = atomic_load(&fs->seals_whole);
+	st.seals_split = atomic_load(&fs->seals_split);
 	st.streamed_bytes = atomic_load(&fs->streamed_bytes);
 	*ret = st;
 }

@@ -209,7 +209,7 @@ static void feed_turn(Fs *fs, FsStream *s, void *buf) {
 			s->failed = true;
 			return;
 		}
-		r = fs_data_feed(fs, s->fd, s->w, buf, from, to, &s->fed);
+		r = fs_data_feed(fs, s->fd, s->w, buf, from, to, fs_class_split(fs, s->file_class), &s->fed);
 		budget -= s->fed - from;
 		atomic_store(&s->chunked, s->fed);
 		if (r < 0) {

@@ -153,8 +153,9 @@ if [ -z "${FRATIER_NO_TSAN:-}" ]; then
 	# catalog, dedup-store and dedup-store-faults for the threads of their
 	# own: the catalog's checkpointer and its lock handed to waiters
 	# between merge batches, the store's registrar (invariant 8 of
-	# dedup/store-write.c) and its failure paths.
-	tsan_tests=(catalog dedup-store dedup-store-faults dedup-store-flight dedup-store-read dedup-store-global e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill e2e-readahead)
+	# dedup/store-write.c) and its failure paths, a file's parts sealed on
+	# threads of their own (dedup-store-split, e2e-dedup-split).
+	tsan_tests=(catalog dedup-store dedup-store-split dedup-store-faults dedup-store-flight dedup-store-read dedup-store-global e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill e2e-readahead e2e-dedup-split)
 	[ ${#only[@]} -gt 0 ] && tsan_tests=("${only[@]}")
 	build_and_test tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
 		-- --setup sanitizer "${tsan_tests[@]}"

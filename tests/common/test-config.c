@@ -348,7 +348,7 @@ static void test_errors(void) {
 static bool policy_equal(const ConfigClassPolicy *a, const ConfigClassPolicy *b) {
 	return a->chunking == b->chunking && a->chunk_size == b->chunk_size && a->zstd_level == b->zstd_level &&
 	       a->target_tier == b->target_tier && a->migrate_after == b->migrate_after && a->pinned == b->pinned &&
-	       a->region_size == b->region_size;
+	       a->region_size == b->region_size && a->split_size == b->split_size;
 }
 
 static void test_classes(void) {
@@ -409,6 +409,15 @@ static void test_classes(void) {
 	config_done(&c);
 	parse_fails(MAIN "[tier hot]\n[class backuppiece]\nchunk_size = 12K\n",
 		    FILE_NAME ":5: chunk_size of class backuppiece (oracle) must be a power of two from 1K to 1M, got 12288");
+	parse_ok(MAIN "[tier hot]\n[class backuppiece]\nsplit_size = 1M\n[class other]\nsplit_size = 0\n", &c);
+	assert(c.classes[CONFIG_CLASS_BACKUPPIECE].split_size == 1u << 20);
+	assert(c.classes[CONFIG_CLASS_OTHER].split_size == 0);
+	assert(c.classes[CONFIG_CLASS_IMAGECOPY].split_size == CONFIG_SPLIT_SIZE_DEFAULT);
+	config_done(&c);
+	parse_fails(MAIN "[class other]\nsplit_size = 512K\n",
+		    FILE_NAME ":4: 'split_size' must be 0 or from 1M to 1T, got '512K'");
+	parse_fails(MAIN "[class other]\nsplit_size = 2T\n",
+		    FILE_NAME ":4: 'split_size' must be 0 or from 1M to 1T, got '2T'");
 	parse_fails(MAIN "[class other]\nregion_size = 2K\n",
 		    FILE_NAME ":4: 'region_size' must be from 4K to 1M, got '2K'");
 	parse_fails(MAIN "[class other]\nregion_size = 2M\n",
