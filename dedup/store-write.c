@@ -1143,17 +1143,25 @@ int dedup_writer_feed(DedupWriter *w, const void *buf, size_t len) {
 	return 0;
 }
 
-int dedup_writer_finish(DedupWriter *w) {
+/* Ends the chunk being cut where the bytes fed so far end (finish() and cut()). */
+static int chunkers_flush(DedupWriter *w) {
 	int r = 0;
+
+	if (w->window)
+		r = oracle_process(w, true);
+	if (r >= 0)
+		r = cdc_flush(w);
+	return r;
+}
+
+int dedup_writer_finish(DedupWriter *w) {
+	int r;
 
 	if (w->error < 0)
 		return w->error;
 	if (w->finished)
 		return fail(w, -EINVAL);
-	if (w->window)
-		r = oracle_process(w, true);
-	if (r >= 0)
-		r = cdc_flush(w);
+	r = chunkers_flush(w);
 	if (r >= 0)
 		r = register_pending(w, true);
 	if (r < 0)
@@ -1170,18 +1178,15 @@ int dedup_writer_finish(DedupWriter *w) {
 }
 
 int dedup_writer_cut(DedupWriter *w) {
-	int r = 0;
+	int r;
 
 	if (w->error < 0)
 		return w->error;
 	if (w->finished)
 		return fail(w, -EINVAL);
-	if (w->window) {
-		r = oracle_process(w, true);
+	r = chunkers_flush(w);
+	if (w->window)
 		dedup_oracle_splitter_init(&w->splitter);
-	}
-	if (r >= 0)
-		r = cdc_flush(w);
 	if (r < 0)
 		return fail(w, r);
 	w->cut_entry = w->n_entries;
