@@ -83,6 +83,13 @@ def is_mounted(path):
     return False
 
 
+# Every daemon started by this test, for Results.check() to show the log of
+# when a check fails: the log often goes with the test's temporary directory.
+_daemons = []
+# Per log file (mounts of one data directory share it): how far it was shown.
+_log_shown = {}
+
+
 class Fratier:
     """One fratierfs instance over a private data directory.
 
@@ -103,6 +110,7 @@ class Fratier:
         self.config = config
         self.proc = None
         os.makedirs(self.mnt, exist_ok=True)
+        _daemons.append(self)
 
     def command(self):
         opts = ["config=" + self.config] if self.config else ["data=" + self.data]
@@ -125,6 +133,18 @@ class Fratier:
             time.sleep(0.01)
         self.kill(check=False)
         raise RuntimeError("fratierfs did not mount within %ds:\n%s" % (timeout, self.log_text()))
+
+    def show_new_log(self):
+        """What the daemon's log file gained since it was last shown, to stdout (at most the last 8000 characters)."""
+        try:
+            with open(self.log, errors="replace") as f:
+                f.seek(_log_shown.get(self.log, 0))
+                text = f.read()
+                _log_shown[self.log] = f.tell()
+        except OSError:
+            return
+        if text:
+            print("daemon log (%s), since the last failure shown:\n%s" % (self.log, text[-8000:]), flush=True)
 
     def log_text(self):
         try:
@@ -228,6 +248,8 @@ class Results:
         else:
             self.failed += 1
             print("FAIL: %s" % what, flush=True)
+            for d in _daemons:
+                d.show_new_log()
         return cond
 
     def finish(self):
