@@ -29,6 +29,15 @@
  *     building run that look-ups skip (it holds a copy of some of theirs);
  *     one short transaction swaps it in.  A digest found twice fails the
  *     merge rather than drop one.
+ *  7. A full filesystem does not stop the catalog from committing what
+ *     frees room or moves data off it (a spill's switch, an unlink, a
+ *     seal): CATALOG_RESERVE_MAX bytes at most, allocated to a file beside
+ *     the database, are given back when a transaction begins with less
+ *     than that free (SQLite undoes the whole transaction whose COMMIT
+ *     finds the disk full, too late to give room then), or when a
+ *     statement of its own finds the disk full (tried once more,
+ *     step_done()).  The reserve comes back once its filesystem has room
+ *     again (reserve_refill()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -627,6 +637,12 @@ struct Catalog {
 	pthread_cond_t ckpt_cond;       /* with ckpt_lock */
 	bool ckpt_wanted;               /* protected by ckpt_lock */
 	bool ckpt_stop;                 /* protected by ckpt_lock */
+	/* Invariant 7; -1 for a reader, or where the file cannot be made. */
+	int reserve_fd;
+	uint64_t reserve_want;          /* set at open */
+	atomic_uint_fast64_t reserve_held; /* changed under lock */
+	int64_t reserve_refill_ns;      /* protected by lock: no refill tried before this time */
+	atomic_uint_fast64_t reserve_releases;
 };
 
 static int catalog_result(int rc) {
@@ -715,6 +731,9 @@ void catalog_stats_get(Catalog *c, CatalogStats *ret) {
 		.vacuum_pages = atomic_load(&c->vacuum_pages),
 		.vacuum_cut = atomic_load(&c->vacuum_cut),
 		.vacuum_left = atomic_load(&c->vacuum_left),
+		.reserve_want = c->reserve_want,
+		.reserve_held = atomic_load(&c->reserve_held),
+		.reserve_releases = atomic_load(&c->reserve_releases),
 	};
 }
 
@@ -736,9 +755,86 @@ static sqlite3_stmt *stmt(Catalog *c, StatementId id) {
 	return s;
 }
 
+static int64_t monotonic_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Under lock, or before anyone else has the catalog.  Invariant 7. */
+static void reserve_fill(Catalog *c) {
+	if (c->reserve_fd < 0 || atomic_load(&c->reserve_held) >= c->reserve_want)
+		return;
+	int e = posix_fallocate(c->reserve_fd, 0, (off_t) c->reserve_want);
+	if (e == 0)
+		atomic_store(&c->reserve_held, c->reserve_want);
+	else if (ftruncate(c->reserve_fd, 0) >= 0)
+		atomic_store(&c->reserve_held, 0); /* a full disk may have left part of it: keep the count exact */
+}
+
+/* Under lock: the room back once the disk has it twice over, so that a writer just given room keeps it. */
+static void reserve_refill(Catalog *c) {
+	struct statvfs sv;
+	if (c->reserve_fd < 0 || atomic_load(&c->reserve_held) >= c->reserve_want)
+		return;
+	int64_t now = monotonic_ns();
+	if (now < c->reserve_refill_ns)
+		return;
+	c->reserve_refill_ns = now + CATALOG_RESERVE_REFILL_NS;
+	if (fstatvfs(c->reserve_fd, &sv) >= 0 && (uint64_t) sv.f_bavail * sv.f_frsize >= 2 * c->reserve_want)
+		reserve_fill(c);
+}
+
+/* Under lock.  Whether there was a reserve to give back. */
+static bool reserve_release(Catalog *c) {
+	if (c->reserve_fd < 0 || atomic_load(&c->reserve_held) == 0 || ftruncate(c->reserve_fd, 0) < 0)
+		return false;
+	atomic_store(&c->reserve_held, 0);
+	c->reserve_refill_ns = monotonic_ns() + CATALOG_RESERVE_REFILL_NS;
+	atomic_fetch_add_explicit(&c->reserve_releases, 1, memory_order_relaxed);
+	return true;
+}
+
+/* Under lock, before a transaction.  Invariant 7. */
+static void reserve_release_if_full(Catalog *c) {
+	struct statvfs sv;
+	if (c->reserve_fd >= 0 && atomic_load(&c->reserve_held) > 0 && fstatvfs(c->reserve_fd, &sv) >= 0 &&
+	    (uint64_t) sv.f_bavail * sv.f_frsize < c->reserve_want)
+		(void) reserve_release(c);
+}
+
+/* Opens (or makes) the reserve beside the database at path, and fills it.  Invariant 7. */
+static void reserve_open(Catalog *c, const char *path) {
+	_cleanup_free_ char *name = NULL;
+	struct statvfs sv;
+	struct stat st;
+
+	if (asprintf(&name, "%s-reserve", path) < 0) {
+		name = NULL;
+		return;
+	}
+	c->reserve_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (c->reserve_fd < 0 || fstatvfs(c->reserve_fd, &sv) < 0 || fstat(c->reserve_fd, &st) < 0)
+		return;
+	uint64_t share = (uint64_t) sv.f_blocks * sv.f_frsize / CATALOG_RESERVE_SHARE;
+	c->reserve_want = MIN(CATALOG_RESERVE_MAX, share) & ~UINT64_C(4095);
+	atomic_store(&c->reserve_held, MIN((uint64_t) st.st_blocks * 512, c->reserve_want));
+	reserve_fill(c);
+}
+
 /* Runs a statement that returns no rows; the statement is reset afterwards. */
 static int step_done(Catalog *c, sqlite3_stmt *s) {
+	bool in_transaction = !sqlite3_get_autocommit(c->db);
 	int rc = sqlite3_step(s);
+	/*
+	 * The disk is full (invariant 7).  Once more with the reserve's room,
+	 * unless SQLite undid more than this statement: then the caller's
+	 * transaction is gone, and this statement alone must not commit.
+	 */
+	if ((rc & 0xff) == SQLITE_FULL && in_transaction == !sqlite3_get_autocommit(c->db) && reserve_release(c)) {
+		sqlite3_reset(s);
+		rc = sqlite3_step(s);
+	}
 	int r = rc == SQLITE_DONE ? 0 : catalog_result(rc);
 	if (rc == SQLITE_DONE && sqlite3_changes(c->db) > 0)
 		c->commits++;
@@ -750,12 +846,6 @@ static int step_done(Catalog *c, sqlite3_stmt *s) {
 static void finish(sqlite3_stmt *s) {
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
-}
-
-static int64_t monotonic_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static int recent_rows_get(Catalog *c, uint64_t *ret);
@@ -869,6 +959,7 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 	if (!c)
 		return -ENOMEM;
 	c->recent_rows = c->frozen_rows = UINT64_MAX;
+	c->reserve_fd = -1;
 	c->merging = -1;
 	c->merge_recent = UINT64_MAX;
 	c->vacuum_step_ns = CATALOG_VACUUM_BUDGET_NS;
@@ -943,6 +1034,7 @@ int catalog_open(const char *path, uid_t root_uid, gid_t root_gid, Catalog **ret
 		if (r < 0)
 			goto fail;
 	}
+	reserve_open(c, path);
 	/* Counted once here, where nobody waits for the lock yet; kept in memory from now on. */
 	r = recent_rows_get(c, &(uint64_t) { 0 });
 	if (r >= 0)
@@ -981,6 +1073,8 @@ Catalog *catalog_close(Catalog *c) {
 	pthread_cond_destroy(&c->ckpt_cond);
 	pthread_mutex_destroy(&c->yield_lock);
 	pthread_cond_destroy(&c->yield_cond);
+	if (c->reserve_fd >= 0)
+		close(c->reserve_fd);
 	free(c->wal_path);
 	free(c);
 	return NULL;
@@ -1227,6 +1321,7 @@ int catalog_checkpoint(Catalog *c) {
 
 int catalog_begin(Catalog *c) {
 	lock(c);
+	reserve_release_if_full(c);
 	sqlite3_stmt *s = stmt(c, STMT_BEGIN);
 	int r = s ? step_done(c, s) : catalog_result(sqlite3_errcode(c->db));
 	if (r < 0)
@@ -1247,6 +1342,7 @@ int catalog_commit(Catalog *c) {
 	} else {
 		c->commits++;
 		rows_commit(c);
+		reserve_refill(c);
 	}
 	unlock(c);
 	return r;
@@ -3366,6 +3462,7 @@ int catalog_open_reader(Catalog *c, Catalog **ret) {
 	if (!r)
 		return -ENOMEM;
 	r->recent_rows = r->frozen_rows = UINT64_MAX;
+	r->reserve_fd = -1;
 	r->reader = true;
 	pthread_mutexattr_t attr;
 	pthread_mutexattr_init(&attr);

@@ -174,7 +174,19 @@ int catalog_checkpointer_start(Catalog *c);
  */
 void catalog_vacuum_budget_set(Catalog *c, uint64_t step_ns, uint64_t call_ns);
 
-/* Counters since open.  Can't fail; takes no lock. */
+/*
+ * Room allocated to the file "<database>-reserve", given back when SQLite
+ * finds the disk full so that the changes that free room or move data off
+ * it still commit (catalog.c, invariant 7): CATALOG_RESERVE_MAX, or a
+ * CATALOG_RESERVE_SHARE-th of a smaller filesystem.  Taken back after a
+ * commit, at most every CATALOG_RESERVE_REFILL_NS, once the filesystem has
+ * twice that free.
+ */
+#define CATALOG_RESERVE_MAX (UINT64_C(4) << 20)
+#define CATALOG_RESERVE_SHARE 32
+#define CATALOG_RESERVE_REFILL_NS (INT64_C(1000) * 1000 * 1000)
+
+/* Counters since open, and the reserve.  Can't fail; takes no lock. */
 typedef struct CatalogStats {
 	unsigned lock_waiting;  /* threads waiting for the catalog lock now */
 	uint64_t lock_waits;    /* acquisitions of the lock that had to wait */
@@ -188,6 +200,14 @@ typedef struct CatalogStats {
 	uint64_t vacuum_pages;  /* free pages they gave back */
 	uint64_t vacuum_cut;    /* calls that stopped at vacuum_call_ns with free pages left */
 	uint64_t vacuum_left;   /* free pages the last call left */
+	/*
+	 * The room kept beside the database for commits on a full disk
+	 * (CATALOG_RESERVE_MAX): its size, what of it is allocated now, and
+	 * how many times it was given back to let a change through.
+	 */
+	uint64_t reserve_want;
+	uint64_t reserve_held;
+	uint64_t reserve_releases;
 } CatalogStats;
 
 void catalog_stats_get(Catalog *c, CatalogStats *ret);

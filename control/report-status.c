@@ -293,7 +293,7 @@ static int add_throttle_status(Conn *c) {
 	return r;
 }
 
-/* The catalog lock's waits and hand-overs, and the vacuum's progress (catalog/catalog.h, CatalogStats). */
+/* The catalog lock's waits and hand-overs, the vacuum's progress and the reserve (catalog/catalog.h, CatalogStats). */
 static int add_catalog_status(Conn *c) {
 	CatalogStats st;
 	catalog_stats_get(fs_catalog(c->fs), &st);
@@ -310,6 +310,12 @@ static int add_catalog_status(Conn *c) {
 		r = control_add_u64(c, "catalog_vacuum_cut", st.vacuum_cut);
 	if (r >= 0)
 		r = control_add_u64(c, "catalog_vacuum_left", st.vacuum_left);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_reserve_size", st.reserve_want);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_reserve_held", st.reserve_held);
+	if (r >= 0)
+		r = control_add_u64(c, "catalog_reserve_releases", st.reserve_releases);
 	return r;
 }
 

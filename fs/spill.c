@@ -57,6 +57,8 @@
  *     when it runs out.  So a filesystem is measured a few dozen times as
  *     it fills, on every write only near its floor, and whatever else
  *     writes there meanwhile (containers, the catalog) has the other half.
+ *     A spill off a tier means something else took that room after all:
+ *     the next write there measures.
  *  4. A file spilled off a tier frees the room it took there, and nothing
  *     more: without care, every next file would start in that room, fill
  *     it and be copied off in turn.  So a new file starts on a tier only
@@ -205,7 +207,7 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need) {
 	uint32_t from = 0, to = 0;
 	CatalogInode ci;
 	struct stat st;
-	bool synced;
+	bool synced, nowhere = false;
 	int fd = -1, r;
 
 	pthread_rwlock_wrlock(&i->data_lock);
@@ -222,8 +224,10 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need) {
 	uint64_t held = (uint64_t) st.st_blocks * 512;
 	for (uint32_t first = 0;; first = to + 1) {
 		r = fs_spill_pick(fs, first, from, held + need, &to);
-		if (r < 0)
+		if (r < 0) {
+			nowhere = true;
 			goto out;
+		}
 		fd = copy_to(fs, i, &st, to);
 		if (fd >= 0)
 			break;
@@ -272,6 +276,11 @@ int fs_spill_move(Fs *fs, FsInode *i, uint64_t need) {
 	 */
 	FsStagingArea *a = &fs->staging[from];
 	atomic_store(&a->start_need, MAX((uint64_t) FS_MAX_WRITE, MIN(2 * held, a->size / SPILL_START_SHARE)));
+	/*
+	 * Our count said room, or it would not have been tried: something
+	 * else filled it (invariant 3).  Measure before the next write.
+	 */
+	atomic_store(&a->budget, 0);
 	if (synced)
 		(void) fs_staging_unlink(fs, from, i->ino);
 	log_notice("tier %u is full: inode %llu (%llu bytes so far) continues on tier %u", (unsigned) from,
@@ -287,7 +296,8 @@ err_unlink:
 	(void) fs_staging_unlink(fs, to, i->ino);
 out:
 	pthread_rwlock_unlock(&i->data_lock);
-	if (r < 0 && r != -ENOSPC)
+	/* No tier with room is what statfs and tierctl say; anything else is not. */
+	if (r < 0 && !nowhere)
 		log_error_errno(r, "Failed to move inode %llu's raw bytes off full tier %u: %m",
 				(unsigned long long) i->ino, (unsigned) from);
 	return r;

@@ -428,6 +428,13 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 	       tierctl_get(m, 0, "seal_delay"), tierctl_get(m, 0, "gc_interval"), tierctl_get(m, 0, "policy_interval"));
 	print_policy_worker(m);
 	print_throttle(m);
+	if (tierctl_get_u64(m, 0, "catalog_reserve_releases") > 0 ||
+	    tierctl_get_u64(m, 0, "catalog_reserve_held") < tierctl_get_u64(m, 0, "catalog_reserve_size"))
+		printf("catalog:     the hot tier's filesystem filled up %s times since the mount, and the catalog's "
+		       "reserve was given back for its commits; it holds %s of %s now (it comes back once that "
+		       "filesystem has twice its size free)\n",
+		       tierctl_get(m, 0, "catalog_reserve_releases"), size_of(m, 0, "catalog_reserve_held", a),
+		       size_of(m, 0, "catalog_reserve_size", b));
 	printf("\n");
 	r = print_tiers(m, false);
 	size_t nt;
@@ -2055,6 +2062,18 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const 
 		metric_head(f, "fratier_catalog_vacuum_left_pages", "gauge",
 			    "Free catalog pages the last checkpoint left for the next ones.");
 		fprintf(f, "fratier_catalog_vacuum_left_pages %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "catalog_vacuum_left"));
+	}
+	if (ctl_message_get(m, 0, "catalog_reserve_size")) {
+		metric_head(f, "fratier_catalog_reserve_bytes", "gauge",
+			    "Bytes kept beside the catalog for its commits on a full disk, and what of them is held now.");
+		fprintf(f, "fratier_catalog_reserve_bytes{of=\"size\"} %llu\n",
+			(unsigned long long) tierctl_get_u64(m, 0, "catalog_reserve_size"));
+		fprintf(f, "fratier_catalog_reserve_bytes{of=\"held\"} %llu\n",
+			(unsigned long long) tierctl_get_u64(m, 0, "catalog_reserve_held"));
+		metric_head(f, "fratier_catalog_reserve_releases_total", "counter",
+			    "Times the catalog's reserve was given back because its filesystem was full.");
+		fprintf(f, "fratier_catalog_reserve_releases_total %llu\n",
+			(unsigned long long) tierctl_get_u64(m, 0, "catalog_reserve_releases"));
 	}
 	metric_head(f, "fratier_seal_backlog_seconds", "gauge",
 		    "Seconds since the last change of the oldest file still waiting to be sealed (0: none).");

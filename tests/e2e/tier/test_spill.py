@@ -24,6 +24,13 @@ took.
   and reports nothing left after; the file cut short holds exactly what was
   acknowledged; every earlier file is intact; the daemon answers; after an
   unlink on the mount a new file is written in full.
+- someone else fills the hot tier: on fresh tiers, a log is being written
+  on the hot tier when a file outside the mount takes the last byte of its
+  filesystem.  The log's writes go on (it spills), new logs are written on
+  the capacity tier, because the catalog gave back its reserve for the
+  commits (tierctl status and metrics say so); once the other file is
+  gone, the reserve comes back.  Everything reads back, also after a
+  remount.
 - crash: on fresh tiers, a writer fsyncs each 1 MiB of its logs while they
   fill the hot tier and spill; the daemon is SIGKILLed once the writer is
   well into the capacity tier.  After a remount every fsynced byte is
@@ -340,6 +347,97 @@ def staging_files(t):
     return out
 
 
+def fill(path):
+    """Writes a file at path until its filesystem has no byte left."""
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(64 << 10))
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+        try:
+            while True:
+                f.write(bytes(4096))
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+
+
+def reserve(res, fs):
+    j = tc.tierctl_json(res, fs, "status")
+    return (int(j.get("catalog_reserve_held", -1)), int(j.get("catalog_reserve_size", -1)),
+            int(j.get("catalog_reserve_releases", -1)))
+
+
+def run_ballast(res, t):
+    model = {}
+    first = "fra/archivelog/thread_4_seq_800.arc"
+    later = ["fra/archivelog/thread_4_seq_%d.arc" % (801 + k) for k in range(3)]
+    ballast = os.path.join(t.hot, "someone-else.dat")
+    with t.mount(RAW_OPTIONS) as fs:
+        held, size, releases = reserve(res, fs)
+        res.check(size > 0 and held == size and releases == 0,
+                  "a new mount's catalog reserve: %d of %d bytes held, %d releases" % (held, size, releases))
+        os.makedirs(fs.path("fra", "archivelog"), exist_ok=True)
+        data = content(first, 6 * MiB)
+        fd = os.open(fs.path(first), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data[:2 * MiB])
+            os.fsync(fd)
+            res.check(tiers_and_states(res, fs, [first]).get(first) == (0, "raw"), "the log should start on the hot tier")
+            fill(ballast)
+            print("ballast: the hot tier's filesystem has %d bytes left" % avail(t.hot), flush=True)
+            off = 2 * MiB
+            try:
+                while off < len(data):
+                    off += os.write(fd, data[off:off + MiB])
+                    os.fsync(fd)
+            except OSError as e:
+                res.check(False, "writing the log on after the hot tier's filesystem filled: %s at %d" % (e, off))
+        finally:
+            os.close(fd)
+        model[first] = (len(data), sha(data))
+        for rel in later:
+            try:
+                model[rel] = (4 * MiB, sha(write_log(fs, rel, 4 * MiB)))
+            except OSError as e:
+                res.check(False, "a new log after the hot tier's filesystem filled: %s: %s" % (rel, e))
+        where = tiers_and_states(res, fs, list(model))
+        res.check(all(where.get(r) == (1, "raw") for r in model),
+                  "with the hot tier's filesystem full every log should be on the capacity tier: %r" % where)
+        # Given back once at least; it may be back already (the spill freed the log's room on the hot tier).
+        held, size, releases = reserve(res, fs)
+        res.check(releases >= 1, "the catalog's reserve should have been given back: %d of %d held, %d releases" %
+                  (held, size, releases))
+        rc, out, _ = tc.tierctl(fs, "status")
+        res.check(rc == 0 and "catalog's reserve was given back" in out,
+                  "tierctl status should say the catalog's reserve was given back: %s" % out)
+        rc, out, _ = tc.tierctl(fs, "metrics")
+        res.check(rc == 0 and "fratier_catalog_reserve_releases_total " in out,
+                  "tierctl metrics should export the reserve's releases")
+        compare_all(res, fs, model, "hot filesystem full")
+
+        # Room back: the next commits take the reserve again.
+        os.unlink(ballast)
+        k = 0
+
+        def refilled():
+            nonlocal k
+            rel = "fra/other/touch_%d" % k
+            k += 1
+            os.makedirs(fs.path("fra", "other"), exist_ok=True)
+            with open(fs.path(rel), "wb"):
+                pass
+            return reserve(res, fs)[0] == size
+
+        res.check(wait_for(refilled), "the catalog's reserve did not come back after the hot tier had room again")
+    with t.mount(RAW_OPTIONS) as fs:
+        compare_all(res, fs, model, "hot filesystem full, after a remount")
+        held, size, _ = reserve(res, fs)
+        res.check(held == size, "after a remount the reserve holds %d of %d bytes" % (held, size))
+
+
 def run_crash(res, t):
     size = 6 * MiB
     fs = t.mount(RAW_OPTIONS).start()
@@ -393,12 +491,13 @@ def main():
     tiers = []
     try:
         # Both pairs of tmpfs before the first check: a test that cannot have them skips, never after checks ran.
-        for name in ("a", "b"):
+        for name in ("a", "b", "c"):
             tiers.append(Tiers(res, os.path.join(tmp, name)))
         model = run_spill(res, tiers[0])
         if not res.failed:
             run_full(res, tiers[0], model)
         run_crash(res, tiers[1])
+        run_ballast(res, tiers[2])
     finally:
         for t in tiers:
             t.close()
