@@ -867,11 +867,13 @@ int main(int argc, char **argv) {
 	 * buffers (1-8 MiB), the region cache's entries.  glibc maps each above
 	 * its threshold (128 KiB, raised as they are freed) afresh and gives
 	 * the top of the heap back beyond twice it, so every new one was fresh
-	 * pages to fault in, at several microseconds each on a VM: a quarter
-	 * fewer faults for a mount's first restore, and 3-4x fewer after it
-	 * (bench/README.md, "Restore, phase 6").  What is kept is bounded: up
-	 * to FS_MALLOC_TRIM_THRESHOLD free at the top of each arena's heap, and
-	 * what lies below in use or free between allocations, as before.
+	 * pages to fault in, at several microseconds each on a VM.  Kept, a
+	 * restore after an ingest in the same mount faults 20x less, a mount's
+	 * first restore a third less, the next ones 3-5x less, for 8% more
+	 * peak RSS (bench/README.md, "Restore, phase 6").  What is kept is
+	 * bounded: up to FS_MALLOC_TRIM_THRESHOLD free at the top of each
+	 * arena's heap, and what lies below in use or free between
+	 * allocations, as before.
 	 */
 	(void) mallopt(M_MMAP_THRESHOLD, FS_MALLOC_MMAP_THRESHOLD);
 	(void) mallopt(M_TRIM_THRESHOLD, FS_MALLOC_TRIM_THRESHOLD);
