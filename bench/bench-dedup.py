@@ -7,7 +7,7 @@ Run as root, on demand (not a test):
     bench/bench-dedup.py [--scale small|medium|large] [--days D] [--seed N]
                          [--tools LIST] [--fratierfs PATH] [--oragen PATH]
                          [--tierctl PATH] [--workdir DIR] [--fra DIR]
-                         [--mount-opts OPTS] [--no-migrate]
+                         [--mount-opts OPTS] [--no-migrate] [--zstd-level N]
 
 oragen writes Oracle-like FRA content once (backup pieces, image copies,
 archived logs of D days); every tool then stores the same files in the
@@ -40,7 +40,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 from benchlib import (MB, MIB, BenchError, Daemon, Interrupted, PageCache, build_of, build_type,  # noqa: E402
-                      fmt, kill_group, sh, tail)
+                      fmt, kill_group, sh, tail, zstd_level_config)
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 SRC_ROOT = os.path.dirname(BENCH_DIR)
@@ -205,6 +205,14 @@ class Fratier(Tool):
         os.mkdir(self.data)
         os.mkdir(self.mnt)
         opts = f'data={self.data},seal_delay={self.bench.args.seal_delay}'
+        if self.bench.args.zstd_level is not None:
+            # A config file instead of data=: the same tiers, every deduplicated class at that level.
+            conf = os.path.join(self.dir, 'fratier.conf')
+            for tier in ('hot', 'capacity'):
+                os.mkdir(os.path.join(self.data, tier))
+            with open(conf, 'w') as f:
+                f.write(zstd_level_config(self.data, self.bench.args.zstd_level))
+            opts = f'config={conf},seal_delay={self.bench.args.seal_delay}'
         if self.bench.args.mount_opts:
             opts += ',' + self.bench.args.mount_opts
         self.daemon_log = self.log('daemon')
@@ -790,7 +798,11 @@ class Bench:
             print(f'  {name:<9} {TOOL_CLASSES[name](self).version()}')
         if 'fratier' in self.args.tools:
             extra = f',{self.args.mount_opts}' if self.args.mount_opts else ''
-            print(f'  fratier   -o data=DIR,seal_delay={self.args.seal_delay}{extra}')
+            if self.args.zstd_level is None:
+                print(f'  fratier   -o data=DIR,seal_delay={self.args.seal_delay}{extra}')
+            else:
+                print(f'  fratier   -o config=FILE,seal_delay={self.args.seal_delay}{extra} (data=DIR\'s tiers, '
+                      f'zstd_level = {self.args.zstd_level} in every [class])')
         print('data (oragen)')
         print(f'  {pr["datafiles"]} x {mib(pr["datafile_size"]):.0f} MiB datafiles, '
               f'{pr["days"]} days, {pr["archivelogs_per_day"]} x '
@@ -935,6 +947,9 @@ def main():
                          'sealed (default 0; counted in the phase time)')
     ap.add_argument('--mount-opts', default='',
                     help='extra -o options for fratierfs, comma-separated')
+    ap.add_argument('--zstd-level', type=int,
+                    help='fratier: compress every deduplicated class at this zstd level on the hot tier '
+                         '(a config file with zstd_level in each [class]; default the daemon\'s own)')
     args = ap.parse_args()
     args.tools = [t for t in args.tools.split(',') if t]
     bad = [t for t in args.tools if t not in TOOL_CLASSES]

@@ -101,6 +101,7 @@ class Bench:
         for _, build in self.builds:
             self.tool(build, 'fs', 'fratierfs')
         first = self.builds[0][1]
+        args = self.args
         base = os.path.abspath(self.args.workdir)
         os.makedirs(base, exist_ok=True)
         self.work = tempfile.mkdtemp(prefix='fratier-bench-restore.', dir=base)
@@ -110,7 +111,8 @@ class Bench:
             os.makedirs(d)
         self.config = os.path.join(self.work, 'fratier.conf')
         with open(self.config, 'w') as f:
-            f.write(CONFIG.format(data=self.data))
+            f.write(CONFIG.format(data=self.data) if args.zstd_level is None
+                    else bl.zstd_level_config(self.data, args.zstd_level))
         p = subprocess.run([self.tool(first, 'tools', 'oragen', 'oragen'), '--out', self.src, '--days', '1',
                             '--seed', str(self.args.seed), '--datafiles', '4',
                             '--datafile-size', SCALES[self.args.scale], '--filesperset', '1',
@@ -231,7 +233,8 @@ class Bench:
         print(f'  machine   {bl.sh(["uname", "-r"])}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}')
         print(f'  data      oragen seed {a.seed}, scale {a.scale}: {len(self.pieces)} backup pieces '
               f'({size / bl.MB:.0f} MB) on the {a.tier} tier; reader: 1 MiB read()s'
-              + (', O_DIRECT' if a.direct else ''))
+              + (', O_DIRECT' if a.direct else '')
+              + (f'; written at zstd level {a.zstd_level}' if a.zstd_level is not None else ''))
         for name, build in self.builds:
             print(f'  {name:<9} {build} ({bl.build_type(build)})')
         print(f'\n  {"build":<9} {"rd":>2} {"restore":<7} {"MB/s":>7} {"CPU/GB":>6} {"rd/GB":>6} {"idle":>5} '
@@ -261,6 +264,34 @@ class Bench:
             print(f'  {name:<10} {what:<7} {bl.med([r["mbps"] for r in rs]):>7.1f} '
                   f'{bl.med([r["cpu"] for r in rs]):>6.2f} {bl.med([r["reader"] for r in rs]):>6.2f} '
                   f'{bl.med([r["idle"] for r in rs]):>5.2f} {bl.med([r["faults"] for r in rs]):>6.0f}  {th}')
+        if a.perf:
+            self.profile()
+
+    def profile(self):
+        """perf record -a -g of each build's first and second restore of a mount, after the rounds."""
+        perf = bl.Perf(self.work)
+        if not perf.ready():
+            return
+        paths = [os.path.join(self.mnt, r) for r in self.pieces]
+        app = os.path.basename(sys.executable)[:15]
+        for name, build in self.builds:
+            self.mount(build)
+            try:
+                for what in ('first', 'second'):
+                    self.cache.cold([self.data])
+                    if not perf.start(f'{name}-{what}', self.daemon.proc.pid):
+                        return
+                    load = os.getloadavg()[0]
+                    t0 = time.monotonic()
+                    n = self.read(paths)
+                    t = time.monotonic() - t0
+                    perf.stop()
+                    print(f'\n#### {name}, {what} restore of the mount, perf record -a -g -e {perf.event}: '
+                          f'{n / bl.MB / t:.1f} MB/s (slowed by perf), load {load:.1f}')
+                    perf.report(n, (('fratier daemon', self.daemon.proc.pid), (f'reader ({app})', os.getpid())))
+            finally:
+                perf.kill()
+                self.unmount()
 
 
 def main():
@@ -273,6 +304,10 @@ def main():
     ap.add_argument('--rounds', type=int, default=3, help='rounds, each mounting every build once (default 3)')
     ap.add_argument('--direct', action='store_true', help='read with O_DIRECT (fratierfs then bypasses '
                     'the page cache: the reply lands in the reader\'s buffer)')
+    ap.add_argument('--perf', action='store_true', help='after the rounds, perf record -a -g each build\'s '
+                    'first and second restore of a mount and print where the daemon\'s CPU went')
+    ap.add_argument('--zstd-level', type=int, help='write the pieces at this zstd level (zstd_level in '
+                    'every [class] of the config; default the daemon\'s own)')
     ap.add_argument('--seed', type=int, default=1, help='oragen seed (default 1)')
     ap.add_argument('--workdir', default='/var/tmp', help='scratch dir parent (default /var/tmp)')
     ap.add_argument('--mount-opts', default='', help='extra -o options for fratierfs')

@@ -159,6 +159,18 @@ def read_files(paths, buf, flags=0):
     return n
 
 
+# The classes a fratier config file can set a level for (common/config.h).
+DEDUP_CLASSES = ('archivelog', 'backuppiece', 'imagecopy', 'other')
+
+
+def zstd_level_config(data, level, classes=DEDUP_CLASSES):
+    """A fratier config file's text: config_default()'s tiers under data, each class at zstd level on hot."""
+    text = f'[fratier]\ndata_dir = {data}\n\n[tier hot]\npath = {data}/hot\n\n[tier capacity]\npath = {data}/capacity\n'
+    for c in classes:
+        text += f'\n[class {c}]\nzstd_level = {level}\n'
+    return text
+
+
 class PageCache:
     """Evicts the bench's own files from the page cache before a measurement.
 

@@ -343,7 +343,9 @@ int catalog_chunk_get(Catalog *c, uint64_t id, CatalogChunk *ret);
 /*
  * catalog_chunk_get() of n chunks in one read transaction (or in the
  * caller's): ret[i] and ret_r[i] (0, -ENOENT, or an error) for ids[i].
- * Returns 0, or an error when none could be looked up.
+ * Any order and repeats are fine; ids rising by small steps (a file's new
+ * chunks in recipe order) cost least: each such run is one walk along the
+ * table.  Returns 0, or an error when none could be looked up.
  */
 int catalog_chunks_get(Catalog *c, const uint64_t *ids, size_t n, CatalogChunk *ret, int *ret_r);
 /*

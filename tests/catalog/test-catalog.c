@@ -374,6 +374,34 @@ static void test_chunks_and_recipes(void) {
 	dl = (DigestList) { .stop_at = 1 };
 	CHECK(catalog_chunk_digests_foreach(c, 0, collect_digest, &dl) == -ECANCELED && dl.n == 1);
 
+	/*
+	 * Ids rising by small steps are read as one range: rows between them,
+	 * ids gone from inside a range or past its last row, a run broken by a
+	 * step back or a wide gap, each as alone.
+	 */
+	uint64_t run[6];
+	for (size_t k = 0; k < ELEMENTSOF(run); k++)
+		CHECK(catalog_chunk_add(c, &(CatalogChunk) { .tier = 0, .container = cont, .offset = 4096 * k,
+							     .frame_size = 10, .plain_size = 20 + (uint32_t) k,
+							     .region_size = 999, .region_offset = (uint32_t) k,
+							     .digest = { 0xee, (uint8_t) k } }, run + k) == 0);
+	CHECK(run[5] == run[0] + 5);
+	CHECK(catalog_chunk_delete(c, run[2]) == 0); /* added at refs 0 */
+	CHECK(catalog_chunk_delete(c, run[5]) == 0);
+	uint64_t runs[] = { run[0], run[1], run[2], run[4], run[5], run[3], run[4], run[4], run[0] + 2000, third, run[1] };
+	CatalogChunk in_runs[ELEMENTSOF(runs)];
+	int runs_r[ELEMENTSOF(runs)];
+	CHECK(catalog_chunks_get(c, runs, ELEMENTSOF(runs), in_runs, runs_r) == 0);
+	for (size_t i = 0; i < ELEMENTSOF(runs); i++) {
+		CatalogChunk one;
+		int r1 = catalog_chunk_get(c, runs[i], &one);
+		CHECK(runs_r[i] == r1);
+		CHECK(r1 == (runs[i] == run[2] || runs[i] == run[5] || runs[i] == run[0] + 2000 ? -ENOENT : 0));
+		CHECK(r1 < 0 || (in_runs[i].id == runs[i] && one.plain_size == in_runs[i].plain_size &&
+				 one.offset == in_runs[i].offset && one.region_offset == in_runs[i].region_offset &&
+				 memcmp(one.digest, in_runs[i].digest, sizeof(one.digest)) == 0));
+	}
+
 	/* Looked up together, in a transaction of their own or in the caller's: each as alone. */
 	for (int txn = 0; txn < 2; txn++) {
 		uint64_t ids[] = { other, 999999, id, other };
