@@ -130,6 +130,11 @@ def du(*paths):
     return total
 
 
+def catalog_files(hot):
+    """The catalog's files on the hot tier: the database, its WAL, its reserve (catalog/catalog.h)."""
+    return [os.path.join(hot, 'catalog.db' + suffix) for suffix in ('', '-wal', '-reserve')]
+
+
 def sha256_file(path):
     h = hashlib.sha256()
     buf = bytearray(MIB)
@@ -238,10 +243,10 @@ class Fratier(Tool):
         return 0
 
     def stored_bytes(self):
-        """Containers of every tier and the catalog (with its WAL)."""
+        """Containers of every tier and the catalog (with its WAL and the room it keeps for a full disk)."""
         hot = os.path.join(self.data, 'hot')
         return du(os.path.join(hot, 'containers'), os.path.join(self.data, 'capacity', 'containers'),
-                  os.path.join(hot, 'catalog.db'), os.path.join(hot, 'catalog.db-wal'))
+                  *catalog_files(hot))
 
     def tierctl(self, *args):
         argv = [self.bench.tierctl, '-m', self.mnt] + list(args)
@@ -262,7 +267,7 @@ class Fratier(Tool):
         wall = time.monotonic() - t0
         cpu = self.daemon_cpu() - cpu0
         hot, cap = os.path.join(self.data, 'hot'), os.path.join(self.data, 'capacity')
-        catalog = du(os.path.join(hot, 'catalog.db'), os.path.join(hot, 'catalog.db-wal'))
+        catalog = du(*catalog_files(hot))
         note = f'migrate {moved:.1f} s + gc {wall - moved:.1f} s; store: capacity containers ' \
                f'{mib(du(os.path.join(cap, "containers"))):.1f} MiB, hot containers ' \
                f'{mib(du(os.path.join(hot, "containers"))):.1f} MiB, catalog {mib(catalog):.1f} MiB'
@@ -287,7 +292,7 @@ class Fratier(Tool):
         wall = time.monotonic() - t0
         cpu = self.daemon_cpu() - cpu0 + copy_cpu
         hot = os.path.join(self.data, 'hot')
-        catalog = du(os.path.join(hot, 'catalog.db'), os.path.join(hot, 'catalog.db-wal'))
+        catalog = du(*catalog_files(hot))
         note = f'copy {copied:.1f} s + seal wait {wall - copied:.1f} s; store: containers ' \
                f'{mib(du(os.path.join(hot, "containers"))):.1f} MiB, catalog {mib(catalog):.1f} MiB'
         return wall, cpu, note
