@@ -199,6 +199,7 @@ class Fratier(Tool):
         super().__init__(bench)
         self.daemon = None
         self.daemon_log = None
+        self.throttled = 0.0  # the seals' throttle waits at the end of the last phase, s
         self.data = os.path.join(self.dir, 'data')
         self.mnt = os.path.join(self.dir, 'mnt')
 
@@ -295,7 +296,19 @@ class Fratier(Tool):
         catalog = du(*catalog_files(hot))
         note = f'copy {copied:.1f} s + seal wait {wall - copied:.1f} s; store: containers ' \
                f'{mib(du(os.path.join(hot, "containers"))):.1f} MiB, catalog {mib(catalog):.1f} MiB'
+        waited = self.seal_throttled()
+        if waited is not None:
+            note += f'; seals held back by the throttle {waited - self.throttled:.1f} s'
+            self.throttled = waited
         return wall, cpu, note
+
+    def seal_throttled(self):
+        """Seconds the seals have waited in the throttle since the mount (summed over
+        threads), from tierctl status; None without a tierctl."""
+        if not os.access(self.bench.tierctl, os.X_OK):
+            return None
+        st = json.loads(self.tierctl('status', '--json'))
+        return int(st.get('throttle_seal_wait_us', 0)) / 1e6
 
     def wait_sealed(self, phase):
         pending = [os.path.join(self.mnt, e['path']) for e in phase.files]

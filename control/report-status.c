@@ -274,12 +274,17 @@ static int add_throttle_status(Conn *c) {
 	int r = control_add_u64(c, "background_share", t->share);
 	if (r >= 0)
 		r = control_add(c, "foreground_busy", fs_throttle_foreground_is_busy(t) ? "yes" : "no");
+	if (r >= 0)
+		r = control_add(c, "foreground_disk", fs_throttle_foreground_is_on_disk(t) ? "yes" : "no");
 	for (int k = 0; r >= 0 && k < _FS_THROTTLE_KIND_MAX; k++) {
 		const FsThrottleCounters *n = &t->counters[k];
 		const char *kind = fs_throttle_kind_to_string((FsThrottleKind) k);
 		char key[64];
 		snprintf(key, sizeof(key), "throttle_%s_busy", kind);
 		r = control_add_u64(c, key, atomic_load(&n->busy_units));
+		snprintf(key, sizeof(key), "throttle_%s_busy_cpu", kind);
+		if (r >= 0)
+			r = control_add_u64(c, key, atomic_load(&n->busy_cpu));
 		snprintf(key, sizeof(key), "throttle_%s_idle", kind);
 		if (r >= 0)
 			r = control_add_u64(c, key, atomic_load(&n->idle_units));

@@ -448,7 +448,10 @@ fail:
 
 /* Attaches a freshly opened handle; takes over fd if the inode has none yet. */
 void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
-	int r = catalog_sync(fs_of(req)->catalog);
+	Fs *fs = fs_of(req);
+	fs_throttle_disk_begin(&fs->throttle);
+	int r = catalog_sync(fs->catalog);
+	fs_throttle_disk_end(&fs->throttle);
 	fuse_reply_err(req, -r);
 }
 

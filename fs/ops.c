@@ -490,7 +490,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	FsInode *i = handle_inode(fi);
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
-	fs_throttle_foreground(&fs->throttle);
+	fs_throttle_foreground_read(&fs->throttle);
 	/*
 	 * The reply goes out under data_lock (a raw reply splices from the
 	 * staging file, which a seal must not close meanwhile).  Once it is
@@ -719,7 +719,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	unsigned moves = 0;
 	ssize_t n = 0;
 
-	fs_throttle_foreground(&fs->throttle);
+	int64_t start = fs_throttle_foreground(&fs->throttle);
 	if (!fi->writepage) {
 		int r = write_kill_privs(req, fs, i);
 		if (r < 0) {
@@ -765,6 +765,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 		}
 	}
 	handle_done(i);
+	fs_throttle_foreground_wrote(&fs->throttle, start);
 	if (done > 0)
 		return (void) fuse_reply_write(req, done);
 	fuse_reply_err(req, n < 0 ? (int) -n : EIO);
@@ -773,10 +774,11 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
 	Fs *fs = fs_of(req);
 	FsInode *i = handle_inode(fi);
-	fs_throttle_foreground(&fs->throttle);
+	fs_throttle_disk_begin(&fs->throttle);
 	int r = fs_data_lock_read(fs, i);
 	if (r < 0) {
 		handle_done(i);
+		fs_throttle_disk_end(&fs->throttle);
 		return (void) fuse_reply_err(req, -r);
 	}
 	/* A sealed file's bytes are durable already; its catalog state is synced below. */
@@ -795,6 +797,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 		r = fs_staging_sync_dir(fs, tier, ino);
 	if (r >= 0)
 		r = catalog_sync(fs->catalog);
+	fs_throttle_disk_end(&fs->throttle);
 	if (r < 0)
 		log_error_errno(r, "Failed to sync inode %llu: %m", (unsigned long long) ino);
 	fuse_reply_err(req, -r);

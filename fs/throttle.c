@@ -36,6 +36,20 @@
  * their resource is mostly a disk or a filer, which nothing else
  * arbitrates.
  *
+ * And a seal is charged only while the foreground itself waits on the disk
+ * (then its wait also ends once the foreground no longer does): an fsync
+ * under way or ended in the last FS_THROTTLE_IDLE_NS, a read (it may go to
+ * the disk), a write that took FS_THROTTLE_SLOW_WRITE_NS (the kernel held
+ * it back for dirty pages, or a lock did).  What a seal's thread blocks on
+ * while a copy runs is mostly the disk (fsyncs of the containers it creates
+ * and seals, and of their directories) and the catalog lock (bench/README.md,
+ * "Sealing, eighth pass"): that slows a foreground waiting on the same disk,
+ * not one writing into the page cache, whose writes cost the CPU, which nice
+ * 10 already gives it first.  An archiver's fsync, a restore's reads, writes
+ * held back for the disk: the seal is paced as before.  These three are what
+ * the hot path can tell at the cost of a clock read; a write slowed by the
+ * CPU (a loaded machine) counts as slow, which errs on the foreground's side.
+ *
  * Invariants:
  *  1. FUSE requests never wait here: they only store a timestamp
  *     (fs_throttle_foreground(), lock-free).
@@ -56,7 +70,9 @@
  *  4. A wait ends as soon as the foreground has been idle for
  *     FS_THROTTLE_IDLE_NS (the debt is then forgiven: idle time is the
  *     background's) or the throttle is stopped; after fs_throttle_stop()
- *     nothing waits, so unmount is never held up.
+ *     nothing waits, so unmount is never held up.  A seal's wait also ends
+ *     once the foreground has been off the disk as long; the debt stays,
+ *     for the other kinds to pay.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -117,13 +133,27 @@ void fs_throttle_done(FsThrottle *t) {
  * CLOCK_MONOTONIC_COARSE, compared with CLOCK_MONOTONIC times: the two
  * differ by at most a clock tick, nothing against FS_THROTTLE_IDLE_NS.
  */
-static bool foreground_since(FsThrottle *t, int64_t since_ns) {
-	int64_t last = atomic_load_explicit(&t->foreground_ns, memory_order_relaxed);
+static bool stamp_since(const atomic_int_fast64_t *stamp, int64_t since_ns) {
+	int64_t last = atomic_load_explicit(stamp, memory_order_relaxed);
 	return last > 0 && last >= since_ns;
+}
+
+/* An fsync under way is foreground I/O however long it has been since it came in. */
+static bool foreground_since(FsThrottle *t, int64_t since_ns) {
+	return atomic_load_explicit(&t->disk_waiting, memory_order_relaxed) > 0 ||
+	       stamp_since(&t->foreground_ns, since_ns);
+}
+
+static bool disk_since(FsThrottle *t, int64_t since_ns) {
+	return atomic_load_explicit(&t->disk_waiting, memory_order_relaxed) > 0 || stamp_since(&t->disk_ns, since_ns);
 }
 
 bool fs_throttle_foreground_is_busy(FsThrottle *t) {
 	return foreground_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_IDLE_NS);
+}
+
+bool fs_throttle_foreground_is_on_disk(FsThrottle *t) {
+	return disk_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_IDLE_NS);
 }
 
 /*
@@ -158,9 +188,11 @@ void fs_throttle_begin(FsThrottleUnit *u) {
 	unit_start(u, clock_ns(CLOCK_MONOTONIC));
 }
 
-int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns, int64_t helped_ns) {
+int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns, int64_t helped_ns, bool disk) {
 	if (k != FS_THROTTLE_SEAL)
 		return wall_ns;
+	if (!disk)
+		return 0;
 	int64_t free_ns = MAX(sched_ns, INT64_C(0)) + MAX(helped_ns, INT64_C(0));
 	return wall_ns > free_ns ? wall_ns - free_ns : 0;
 }
@@ -180,10 +212,13 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 		return;
 	}
 	atomic_fetch_add_explicit(&c->busy_units, 1, memory_order_relaxed);
+	bool disk = disk_since(t, u->start_ns - FS_THROTTLE_IDLE_NS);
+	if (!disk)
+		atomic_fetch_add_explicit(&c->busy_cpu, 1, memory_order_relaxed);
 	if (k == FS_THROTTLE_SEAL) {
 		int64_t sched = thread_sched_ns();
 		work = fs_throttle_charge_ns(k, work, sched >= 0 && u->start_sched_ns >= 0 ? sched - u->start_sched_ns : -1,
-					     u->helped_ns);
+					     u->helped_ns, disk);
 	}
 	int64_t delay = fs_throttle_delay_ns(work, t->share);
 	if (delay == 0) {
@@ -203,6 +238,8 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 			t->resume_ns = at; /* invariant 4 */
 			break;
 		}
+		if (k == FS_THROTTLE_SEAL && !fs_throttle_foreground_is_on_disk(t))
+			break;
 		struct timespec until = ns_to_timespec(MIN(t->resume_ns, at + THROTTLE_POLL_NS));
 		waited = true;
 		(void) pthread_cond_timedwait(&t->cond, &t->lock, &until);

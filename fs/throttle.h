@@ -7,8 +7,10 @@
  * collector's compaction) yields to foreground I/O: while FUSE reads,
  * writes or fsyncs came in recently, the background as a whole gets at
  * most `background_share` percent of the time; when the foreground is
- * idle it runs unthrottled.  See throttle.c for the governor and why it
- * needs no bandwidth estimate.
+ * idle it runs unthrottled.  Seals are held back only while the
+ * foreground also waits on the disk (fsyncs, reads, slow writes): their
+ * CPU is the scheduler's to share.  See throttle.c for the governor and why
+ * it needs no bandwidth estimate.
  */
 
 #include <pthread.h>
@@ -26,9 +28,15 @@
  * and how long a stop or a caller waiting for that work can be held.
  */
 #define FS_THROTTLE_DELAY_MAX_NS (INT64_C(2) * 1000000000)
+/*
+ * A write that took this long waited for something other than the CPU:
+ * the kernel's dirty-page throttling (the disk), a lock or a spill.  One
+ * of at most 1 MiB copied into the page cache takes well under 1 ms.
+ */
+#define FS_THROTTLE_SLOW_WRITE_NS (INT64_C(10) * 1000000)
 
 typedef enum FsThrottleKind {
-	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()): charged only their time blocked on other than CPU */
+	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()): charged only their time blocked, and only while the foreground waits on the disk */
 	FS_THROTTLE_MIGRATE, /* moves between tiers, the policy's and tierctl's */
 	FS_THROTTLE_GC,      /* the collector thread's runs */
 	FS_THROTTLE_REKEY,   /* rekeys, run on the collector's thread */
@@ -39,6 +47,7 @@ typedef enum FsThrottleKind {
 /* Per kind, since the mount. */
 typedef struct FsThrottleCounters {
 	atomic_uint_fast64_t busy_units; /* units of work done while the foreground was busy */
+	atomic_uint_fast64_t busy_cpu;   /* of those, units during which it waited on nothing but the CPU (a seal's: charged nothing) */
 	atomic_uint_fast64_t idle_units; /* units done while it was idle: never made to wait */
 	atomic_uint_fast64_t waits;      /* units after which the worker waited */
 	atomic_uint_fast64_t wait_ns;    /* time spent in those waits */
@@ -51,6 +60,14 @@ typedef struct FsThrottle {
 	 * bounce the lock's line.
 	 */
 	alignas(64) atomic_int_fast64_t foreground_ns;
+	/*
+	 * CLOCK_MONOTONIC_COARSE of the last foreground request that waited on
+	 * the disk (a read, the end of an fsync, a slow write), 0 = none yet,
+	 * and the fsyncs under way.  Written less often than foreground_ns, by
+	 * the same threads: a line of their own too.
+	 */
+	alignas(64) atomic_int_fast64_t disk_ns;
+	atomic_int disk_waiting;
 	alignas(64) unsigned share;  /* percent, 1..100; set before any worker starts */
 	bool initialized;
 	pthread_mutex_t lock;        /* a leaf: nothing else is taken while it is held */
@@ -71,17 +88,63 @@ typedef struct FsThrottleUnit {
 	int64_t helped_ns;
 } FsThrottleUnit;
 
+static inline int64_t fs_throttle_coarse_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /*
  * The hot path: a read, write or fsync notes that the foreground is busy.
  * One vDSO clock read and, at most once per clock tick (a few ms), one
- * relaxed store; no lock.
+ * relaxed store; no lock.  Returns the time read, for
+ * fs_throttle_foreground_wrote().
  */
-static inline void fs_throttle_foreground(FsThrottle *t) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	int64_t now = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+static inline int64_t fs_throttle_foreground(FsThrottle *t) {
+	int64_t now = fs_throttle_coarse_ns();
 	if (atomic_load_explicit(&t->foreground_ns, memory_order_relaxed) != now)
 		atomic_store_explicit(&t->foreground_ns, now, memory_order_relaxed);
+	return now;
+}
+
+static inline void throttle_disk_note(FsThrottle *t, int64_t now) {
+	if (atomic_load_explicit(&t->disk_ns, memory_order_relaxed) != now)
+		atomic_store_explicit(&t->disk_ns, now, memory_order_relaxed);
+}
+
+/*
+ * A read: as fs_throttle_foreground(), and it counts as a wait on the disk
+ * (a sealed file's read goes to its containers, a raw one's may miss the
+ * page cache), so seals are paced for FS_THROTTLE_IDLE_NS after it.
+ */
+static inline void fs_throttle_foreground_read(FsThrottle *t) {
+	throttle_disk_note(t, fs_throttle_foreground(t));
+}
+
+/*
+ * An fsync (a wait on the disk as long as it takes) begins and ends: while
+ * any is under way, and for FS_THROTTLE_IDLE_NS after, seals are paced.
+ * An atomic add each, and the stores of fs_throttle_foreground().
+ */
+static inline void fs_throttle_disk_begin(FsThrottle *t) {
+	atomic_fetch_add_explicit(&t->disk_waiting, 1, memory_order_relaxed);
+	throttle_disk_note(t, fs_throttle_foreground(t));
+}
+
+static inline void fs_throttle_disk_end(FsThrottle *t) {
+	throttle_disk_note(t, fs_throttle_foreground(t));
+	atomic_fetch_sub_explicit(&t->disk_waiting, 1, memory_order_relaxed);
+}
+
+/*
+ * A write that began at start_ns (fs_throttle_foreground()'s time) is done:
+ * if it took FS_THROTTLE_SLOW_WRITE_NS or more, the foreground waited on
+ * the disk (or a lock), as for an fsync.  One more clock read a write.
+ */
+static inline void fs_throttle_foreground_wrote(FsThrottle *t, int64_t start_ns) {
+	int64_t now = fs_throttle_coarse_ns();
+	if (now - start_ns >= FS_THROTTLE_SLOW_WRITE_NS)
+		throttle_disk_note(t, now);
 }
 
 /*
@@ -93,12 +156,13 @@ static inline void fs_throttle_foreground(FsThrottle *t) {
 int64_t fs_throttle_delay_ns(int64_t work_ns, unsigned share);
 /*
  * What a unit of kind k that took wall_ns is charged, a pure function: a
- * seal only the part of it its thread spent neither on a CPU nor runnable
- * (sched_ns: the time it did, -1 if unknown: then none of it) nor
- * asleep while others did its CPU work (helped_ns); the other kinds all of
- * it.  Never negative for wall_ns >= 0.
+ * seal nothing unless the foreground waited on the disk during the unit
+ * (disk), and then only the part of it its thread spent neither on a CPU
+ * nor runnable (sched_ns: the time it did, -1 if unknown: then none of it)
+ * nor asleep while others did its CPU work (helped_ns); the other kinds all
+ * of it.  Never negative for wall_ns >= 0.
  */
-int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns, int64_t helped_ns);
+int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns, int64_t helped_ns, bool disk);
 
 /* share: percent, 1..100 (100 = never wait). */
 void fs_throttle_init(FsThrottle *t, unsigned share);
@@ -108,6 +172,8 @@ void fs_throttle_stop(FsThrottle *t);
 void fs_throttle_done(FsThrottle *t);
 /* Whether a foreground request came in the last FS_THROTTLE_IDLE_NS. */
 bool fs_throttle_foreground_is_busy(FsThrottle *t);
+/* Whether one waits on the disk now or did in the last FS_THROTTLE_IDLE_NS. */
+bool fs_throttle_foreground_is_on_disk(FsThrottle *t);
 
 /* Starts a unit of work (also after a wait the worker did for other reasons). */
 void fs_throttle_begin(FsThrottleUnit *u);

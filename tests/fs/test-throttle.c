@@ -30,19 +30,23 @@ static void test_delay(void) {
 
 static void test_charge(void) {
 	/* A seal is charged its time blocked only: off the CPU and off the run queue. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 70, 0) == 30);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 100, 0) == 0);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 70, 0, true) == 30);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 100, 0, true) == 0);
 	/* The two clocks are read apart: more scheduled time than wall time is no time blocked, not a negative one. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 130, 0) == 0);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 130, 0, true) == 0);
 	/* Unknown (no schedstat): all of it but what the encoders did for it. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 0) == 100);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 40) == 60);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 0, true) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 40, true) == 60);
 	/* Asleep while the encoders compressed its regions: their CPU, not a blocked seal. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 20, 50) == 30);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 60, 50) == 0);
-	/* Moves and the collector: all of it, whatever the CPU did. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_MIGRATE, 100, 70, 0) == 100);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_GC, 100, 70, 50) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 20, 50, true) == 30);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 60, 50, true) == 0);
+	/* A foreground that did not wait on the disk: a seal's waits slowed nothing it needs. */
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 70, 0, false) == 0);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 0, false) == 0);
+	/* Moves and the collector: all of it, whatever the CPU and the foreground did. */
+	assert(fs_throttle_charge_ns(FS_THROTTLE_MIGRATE, 100, 70, 0, true) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_MIGRATE, 100, 70, 0, false) == 100);
+	assert(fs_throttle_charge_ns(FS_THROTTLE_GC, 100, 70, 50, false) == 100);
 }
 
 static void test_idle(void) {
@@ -74,6 +78,46 @@ static void test_share_100(void) {
 	fs_throttle_done(&t);
 }
 
+/* What counts as the foreground waiting on the disk, and a seal under a foreground that does not. */
+static void test_disk(void) {
+	FsThrottle t = {};
+	FsThrottleUnit u = { .start_ns = 0, .start_sched_ns = 0 }; /* as long as the uptime, all of it blocked or not */
+
+	fs_throttle_init(&t, 20);
+	/* Writes into the page cache: busy, not on the disk. */
+	fs_throttle_foreground(&t);
+	assert(atomic_load(&t.disk_ns) == 0);
+	/* So a seal is charged nothing, however long its thread was blocked, and does not wait. */
+	fs_throttle_pace(&t, FS_THROTTLE_SEAL, &u);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].busy_units) == 1);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].busy_cpu) == 1);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].waits) == 0);
+	/* A write that took longer than a copy into the page cache can: it waited. */
+	fs_throttle_foreground_wrote(&t, fs_throttle_coarse_ns() - FS_THROTTLE_SLOW_WRITE_NS);
+	assert(atomic_load(&t.disk_ns) > 0);
+	fs_throttle_done(&t);
+
+	/* A read may go to the disk. */
+	FsThrottle r = {};
+	fs_throttle_init(&r, 20);
+	fs_throttle_foreground_read(&r);
+	assert(atomic_load(&r.disk_ns) > 0);
+	fs_throttle_done(&r);
+
+	/* An fsync: on the disk, and busy, for as long as it is under way. */
+	FsThrottle f = {};
+	fs_throttle_init(&f, 20);
+	fs_throttle_disk_begin(&f);
+	atomic_store(&f.foreground_ns, 1); /* its start long ago */
+	atomic_store(&f.disk_ns, 1);
+	assert(fs_throttle_foreground_is_busy(&f));
+	assert(fs_throttle_foreground_is_on_disk(&f));
+	fs_throttle_disk_end(&f);
+	assert(atomic_load(&f.disk_waiting) == 0);
+	assert(atomic_load(&f.disk_ns) > 1);
+	fs_throttle_done(&f);
+}
+
 static void test_stopped(void) {
 	FsThrottle t = {};
 	FsThrottleUnit u = { .start_ns = 0 }; /* a unit as long as the uptime: the longest wait there is */
@@ -103,6 +147,7 @@ int main(void) {
 	test_charge();
 	test_idle();
 	test_share_100();
+	test_disk();
 	test_stopped();
 	test_names();
 	printf("ok\n");

@@ -9,7 +9,12 @@ the throttle did, and the test checks them around each phase.
 - background_share=20: files written and sealed; once the daemon reports the
   foreground idle, a migration to the capacity tier runs without a single
   throttled wait (its steps count as idle work);
-- while a writer thread keeps writing to the mount, a recall of the same
+- while a writer thread keeps writing to the mount and never syncs (the
+  daemon reports the foreground busy but not on the disk), a file written
+  meanwhile is sealed with units counted busy and charged nothing
+  (throttle_seal_busy_cpu grows); if every one of them was (no write of the
+  test's happened to be slow), the seal did not wait once;
+- while a writer thread fsyncs after every write, a recall of the same
   files and the seal of a file written meanwhile wait (waits and wait time
   grow for migrate and seal);
 - remounted with background_share=100, a migration under the same writer
@@ -36,10 +41,13 @@ WAIT_TIMEOUT = 60
 
 
 class Writer:
-    """A thread writing 64 KiB blocks to one file of the mount in a loop, as a busy archiver."""
+    """A thread writing 64 KiB blocks to one file of the mount in a loop: into the
+    page cache only, or, with sync, as an archiver bound by the disk (an fsync
+    after every write)."""
 
-    def __init__(self, fs, name):
+    def __init__(self, fs, name, sync=False):
         self.path = fs.path(name)
+        self.sync = sync
         self.stop = threading.Event()
         self.writes = 0
         self.error = None
@@ -52,6 +60,8 @@ class Writer:
             off = 0
             while not self.stop.is_set():
                 os.pwrite(fd, block, off)
+                if self.sync:
+                    os.fsync(fd)
                 off = (off + len(block)) % (16 * MiB)
                 self.writes += 1
         except OSError as e:
@@ -68,13 +78,15 @@ class Writer:
         self.thread.join()
 
 
-def wait_foreground(fs, busy):
-    """Polls the daemon until it reports the foreground busy (or idle); returns its status then, or None."""
+def wait_foreground(fs, busy, disk=None):
+    """Polls the daemon until it reports the foreground busy (or idle), and on the
+    disk or not unless disk is None; returns its status then, or None."""
     want = "yes" if busy else "no"
     deadline = time.monotonic() + WAIT_TIMEOUT
     while time.monotonic() < deadline:
         st = dc.status(fs)
-        if st.get("foreground_busy") == want:
+        if st.get("foreground_busy") == want and \
+                (disk is None or st.get("foreground_disk") == ("yes" if disk else "no")):
             return st
         time.sleep(0.05)
     return None
@@ -139,9 +151,31 @@ def main():
         print("idle migration: %d steps, 0 waits" % (counter(s1, "migrate", "idle") - counter(s0, "migrate", "idle")),
               flush=True)
 
-        # Busy: a writer keeps writing while files are recalled and a new one is sealed.
+        # Busy on the CPU: a writer that never syncs; a file written meanwhile (no fsync) is sealed.
         with Writer(fs, "noise.dat") as w:
-            s2 = wait_foreground(fs, busy=True)
+            sa = wait_foreground(fs, busy=True, disk=False)
+            if res.check(sa is not None, "the daemon never reported the foreground busy and off the disk"):
+                rel = "backupset/late-cpu.bkp"
+                model[rel] = rng.randbytes(2 * FILE_SIZE)
+                dc.write_file(fs.path(rel), model[rel])
+                dc.check_sealed(res, [fs.path(rel)], "written beside a writer that never syncs")
+                sb = dc.status(fs)
+                busy = counter(sb, "seal", "busy") - counter(sa, "seal", "busy")
+                cpu = counter(sb, "seal", "busy_cpu") - counter(sa, "seal", "busy_cpu")
+                waits = counter(sb, "seal", "waits") - counter(sa, "seal", "waits")
+                res.check(busy > 0, "beside a writer, the seal counted no busy units")
+                res.check(cpu > 0, "beside a writer that never syncs, no seal unit was charged nothing: "
+                          "throttle_seal_busy_cpu %d -> %d" % (counter(sa, "seal", "busy_cpu"), counter(sb, "seal", "busy_cpu")))
+                # Deterministic only when no unit saw the foreground on the disk (a slow write of this test's own).
+                if cpu == busy:
+                    res.check(waits == 0, "every seal unit was charged nothing, yet the seal waited %d times" % waits)
+                print("beside a writer that never syncs (%d writes so far): %d seal units busy, %d charged nothing, %d waits"
+                      % (w.writes, busy, cpu, waits), flush=True)
+        res.check(w.error is None, "the writer failed: %s" % w.error)
+
+        # Busy on the disk: a writer that fsyncs after every write, while files are recalled and a new one is sealed.
+        with Writer(fs, "noise.dat", sync=True) as w:
+            s2 = wait_foreground(fs, busy=True, disk=True)
             if res.check(s2 is not None, "the daemon never reported the foreground busy"):
                 rc, _, err = tc.tierctl(fs, "recall", fs.path("backupset"))
                 res.check(rc == 0, "recall under load: exit %d: %s" % (rc, err.strip()))
@@ -152,9 +186,9 @@ def main():
                 s3 = dc.status(fs)
                 for kind in ("migrate", "seal"):
                     for what in ("busy", "waits", "wait_us"):
-                        res.check(grew(s2, s3, kind, what), "under load, throttle_%s_%s did not grow: %d -> %d"
+                        res.check(grew(s2, s3, kind, what), "beside a writer that syncs, throttle_%s_%s did not grow: %d -> %d"
                                   % (kind, what, counter(s2, kind, what), counter(s3, kind, what)))
-                print("under load (%d writes so far): migrate waited %d times, %.2f s; seal %d times, %.2f s"
+                print("beside a writer that syncs (%d writes so far): migrate waited %d times, %.2f s; seal %d times, %.2f s"
                       % (w.writes, counter(s3, "migrate", "waits") - counter(s2, "migrate", "waits"),
                          (counter(s3, "migrate", "wait_us") - counter(s2, "migrate", "wait_us")) / 1e6,
                          counter(s3, "seal", "waits") - counter(s2, "seal", "waits"),
