@@ -37,6 +37,7 @@ env: FRATIERFS, FRATIER_TIERCTL, FRATIER_SEAL_TIMEOUT, FRATIER_KEEP.
 """
 
 import errno
+import json
 import mmap
 import os
 import random
@@ -498,6 +499,15 @@ class ReadaheadTest:
         print("SIGKILL while reading checked", flush=True)
 
 
+def queued(fs):
+    """The files status counts as waiting to be sealed, None if it cannot say."""
+    rc, out, _ = tc.tierctl(fs, "status", "--json")
+    try:
+        return json.loads(out).get("seal_queue") if rc == 0 else None
+    except ValueError:
+        return None
+
+
 def seal_backlog(res):
     """Files waiting for their quiet time: counted in status with their sizes, also after a restart."""
     sizes = {"ORCL/archivelog/2026_12_02/o1_mf_1_%d_wait_.arc" % k: (k + 1) * MIB + 17 * k for k in range(3)}
@@ -508,6 +518,8 @@ def seal_backlog(res):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             dc.write_file(path, content.make(size), fsync=True)
         for when in ("after the writes", "after a restart"):
+            # A close returns before the daemon has the file's release (FUSE sends it on its own): wait for the last.
+            tc.wait_for(lambda: queued(fs) == len(sizes))
             st = tc.tierctl_json(res, fs, "status")
             res.check(st.get("seal_queue") == len(sizes) and st.get("seal_queue_bytes") == sum(sizes.values()),
                       "status %s: seal_queue %r, seal_queue_bytes %r; want %d files, %d bytes"
