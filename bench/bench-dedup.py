@@ -292,6 +292,9 @@ class Fratier(Tool):
         self.wait_sealed(phase)
         wall = time.monotonic() - t0
         cpu = self.daemon_cpu() - cpu0 + copy_cpu
+        # Outside the time: a collection folds the catalog's WAL back and cuts it, as one does every gc_interval;
+        # without it the WAL's size swings by tens of MiB between runs, and a day's growth with it.
+        self.tierctl('gc')
         hot = os.path.join(self.data, 'hot')
         catalog = du(*catalog_files(hot))
         note = f'copy {copied:.1f} s + seal wait {wall - copied:.1f} s; store: containers ' \
