@@ -107,7 +107,7 @@ static inline int64_t fs_throttle_foreground(FsThrottle *t) {
 	return now;
 }
 
-static inline void throttle_disk_note(FsThrottle *t, int64_t now) {
+static inline void fs_throttle_disk_note(FsThrottle *t, int64_t now) {
 	if (atomic_load_explicit(&t->disk_ns, memory_order_relaxed) != now)
 		atomic_store_explicit(&t->disk_ns, now, memory_order_relaxed);
 }
@@ -118,7 +118,7 @@ static inline void throttle_disk_note(FsThrottle *t, int64_t now) {
  * page cache), so seals are paced for FS_THROTTLE_IDLE_NS after it.
  */
 static inline void fs_throttle_foreground_read(FsThrottle *t) {
-	throttle_disk_note(t, fs_throttle_foreground(t));
+	fs_throttle_disk_note(t, fs_throttle_foreground(t));
 }
 
 /*
@@ -128,11 +128,11 @@ static inline void fs_throttle_foreground_read(FsThrottle *t) {
  */
 static inline void fs_throttle_disk_begin(FsThrottle *t) {
 	atomic_fetch_add_explicit(&t->disk_waiting, 1, memory_order_relaxed);
-	throttle_disk_note(t, fs_throttle_foreground(t));
+	fs_throttle_disk_note(t, fs_throttle_foreground(t));
 }
 
 static inline void fs_throttle_disk_end(FsThrottle *t) {
-	throttle_disk_note(t, fs_throttle_foreground(t));
+	fs_throttle_disk_note(t, fs_throttle_foreground(t));
 	atomic_fetch_sub_explicit(&t->disk_waiting, 1, memory_order_relaxed);
 }
 
@@ -144,7 +144,7 @@ static inline void fs_throttle_disk_end(FsThrottle *t) {
 static inline void fs_throttle_foreground_wrote(FsThrottle *t, int64_t start_ns) {
 	int64_t now = fs_throttle_coarse_ns();
 	if (now - start_ns >= FS_THROTTLE_SLOW_WRITE_NS)
-		throttle_disk_note(t, now);
+		fs_throttle_disk_note(t, now);
 }
 
 /*
