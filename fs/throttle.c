@@ -157,13 +157,22 @@ bool fs_throttle_foreground_is_on_disk(FsThrottle *t) {
 }
 
 /*
- * The calling thread's time on a CPU plus its time runnable on a run queue
- * (the first two fields of /proc/thread-self/schedstat), or -1 when the
- * kernel does not say (then the whole unit is charged).  Three syscalls a
- * unit of 1 MiB or more: nothing next to the unit.
+ * The calling thread's time on a CPU plus its time runnable on a run queue,
+ * or -1 when the kernel does not say (then the whole unit is charged).  The
+ * time on a CPU comes from CLOCK_THREAD_CPUTIME_ID, which brings the
+ * running thread's count up to date: the first field of
+ * /proc/thread-self/schedstat is only as recent as the thread's last
+ * scheduler tick (4 ms at HZ=250), so a unit of pure CPU a few ms long read
+ * there was charged 0.75-1 ms on average, and at share 20 waited four times
+ * that (bench/README.md, "Sealing, ninth pass").  The time runnable (the
+ * second field) is complete whenever the thread runs, as it does here.
+ * Four syscalls a unit of 1 MiB or more: nothing next to the unit.
  */
-static int64_t thread_sched_ns(void) {
+int64_t fs_throttle_thread_sched_ns(void) {
 	char buf[96];
+	struct timespec cpu;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) < 0)
+		return -1;
 	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -173,19 +182,25 @@ static int64_t thread_sched_ns(void) {
 		return -1;
 	buf[n] = '\0';
 	uint64_t run, runnable;
-	if (sscanf(buf, "%" SCNu64 " %" SCNu64, &run, &runnable) != 2 || run + runnable > INT64_MAX)
+	if (sscanf(buf, "%" SCNu64 " %" SCNu64, &run, &runnable) != 2 || runnable > INT64_MAX / 2)
 		return -1;
-	return (int64_t) (run + runnable);
+	return (int64_t) cpu.tv_sec * 1000000000 + cpu.tv_nsec + (int64_t) runnable;
 }
 
-static void unit_start(FsThrottleUnit *u, int64_t now) {
-	u->start_ns = now;
-	u->start_sched_ns = thread_sched_ns();
+/*
+ * The thread's time is read before the unit's start, and after its end
+ * (fs_throttle_pace()): the scheduled time then spans the wall time, so a
+ * unit its thread spent all on a CPU or runnable is charged nothing, not
+ * the few microseconds between two clock reads.
+ */
+static void unit_start(FsThrottleUnit *u) {
+	u->start_sched_ns = fs_throttle_thread_sched_ns();
+	u->start_ns = clock_ns(CLOCK_MONOTONIC);
 	u->helped_ns = 0;
 }
 
 void fs_throttle_begin(FsThrottleUnit *u) {
-	unit_start(u, clock_ns(CLOCK_MONOTONIC));
+	unit_start(u);
 }
 
 int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns, int64_t helped_ns, bool disk) {
@@ -208,7 +223,7 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 	/* Busy during the unit, or in the idle window before it: the unit competed with it. */
 	if (!foreground_since(t, u->start_ns - FS_THROTTLE_IDLE_NS)) {
 		atomic_fetch_add_explicit(&c->idle_units, 1, memory_order_relaxed);
-		unit_start(u, now);
+		unit_start(u);
 		return;
 	}
 	atomic_fetch_add_explicit(&c->busy_units, 1, memory_order_relaxed);
@@ -216,13 +231,13 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 	if (!disk)
 		atomic_fetch_add_explicit(&c->busy_cpu, 1, memory_order_relaxed);
 	if (k == FS_THROTTLE_SEAL) {
-		int64_t sched = thread_sched_ns();
+		int64_t sched = fs_throttle_thread_sched_ns();
 		work = fs_throttle_charge_ns(k, work, sched >= 0 && u->start_sched_ns >= 0 ? sched - u->start_sched_ns : -1,
 					     u->helped_ns, disk);
 	}
 	int64_t delay = fs_throttle_delay_ns(work, t->share);
 	if (delay == 0) {
-		unit_start(u, now);
+		unit_start(u);
 		return;
 	}
 
@@ -251,7 +266,7 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 		atomic_fetch_add_explicit(&c->waits, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&c->wait_ns, (uint64_t) (end - now), memory_order_relaxed);
 	}
-	unit_start(u, end);
+	unit_start(u);
 }
 
 const char *fs_throttle_kind_to_string(FsThrottleKind k) {

@@ -175,6 +175,12 @@ bool fs_throttle_foreground_is_busy(FsThrottle *t);
 /* Whether one waits on the disk now or did in the last FS_THROTTLE_IDLE_NS. */
 bool fs_throttle_foreground_is_on_disk(FsThrottle *t);
 
+/*
+ * The calling thread's time on a CPU or runnable since it started, exact to
+ * the call (see throttle.c), or -1 if the kernel does not say.
+ */
+int64_t fs_throttle_thread_sched_ns(void);
+
 /* Starts a unit of work (also after a wait the worker did for other reasons). */
 void fs_throttle_begin(FsThrottleUnit *u);
 /*

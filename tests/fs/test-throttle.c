@@ -4,8 +4,24 @@
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "fs/throttle.h"
+
+static int64_t thread_cpu_ns(void) {
+	struct timespec ts;
+	assert(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Keeps this thread on a CPU, never asleep, for a millisecond or so; no
+ * system call, which could bring the kernel's count of its time up to date.
+ */
+static void spin_cpu(void) {
+	for (volatile unsigned i = 0; i < 2000000; i++)
+		;
+}
 
 static void test_delay(void) {
 	/* 20%: 1 s of work earns 4 s of waiting, which the cap makes 2 s. */
@@ -118,6 +134,21 @@ static void test_disk(void) {
 	fs_throttle_done(&f);
 }
 
+/*
+ * The thread's time on a CPU is read up to date, not as of its last tick:
+ * all the CPU a unit used counts as such, however short the unit.
+ */
+static void test_sched_exact(void) {
+	for (int k = 0; k < 50; k++) {
+		int64_t before = fs_throttle_thread_sched_ns(), cpu = thread_cpu_ns();
+		assert(before >= 0);
+		spin_cpu();
+		int64_t after = fs_throttle_thread_sched_ns(), used = thread_cpu_ns() - cpu;
+		/* Half: the clocks are read microseconds apart, the spin takes about a millisecond. */
+		assert(after - before >= used / 2);
+	}
+}
+
 static void test_stopped(void) {
 	FsThrottle t = {};
 	FsThrottleUnit u = { .start_ns = 0 }; /* a unit as long as the uptime: the longest wait there is */
@@ -148,6 +179,7 @@ int main(void) {
 	test_idle();
 	test_share_100();
 	test_disk();
+	test_sched_exact();
 	test_stopped();
 	test_names();
 	printf("ok\n");

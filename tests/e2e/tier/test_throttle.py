@@ -16,7 +16,10 @@ the throttle did, and the test checks them around each phase.
   test's happened to be slow), the seal did not wait once;
 - while a writer thread fsyncs after every write, a recall of the same
   files and the seal of a file written meanwhile wait (waits and wait time
-  grow for migrate and seal);
+  grow for migrate and seal): the hot tier's containers are small
+  (CONTAINER_KIB), so that the seal fsyncs containers it fills, on the
+  disk itself, while the writer waits on it (a seal's time on a CPU is
+  charged nothing);
 - remounted with background_share=100, a migration under the same writer
   counts busy steps but never waits;
 - every file reads back byte-exact, every one is sealed, on the tier it was
@@ -37,6 +40,7 @@ from tiercommon import dc
 MiB = 1 << 20
 FILES = 6
 FILE_SIZE = 4 * MiB
+CONTAINER_KIB = 256
 WAIT_TIMEOUT = 60
 
 
@@ -121,7 +125,8 @@ def check_metrics(res, fs, migrate_waits):
 def main():
     harness.require_fuse()
     res = harness.Results("e2e-throttle")
-    fs = harness.Fratier(options=["seal_delay=0", "gc_interval=3600", "background_share=20"])
+    fs = harness.Fratier(options=["seal_delay=0", "gc_interval=3600", "background_share=20",
+                                  "container_kib=%d" % CONTAINER_KIB])
     fs.start()
     try:
         rng = random.Random(1)
