@@ -38,7 +38,7 @@
  *
  * And a seal is charged only while the foreground itself waits on the disk
  * (then its wait also ends once the foreground no longer does): an fsync
- * under way or ended in the last FS_THROTTLE_IDLE_NS, a read (it may go to
+ * under way or ended in the last FS_THROTTLE_DISK_NS, a read (it may go to
  * the disk), a write that took FS_THROTTLE_SLOW_WRITE_NS (the kernel held
  * it back for dirty pages, or a lock did).  What a seal's thread blocks on
  * while a copy runs is mostly the disk (fsyncs of the containers it creates
@@ -71,8 +71,8 @@
  *     FS_THROTTLE_IDLE_NS (the debt is then forgiven: idle time is the
  *     background's) or the throttle is stopped; after fs_throttle_stop()
  *     nothing waits, so unmount is never held up.  A seal's wait also ends
- *     once the foreground has been off the disk as long; the debt stays,
- *     for the other kinds to pay.
+ *     once the foreground has been off the disk for FS_THROTTLE_DISK_NS;
+ *     the debt stays, for the other kinds to pay.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -82,8 +82,8 @@
 #include "common/macros.h"
 #include "fs/throttle.h"
 
-/* How often a wait looks whether the foreground went idle. */
-#define THROTTLE_POLL_NS (FS_THROTTLE_IDLE_NS / 4)
+/* How often a wait looks whether the foreground went idle, or (a seal's) off the disk. */
+#define THROTTLE_POLL_NS (FS_THROTTLE_DISK_NS / 2)
 
 static int64_t clock_ns(clockid_t clock) {
 	struct timespec ts;
@@ -153,7 +153,7 @@ bool fs_throttle_foreground_is_busy(FsThrottle *t) {
 }
 
 bool fs_throttle_foreground_is_on_disk(FsThrottle *t) {
-	return disk_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_IDLE_NS);
+	return disk_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_DISK_NS);
 }
 
 /*
@@ -227,7 +227,7 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 		return;
 	}
 	atomic_fetch_add_explicit(&c->busy_units, 1, memory_order_relaxed);
-	bool disk = disk_since(t, u->start_ns - FS_THROTTLE_IDLE_NS);
+	bool disk = disk_since(t, u->start_ns - FS_THROTTLE_DISK_NS);
 	if (!disk)
 		atomic_fetch_add_explicit(&c->busy_cpu, 1, memory_order_relaxed);
 	if (k == FS_THROTTLE_SEAL) {

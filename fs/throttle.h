@@ -23,6 +23,14 @@
 /* The foreground counts as busy this long after its last read, write or fsync. */
 #define FS_THROTTLE_IDLE_NS (INT64_C(200) * 1000000)
 /*
+ * And as waiting on the disk this long after its last wait on it ended:
+ * enough to bridge back-to-back reads, or a writer's fsyncs one after the
+ * other; not so long that seals held back through a copy's fsync stay held
+ * while it writes its next file into the page cache, or after its last
+ * (bench/README.md, "Sealing, ninth pass").
+ */
+#define FS_THROTTLE_DISK_NS (INT64_C(50) * 1000000)
+/*
  * The most one unit of background work is made to wait, and the most
  * delay the background as a whole may owe: bounds how stale a wait gets
  * and how long a stop or a caller waiting for that work can be held.
@@ -115,7 +123,7 @@ static inline void fs_throttle_disk_note(FsThrottle *t, int64_t now) {
 /*
  * A read: as fs_throttle_foreground(), and it counts as a wait on the disk
  * (a sealed file's read goes to its containers, a raw one's may miss the
- * page cache), so seals are paced for FS_THROTTLE_IDLE_NS after it.
+ * page cache), so seals are paced for FS_THROTTLE_DISK_NS after it.
  */
 static inline void fs_throttle_foreground_read(FsThrottle *t) {
 	fs_throttle_disk_note(t, fs_throttle_foreground(t));
@@ -123,7 +131,7 @@ static inline void fs_throttle_foreground_read(FsThrottle *t) {
 
 /*
  * An fsync (a wait on the disk as long as it takes) begins and ends: while
- * any is under way, and for FS_THROTTLE_IDLE_NS after, seals are paced.
+ * any is under way, and for FS_THROTTLE_DISK_NS after, seals are paced.
  * An atomic add each, and the stores of fs_throttle_foreground().
  */
 static inline void fs_throttle_disk_begin(FsThrottle *t) {
@@ -172,7 +180,7 @@ void fs_throttle_stop(FsThrottle *t);
 void fs_throttle_done(FsThrottle *t);
 /* Whether a foreground request came in the last FS_THROTTLE_IDLE_NS. */
 bool fs_throttle_foreground_is_busy(FsThrottle *t);
-/* Whether one waits on the disk now or did in the last FS_THROTTLE_IDLE_NS. */
+/* Whether one waits on the disk now or did in the last FS_THROTTLE_DISK_NS. */
 bool fs_throttle_foreground_is_on_disk(FsThrottle *t);
 
 /*

@@ -132,6 +132,26 @@ static void test_disk(void) {
 	assert(atomic_load(&f.disk_waiting) == 0);
 	assert(atomic_load(&f.disk_ns) > 1);
 	fs_throttle_done(&f);
+
+	/*
+	 * A copy whose fsync ended 100 ms ago, writing its next file into the
+	 * page cache: still busy, no longer on the disk, and a seal unit that
+	 * was blocked is charged nothing.
+	 */
+	FsThrottle w = {};
+	FsThrottleUnit wu;
+	fs_throttle_init(&w, 20);
+	int64_t now = fs_throttle_coarse_ns();
+	atomic_store(&w.disk_ns, now - INT64_C(100) * 1000000);
+	fs_throttle_foreground(&w);
+	assert(fs_throttle_foreground_is_busy(&w));
+	assert(!fs_throttle_foreground_is_on_disk(&w));
+	fs_throttle_begin(&wu);
+	(void) nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL); /* blocked, as on a lock */
+	fs_throttle_pace(&w, FS_THROTTLE_SEAL, &wu);
+	assert(atomic_load(&w.counters[FS_THROTTLE_SEAL].busy_cpu) == 1);
+	assert(atomic_load(&w.counters[FS_THROTTLE_SEAL].waits) == 0);
+	fs_throttle_done(&w);
 }
 
 /*
