@@ -7,10 +7,12 @@
  * collector's compaction) yields to foreground I/O: while FUSE reads,
  * writes or fsyncs came in recently, the background as a whole gets at
  * most `background_share` percent of the time; when the foreground is
- * idle it runs unthrottled.  Seals are held back only while the
- * foreground also waits on the disk (fsyncs, reads, slow writes): their
- * CPU is the scheduler's to share.  See throttle.c for the governor and why
- * it needs no bandwidth estimate.
+ * idle it runs unthrottled.  Seals are charged what they take from the
+ * foreground: beside one writing into the page cache, their time on a CPU
+ * (their encoders' included); beside one waiting on the disk (fsyncs,
+ * reads, slow writes), only their time blocked, so they fill its waits.
+ * See throttle.c for the governor, why it needs no bandwidth estimate, and
+ * why seals are charged so.
  */
 
 #include <pthread.h>
@@ -44,7 +46,7 @@
 #define FS_THROTTLE_SLOW_WRITE_NS (INT64_C(10) * 1000000)
 
 typedef enum FsThrottleKind {
-	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()): charged only their time blocked, and only while the foreground waits on the disk */
+	FS_THROTTLE_SEAL,    /* seals and streams (fs_data_feed()): charged their CPU time, or while the foreground waits on the disk their time blocked */
 	FS_THROTTLE_MIGRATE, /* moves between tiers, the policy's and tierctl's */
 	FS_THROTTLE_GC,      /* the collector thread's runs */
 	FS_THROTTLE_REKEY,   /* rekeys, run on the collector's thread */
@@ -55,7 +57,7 @@ typedef enum FsThrottleKind {
 /* Per kind, since the mount. */
 typedef struct FsThrottleCounters {
 	atomic_uint_fast64_t busy_units; /* units of work done while the foreground was busy */
-	atomic_uint_fast64_t busy_cpu;   /* of those, units during which it waited on nothing but the CPU (a seal's: charged nothing) */
+	atomic_uint_fast64_t busy_cpu;   /* of those, units during which it did not wait on the disk (a seal's: charged its CPU time) */
 	atomic_uint_fast64_t idle_units; /* units done while it was idle: never made to wait */
 	atomic_uint_fast64_t waits;      /* units after which the worker waited */
 	atomic_uint_fast64_t wait_ns;    /* time spent in those waits */
@@ -85,16 +87,32 @@ typedef struct FsThrottle {
 	FsThrottleCounters counters[_FS_THROTTLE_KIND_MAX];
 } FsThrottle;
 
+/* A thread's time since it started (fs_throttle_thread_times()); -1: unknown. */
+typedef struct FsThrottleThreadTimes {
+	int64_t cpu_ns;      /* on a CPU */
+	int64_t runnable_ns; /* runnable, on a run queue */
+} FsThrottleThreadTimes;
+
 /* A worker's current unit of work: from the last pace (or begin) to the next. */
 typedef struct FsThrottleUnit {
 	int64_t start_ns;            /* CLOCK_MONOTONIC */
-	int64_t start_sched_ns;      /* the thread's time on a CPU or runnable then; -1: unknown */
+	FsThrottleThreadTimes start; /* the thread's, then */
 	/*
-	 * Set by a seal before each pace: the time its thread slept while
-	 * other threads did its CPU work (the store's encoders), see throttle.c.
+	 * Set by a seal before each pace, for the CPU work other threads did
+	 * for it (the store's encoders), see throttle.c: the time its thread
+	 * slept meanwhile, and their time on a CPU.
 	 */
 	int64_t helped_ns;
+	int64_t helped_cpu_ns;
 } FsThrottleUnit;
+
+/* What a unit of work took, for fs_throttle_charge_ns(): its wall time, and of FsThrottleUnit's the rest. */
+typedef struct FsThrottleUsage {
+	int64_t wall_ns;
+	FsThrottleThreadTimes thread; /* the thread's times during the unit */
+	int64_t helped_ns;
+	int64_t helped_cpu_ns;
+} FsThrottleUsage;
 
 static inline int64_t fs_throttle_coarse_ns(void) {
 	struct timespec ts;
@@ -163,14 +181,15 @@ static inline void fs_throttle_foreground_wrote(FsThrottle *t, int64_t start_ns)
  */
 int64_t fs_throttle_delay_ns(int64_t work_ns, unsigned share);
 /*
- * What a unit of kind k that took wall_ns is charged, a pure function: a
- * seal nothing unless the foreground waited on the disk during the unit
- * (disk), and then only the part of it its thread spent neither on a CPU
- * nor runnable (sched_ns: the time it did, -1 if unknown: then none of it)
- * nor asleep while others did its CPU work (helped_ns); the other kinds all
- * of it.  Never negative for wall_ns >= 0.
+ * What a unit of kind k is charged, a pure function.  A seal: if the
+ * foreground did not wait on the disk during the unit (!disk), its
+ * thread's time on a CPU and its encoders' (helped_cpu_ns), the whole wall
+ * time if the thread's is unknown; if it did, only the part of the wall
+ * time its thread spent neither on a CPU nor runnable (unknown: none of
+ * it) nor asleep while the encoders did its CPU work (helped_ns).  The
+ * other kinds: all of the wall time.  Never negative for wall_ns >= 0.
  */
-int64_t fs_throttle_charge_ns(FsThrottleKind k, int64_t wall_ns, int64_t sched_ns, int64_t helped_ns, bool disk);
+int64_t fs_throttle_charge_ns(FsThrottleKind k, const FsThrottleUsage *use, bool disk);
 
 /* share: percent, 1..100 (100 = never wait). */
 void fs_throttle_init(FsThrottle *t, unsigned share);
@@ -184,20 +203,22 @@ bool fs_throttle_foreground_is_busy(FsThrottle *t);
 bool fs_throttle_foreground_is_on_disk(FsThrottle *t);
 
 /*
- * The calling thread's time on a CPU or runnable since it started, exact to
- * the call (see throttle.c), or -1 if the kernel does not say.
+ * The calling thread's time on a CPU since it started, exact to the call
+ * (see throttle.c), and runnable; each -1 if the kernel does not say.
  */
-int64_t fs_throttle_thread_sched_ns(void);
+void fs_throttle_thread_times(FsThrottleThreadTimes *ret);
 
 /* Starts a unit of work (also after a wait the worker did for other reasons). */
 void fs_throttle_begin(FsThrottleUnit *u);
 /*
  * Ends the unit u of kind k and starts the next: if the foreground was
  * busy during it (or just before), waits as fs_throttle_delay_ns() says
- * of the unit's time (a seal's: only the time its thread was blocked, see
- * throttle.c), on one timeline shared by all workers, and stops waiting
- * early if the foreground goes idle or the throttle is stopped.  Call with
- * no lock held that a FUSE request may need (see throttle.c).
+ * of the unit's time (a seal's: as fs_throttle_charge_ns() says), on one
+ * timeline shared by all workers, and stops waiting early if the
+ * foreground goes idle or the throttle is stopped (a seal's also once the
+ * foreground goes onto the disk, or off it, whichever it was not during
+ * the unit).  Call with no lock held that a FUSE request may need (see
+ * throttle.c).
  */
 void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u);
 

@@ -2,11 +2,18 @@
 /* The throttle's governor (fs/throttle.c): its arithmetic, and the cases where it must never wait. */
 #undef NDEBUG
 #include <assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "fs/throttle.h"
+
+static int64_t mono_ns(void) {
+	struct timespec ts;
+	assert(clock_gettime(CLOCK_MONOTONIC, &ts) == 0);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int64_t thread_cpu_ns(void) {
 	struct timespec ts;
@@ -44,25 +51,51 @@ static void test_delay(void) {
 	}
 }
 
+static int64_t charge(FsThrottleKind k, int64_t wall, int64_t cpu, int64_t runnable, int64_t helped, int64_t helped_cpu,
+		      bool disk) {
+	FsThrottleUsage use = {
+		.wall_ns = wall,
+		.thread = { .cpu_ns = cpu, .runnable_ns = runnable },
+		.helped_ns = helped,
+		.helped_cpu_ns = helped_cpu,
+	};
+	return fs_throttle_charge_ns(k, &use, disk);
+}
+
 static void test_charge(void) {
-	/* A seal is charged its time blocked only: off the CPU and off the run queue. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 70, 0, true) == 30);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 100, 0, true) == 0);
-	/* The two clocks are read apart: more scheduled time than wall time is no time blocked, not a negative one. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 130, 0, true) == 0);
-	/* Unknown (no schedstat): all of it but what the encoders did for it. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 0, true) == 100);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 40, true) == 60);
-	/* Asleep while the encoders compressed its regions: their CPU, not a blocked seal. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 20, 50, true) == 30);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 60, 50, true) == 0);
-	/* A foreground that did not wait on the disk: a seal's waits slowed nothing it needs. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, 70, 0, false) == 0);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_SEAL, 100, -1, 0, false) == 0);
+	/*
+	 * Beside a foreground writing into the page cache (off the disk), a
+	 * seal is charged the CPU it took: its thread's time on a CPU, not its
+	 * time runnable (it waited for the CPU the writer had) nor blocked.
+	 */
+	assert(charge(FS_THROTTLE_SEAL, 100, 30, 20, 0, 0, false) == 30);
+	/* A unit of pure CPU: all of it. */
+	assert(charge(FS_THROTTLE_SEAL, 100, 100, 0, 0, 0, false) == 100);
+	/* And its encoders' CPU: a seal handing its compression over is charged it all the same. */
+	assert(charge(FS_THROTTLE_SEAL, 100, 10, 0, 80, 150, false) == 160);
+	assert(charge(FS_THROTTLE_SEAL, 100, 0, 0, 100, 100, false) == 100);
+	/* Its thread's time unknown: the whole unit, and the encoders' on top. */
+	assert(charge(FS_THROTTLE_SEAL, 100, -1, -1, 0, 0, false) == 100);
+	assert(charge(FS_THROTTLE_SEAL, 100, -1, -1, 50, 50, false) == 150);
+
+	/*
+	 * Beside a foreground waiting on the disk: only its time blocked, off
+	 * the CPU, off the run queue and not asleep for its encoders.
+	 */
+	assert(charge(FS_THROTTLE_SEAL, 100, 50, 20, 0, 0, true) == 30);
+	assert(charge(FS_THROTTLE_SEAL, 100, 100, 0, 0, 0, true) == 0);
+	assert(charge(FS_THROTTLE_SEAL, 100, 20, 0, 50, 120, true) == 30);
+	assert(charge(FS_THROTTLE_SEAL, 100, 60, 0, 50, 50, true) == 0);
+	/* The clocks are read apart: more time accounted for than wall time is no time blocked, not a negative one. */
+	assert(charge(FS_THROTTLE_SEAL, 100, 90, 40, 0, 0, true) == 0);
+	/* Its time runnable unknown: it counts as blocked. */
+	assert(charge(FS_THROTTLE_SEAL, 100, 70, -1, 0, 0, true) == 30);
+	assert(charge(FS_THROTTLE_SEAL, 100, -1, -1, 40, 40, true) == 60);
+
 	/* Moves and the collector: all of it, whatever the CPU and the foreground did. */
-	assert(fs_throttle_charge_ns(FS_THROTTLE_MIGRATE, 100, 70, 0, true) == 100);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_MIGRATE, 100, 70, 0, false) == 100);
-	assert(fs_throttle_charge_ns(FS_THROTTLE_GC, 100, 70, 50, false) == 100);
+	assert(charge(FS_THROTTLE_MIGRATE, 100, 70, 0, 0, 0, true) == 100);
+	assert(charge(FS_THROTTLE_MIGRATE, 100, 70, 0, 0, 0, false) == 100);
+	assert(charge(FS_THROTTLE_GC, 100, 70, 10, 50, 50, false) == 100);
 }
 
 static void test_idle(void) {
@@ -94,20 +127,16 @@ static void test_share_100(void) {
 	fs_throttle_done(&t);
 }
 
-/* What counts as the foreground waiting on the disk, and a seal under a foreground that does not. */
+/* What counts as the foreground waiting on the disk. */
 static void test_disk(void) {
 	FsThrottle t = {};
-	FsThrottleUnit u = { .start_ns = 0, .start_sched_ns = 0 }; /* as long as the uptime, all of it blocked or not */
 
 	fs_throttle_init(&t, 20);
 	/* Writes into the page cache: busy, not on the disk. */
 	fs_throttle_foreground(&t);
 	assert(atomic_load(&t.disk_ns) == 0);
-	/* So a seal is charged nothing, however long its thread was blocked, and does not wait. */
-	fs_throttle_pace(&t, FS_THROTTLE_SEAL, &u);
-	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].busy_units) == 1);
-	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].busy_cpu) == 1);
-	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].waits) == 0);
+	assert(fs_throttle_foreground_is_busy(&t));
+	assert(!fs_throttle_foreground_is_on_disk(&t));
 	/* A write that took longer than a copy into the page cache can: it waited. */
 	fs_throttle_foreground_wrote(&t, fs_throttle_coarse_ns() - FS_THROTTLE_SLOW_WRITE_NS);
 	assert(atomic_load(&t.disk_ns) > 0);
@@ -135,23 +164,113 @@ static void test_disk(void) {
 
 	/*
 	 * A copy whose fsync ended 100 ms ago, writing its next file into the
-	 * page cache: still busy, no longer on the disk, and a seal unit that
-	 * was blocked is charged nothing.
+	 * page cache: still busy, no longer on the disk.
 	 */
 	FsThrottle w = {};
-	FsThrottleUnit wu;
 	fs_throttle_init(&w, 20);
-	int64_t now = fs_throttle_coarse_ns();
-	atomic_store(&w.disk_ns, now - INT64_C(100) * 1000000);
+	atomic_store(&w.disk_ns, fs_throttle_coarse_ns() - INT64_C(100) * 1000000);
 	fs_throttle_foreground(&w);
 	assert(fs_throttle_foreground_is_busy(&w));
 	assert(!fs_throttle_foreground_is_on_disk(&w));
-	fs_throttle_begin(&wu);
-	(void) nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL); /* blocked, as on a lock */
-	fs_throttle_pace(&w, FS_THROTTLE_SEAL, &wu);
-	assert(atomic_load(&w.counters[FS_THROTTLE_SEAL].busy_cpu) == 1);
-	assert(atomic_load(&w.counters[FS_THROTTLE_SEAL].waits) == 0);
 	fs_throttle_done(&w);
+}
+
+/*
+ * A seal unit of pure CPU beside a foreground writing into the page cache
+ * (busy, off the disk) is charged its CPU: at share 20 it waits four times
+ * the CPU it used (nothing ends the wait early: the foreground stays busy
+ * and off the disk), where one charged only its time blocked would wait
+ * for a few clock reads' worth, if at all.
+ */
+static void test_seal_beside_writer(void) {
+	FsThrottle t = {};
+	FsThrottleUnit u;
+
+	fs_throttle_init(&t, 20);
+	fs_throttle_foreground(&t);
+	fs_throttle_begin(&u);
+	int64_t cpu = thread_cpu_ns();
+	for (int k = 0; k < 10; k++)
+		spin_cpu();
+	int64_t used = thread_cpu_ns() - cpu;
+	fs_throttle_foreground(&t);
+	fs_throttle_pace(&t, FS_THROTTLE_SEAL, &u);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].busy_units) == 1);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].busy_cpu) == 1);
+	assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].waits) == 1);
+	/* Half of the four times: the margin of test_sched_exact(). */
+	assert((int64_t) atomic_load(&t.counters[FS_THROTTLE_SEAL].wait_ns) >= 2 * used);
+	fs_throttle_done(&t);
+}
+
+/* The foreground's state changes under a paced seal, from another thread. */
+typedef struct Switch {
+	FsThrottle *t;
+	bool onto_disk; /* an fsync begins; else the one under way ends, and writes follow */
+} Switch;
+
+static void sleep_ms(long ms) {
+	(void) nanosleep(&(struct timespec) { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 }, NULL);
+}
+
+static void *switch_main(void *userdata) {
+	Switch *s = userdata;
+	sleep_ms(50);
+	if (s->onto_disk) {
+		fs_throttle_disk_begin(s->t); /* ended by the test, once the seal returned */
+		return NULL;
+	}
+	fs_throttle_disk_end(s->t);
+	/* Writes into the page cache, busy and off the disk once FS_THROTTLE_DISK_NS passed. */
+	for (int k = 0; k < 30; k++) {
+		fs_throttle_foreground(s->t);
+		sleep_ms(10);
+	}
+	return NULL;
+}
+
+/*
+ * A seal waits only while the foreground stays as it was during the unit:
+ * charged for its CPU beside a writer, its wait ends when the writer's
+ * fsync begins (the cores are free then, it fills the wait); charged for
+ * its time blocked beside an fsync, its wait ends once the foreground is
+ * off the disk.  Each unit is charged far more than the 2 s cap, so a
+ * seal that waited to the end would return with the timeline behind it.
+ */
+static void test_seal_wait_ends(void) {
+	for (int onto_disk = 0; onto_disk <= 1; onto_disk++) {
+		FsThrottle t = {};
+		FsThrottleUnit u;
+		Switch s = { &t, onto_disk };
+		pthread_t th;
+
+		fs_throttle_init(&t, 1);
+		if (onto_disk) {
+			fs_throttle_foreground(&t);
+			fs_throttle_begin(&u);
+			spin_cpu();
+			/* Charged all of its thread's time on a CPU since it started. */
+			u.start.cpu_ns = 0;
+		} else {
+			fs_throttle_disk_begin(&t);
+			fs_throttle_begin(&u);
+			/* Blocked for as long as the uptime. */
+			u.start_ns = 0;
+		}
+		assert(pthread_create(&th, NULL, switch_main, &s) == 0);
+		fs_throttle_pace(&t, FS_THROTTLE_SEAL, &u);
+		int64_t end = mono_ns();
+		assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].waits) == 1);
+		assert(atomic_load(&t.counters[FS_THROTTLE_SEAL].busy_cpu) == (unsigned) onto_disk);
+		/* Returned early: the debt it owed is still ahead. */
+		pthread_mutex_lock(&t.lock);
+		assert(end < t.resume_ns);
+		pthread_mutex_unlock(&t.lock);
+		assert(pthread_join(th, NULL) == 0);
+		if (onto_disk)
+			fs_throttle_disk_end(&t);
+		fs_throttle_done(&t);
+	}
 }
 
 /*
@@ -160,12 +279,15 @@ static void test_disk(void) {
  */
 static void test_sched_exact(void) {
 	for (int k = 0; k < 50; k++) {
-		int64_t before = fs_throttle_thread_sched_ns(), cpu = thread_cpu_ns();
-		assert(before >= 0);
+		FsThrottleThreadTimes before, after;
+		fs_throttle_thread_times(&before);
+		int64_t cpu = thread_cpu_ns();
+		assert(before.cpu_ns >= 0 && before.runnable_ns >= 0);
 		spin_cpu();
-		int64_t after = fs_throttle_thread_sched_ns(), used = thread_cpu_ns() - cpu;
+		fs_throttle_thread_times(&after);
+		int64_t used = thread_cpu_ns() - cpu;
 		/* Half: the clocks are read microseconds apart, the spin takes about a millisecond. */
-		assert(after - before >= used / 2);
+		assert(after.cpu_ns - before.cpu_ns >= used / 2);
 	}
 }
 
@@ -199,6 +321,8 @@ int main(void) {
 	test_idle();
 	test_share_100();
 	test_disk();
+	test_seal_beside_writer();
+	test_seal_wait_ends();
 	test_sched_exact();
 	test_stopped();
 	test_names();
