@@ -22,8 +22,9 @@
  * of its unloaded throughput.  That errs on the foreground's side.
  *
  * Seals are charged what they take from the foreground, which depends on
- * what the foreground waits for:
- *  - while it writes into the page cache (busy, off the disk), its CPU.
+ * what the foreground waits for (FsThrottleForeground):
+ *  - while it writes into the page cache (requests in the last
+ *    FS_THROTTLE_CPU_NS, none waiting on the disk), its CPU.
  *    A seal is charged its thread's time on a CPU and its encoders' (the
  *    seal's own compression, moved to other threads; charging the thread
  *    alone would let a seal dodge the rule by handing work over), not its
@@ -48,10 +49,12 @@
  *    fsync waits with their CPU work, which is most of a seal; charging
  *    that too left a long copy's sealing for after its end (bench/README.md,
  *    "Sealing beside the writer", "Sealing, sixth pass").
+ *  - while it is busy but sent nothing for FS_THROTTLE_CPU_NS (between
+ *    files, after its last fsync), nothing: a seal takes nothing from it.
  * These are what the hot path can tell at the cost of a clock read; a
  * write slowed by the CPU (a loaded machine) counts as slow.  A seal's
- * wait ends early once the foreground goes onto the disk (after a charge
- * for its CPU) or off it (after one for its time blocked).  Moves and the
+ * wait ends early once the foreground no longer waits for what the seal
+ * was charged for (the disk after a charge for its CPU, say).  Moves and the
  * collector keep the whole unit: their resource is mostly a disk or a
  * filer, which nothing else arbitrates.
  *
@@ -76,8 +79,8 @@
  *     FS_THROTTLE_IDLE_NS (the debt is then forgiven: idle time is the
  *     background's) or the throttle is stopped; after fs_throttle_stop()
  *     nothing waits, so unmount is never held up.  A seal's wait also ends
- *     once the foreground's wait on the disk begins or ends (above); the
- *     debt stays, for the other kinds to pay.
+ *     once the foreground no longer waits for what it was charged for
+ *     (above); the debt stays, for the other kinds to pay.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -87,7 +90,7 @@
 #include "common/macros.h"
 #include "fs/throttle.h"
 
-/* How often a wait looks whether the foreground went idle, or (a seal's) onto the disk or off it. */
+/* How often a wait looks whether the foreground went idle, or (a seal's) changed what it waits for. */
 #define THROTTLE_POLL_NS (FS_THROTTLE_DISK_NS / 2)
 
 static int64_t clock_ns(clockid_t clock) {
@@ -161,6 +164,17 @@ bool fs_throttle_foreground_is_on_disk(FsThrottle *t) {
 	return disk_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_DISK_NS);
 }
 
+/* What the foreground waited for from since_ns on (less the windows). */
+static FsThrottleForeground foreground_at(FsThrottle *t, int64_t since_ns) {
+	if (disk_since(t, since_ns - FS_THROTTLE_DISK_NS))
+		return FS_THROTTLE_FG_DISK;
+	return stamp_since(&t->foreground_ns, since_ns - FS_THROTTLE_CPU_NS) ? FS_THROTTLE_FG_CPU : FS_THROTTLE_FG_QUIET;
+}
+
+FsThrottleForeground fs_throttle_foreground_now(FsThrottle *t) {
+	return foreground_at(t, clock_ns(CLOCK_MONOTONIC_COARSE));
+}
+
 /*
  * The calling thread's time on a CPU, and its time runnable on a run queue.
  * The time on a CPU comes from CLOCK_THREAD_CPUTIME_ID, which brings the
@@ -212,10 +226,12 @@ static int64_t since(int64_t start, int64_t end) {
 	return start >= 0 && end >= 0 ? end - start : -1;
 }
 
-int64_t fs_throttle_charge_ns(FsThrottleKind k, const FsThrottleUsage *use, bool disk) {
+int64_t fs_throttle_charge_ns(FsThrottleKind k, const FsThrottleUsage *use, FsThrottleForeground fg) {
 	if (k != FS_THROTTLE_SEAL)
 		return use->wall_ns;
-	if (!disk)
+	if (fg == FS_THROTTLE_FG_QUIET)
+		return 0;
+	if (fg == FS_THROTTLE_FG_CPU)
 		return (use->thread.cpu_ns >= 0 ? use->thread.cpu_ns : use->wall_ns) + MAX(use->helped_cpu_ns, INT64_C(0));
 	int64_t free_ns = MAX(use->thread.cpu_ns, INT64_C(0)) + MAX(use->thread.runnable_ns, INT64_C(0)) +
 			  MAX(use->helped_ns, INT64_C(0));
@@ -237,8 +253,8 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 		return;
 	}
 	atomic_fetch_add_explicit(&c->busy_units, 1, memory_order_relaxed);
-	bool disk = disk_since(t, u->start_ns - FS_THROTTLE_DISK_NS);
-	if (!disk)
+	FsThrottleForeground fg = foreground_at(t, u->start_ns);
+	if (fg != FS_THROTTLE_FG_DISK)
 		atomic_fetch_add_explicit(&c->busy_cpu, 1, memory_order_relaxed);
 	if (k == FS_THROTTLE_SEAL) {
 		FsThrottleThreadTimes end;
@@ -249,7 +265,7 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 			.helped_ns = u->helped_ns,
 			.helped_cpu_ns = u->helped_cpu_ns,
 		};
-		work = fs_throttle_charge_ns(k, &use, disk);
+		work = fs_throttle_charge_ns(k, &use, fg);
 	}
 	int64_t delay = fs_throttle_delay_ns(work, t->share);
 	if (delay == 0) {
@@ -270,7 +286,7 @@ void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u) {
 			break;
 		}
 		/* What the seal was charged for is no longer what it takes from the foreground. */
-		if (k == FS_THROTTLE_SEAL && fs_throttle_foreground_is_on_disk(t) != disk)
+		if (k == FS_THROTTLE_SEAL && fs_throttle_foreground_now(t) != fg)
 			break;
 		struct timespec until = ns_to_timespec(MIN(t->resume_ns, at + THROTTLE_POLL_NS));
 		waited = true;

@@ -33,6 +33,14 @@
  */
 #define FS_THROTTLE_DISK_NS (INT64_C(50) * 1000000)
 /*
+ * And, off the disk, as taking the CPU (writing into the page cache) this
+ * long after its last request: a writer at full speed sends one every
+ * millisecond or so.  Between its files, and after its last, a seal takes
+ * nothing from it though it still counts as busy (bench/README.md,
+ * "Sealing, tenth pass").
+ */
+#define FS_THROTTLE_CPU_NS (INT64_C(50) * 1000000)
+/*
  * The most one unit of background work is made to wait, and the most
  * delay the background as a whole may owe: bounds how stale a wait gets
  * and how long a stop or a caller waiting for that work can be held.
@@ -53,6 +61,13 @@ typedef enum FsThrottleKind {
 	FS_THROTTLE_INDEX,   /* the batches of a merge of the catalog's digest index, on a thread of their own */
 	_FS_THROTTLE_KIND_MAX,
 } FsThrottleKind;
+
+/* What a busy foreground waits for, as far as a seal is concerned (fs_throttle_charge_ns()). */
+typedef enum FsThrottleForeground {
+	FS_THROTTLE_FG_QUIET, /* no request in the last FS_THROTTLE_CPU_NS, none waiting on the disk */
+	FS_THROTTLE_FG_CPU,   /* requests, none waiting on the disk: writes into the page cache */
+	FS_THROTTLE_FG_DISK,  /* waiting on the disk now or in the last FS_THROTTLE_DISK_NS */
+} FsThrottleForeground;
 
 /* Per kind, since the mount. */
 typedef struct FsThrottleCounters {
@@ -181,15 +196,16 @@ static inline void fs_throttle_foreground_wrote(FsThrottle *t, int64_t start_ns)
  */
 int64_t fs_throttle_delay_ns(int64_t work_ns, unsigned share);
 /*
- * What a unit of kind k is charged, a pure function.  A seal: if the
- * foreground did not wait on the disk during the unit (!disk), its
+ * What a unit of kind k is charged, a pure function of what it took and of
+ * the foreground fg during it.  A seal: beside FS_THROTTLE_FG_CPU its
  * thread's time on a CPU and its encoders' (helped_cpu_ns), the whole wall
- * time if the thread's is unknown; if it did, only the part of the wall
- * time its thread spent neither on a CPU nor runnable (unknown: none of
- * it) nor asleep while the encoders did its CPU work (helped_ns).  The
- * other kinds: all of the wall time.  Never negative for wall_ns >= 0.
+ * time if the thread's is unknown; beside FS_THROTTLE_FG_DISK only the
+ * part of the wall time its thread spent neither on a CPU nor runnable
+ * (unknown: none of it) nor asleep while the encoders did its CPU work
+ * (helped_ns); beside FS_THROTTLE_FG_QUIET nothing.  The other kinds: all
+ * of the wall time.  Never negative for wall_ns >= 0.
  */
-int64_t fs_throttle_charge_ns(FsThrottleKind k, const FsThrottleUsage *use, bool disk);
+int64_t fs_throttle_charge_ns(FsThrottleKind k, const FsThrottleUsage *use, FsThrottleForeground fg);
 
 /* share: percent, 1..100 (100 = never wait). */
 void fs_throttle_init(FsThrottle *t, unsigned share);
@@ -201,6 +217,8 @@ void fs_throttle_done(FsThrottle *t);
 bool fs_throttle_foreground_is_busy(FsThrottle *t);
 /* Whether one waits on the disk now or did in the last FS_THROTTLE_DISK_NS. */
 bool fs_throttle_foreground_is_on_disk(FsThrottle *t);
+/* What it waits for now (only meaningful while busy). */
+FsThrottleForeground fs_throttle_foreground_now(FsThrottle *t);
 
 /*
  * The calling thread's time on a CPU since it started, exact to the call
@@ -216,9 +234,9 @@ void fs_throttle_begin(FsThrottleUnit *u);
  * of the unit's time (a seal's: as fs_throttle_charge_ns() says), on one
  * timeline shared by all workers, and stops waiting early if the
  * foreground goes idle or the throttle is stopped (a seal's also once the
- * foreground goes onto the disk, or off it, whichever it was not during
- * the unit).  Call with no lock held that a FUSE request may need (see
- * throttle.c).
+ * foreground no longer waits for what it did during the unit,
+ * fs_throttle_foreground_now()).  Call with no lock held that a FUSE
+ * request may need (see throttle.c).
  */
 void fs_throttle_pace(FsThrottle *t, FsThrottleKind k, FsThrottleUnit *u);
 
