@@ -38,8 +38,8 @@
  *    tick of CPU a unit by accident (a stale clock), which held them back
  *    beside a writer; this is the rule made deliberate ("Sealing, tenth
  *    pass").
- *  - while it waits on the disk (an fsync under way or ended in the last
- *    FS_THROTTLE_DISK_NS, a read, a write that took
+ *  - while it waits on the disk (an fsync under way or begun in the last
+ *    FS_THROTTLE_DISK_NS, a read in that time, a write that took
  *    FS_THROTTLE_SLOW_WRITE_NS because the kernel held it back for dirty
  *    pages, or a lock did), the cores are free and the disk is what it
  *    needs: a seal is charged only its time blocked (reading a staging

@@ -25,11 +25,13 @@
 /* The foreground counts as busy this long after its last read, write or fsync. */
 #define FS_THROTTLE_IDLE_NS (INT64_C(200) * 1000000)
 /*
- * And as waiting on the disk this long after its last wait on it ended:
- * enough to bridge back-to-back reads, or a writer's fsyncs one after the
- * other; not so long that seals held back through a copy's fsync stay held
- * while it writes its next file into the page cache, or after its last
- * (bench/README.md, "Sealing, ninth pass").
+ * And as waiting on the disk this long after its last read or slow write,
+ * or the start of its last fsync (and while one is under way): enough to
+ * bridge back-to-back reads, or a writer's fsyncs one after the other.
+ * Not after an fsync's end: a writer then writes its next file into the
+ * page cache at once, on the CPU, and seals let go by the disk window ran
+ * beside it (bench/README.md, "Sealing, ninth pass", "Sealing, tenth
+ * pass").
  */
 #define FS_THROTTLE_DISK_NS (INT64_C(50) * 1000000)
 /*
@@ -87,7 +89,7 @@ typedef struct FsThrottle {
 	alignas(64) atomic_int_fast64_t foreground_ns;
 	/*
 	 * CLOCK_MONOTONIC_COARSE of the last foreground request that waited on
-	 * the disk (a read, the end of an fsync, a slow write), 0 = none yet,
+	 * the disk (a read, the start of an fsync, a slow write), 0 = none yet,
 	 * and the fsyncs under way.  Written less often than foreground_ns, by
 	 * the same threads: a line of their own too.
 	 */
@@ -164,8 +166,9 @@ static inline void fs_throttle_foreground_read(FsThrottle *t) {
 
 /*
  * An fsync (a wait on the disk as long as it takes) begins and ends: while
- * any is under way, and for FS_THROTTLE_DISK_NS after, seals are paced.
- * An atomic add each, and the stores of fs_throttle_foreground().
+ * any is under way the foreground is on the disk, and no longer once it
+ * ended (FS_THROTTLE_DISK_NS).  An atomic add each, and the stores of
+ * fs_throttle_foreground().
  */
 static inline void fs_throttle_disk_begin(FsThrottle *t) {
 	atomic_fetch_add_explicit(&t->disk_waiting, 1, memory_order_relaxed);
@@ -173,7 +176,7 @@ static inline void fs_throttle_disk_begin(FsThrottle *t) {
 }
 
 static inline void fs_throttle_disk_end(FsThrottle *t) {
-	fs_throttle_disk_note(t, fs_throttle_foreground(t));
+	fs_throttle_foreground(t);
 	atomic_fetch_sub_explicit(&t->disk_waiting, 1, memory_order_relaxed);
 }
 

@@ -157,10 +157,15 @@ static void test_disk(void) {
 	assert(atomic_load(&r.disk_ns) > 0);
 	fs_throttle_done(&r);
 
-	/* An fsync: on the disk, and busy, for as long as it is under way. */
+	/*
+	 * An fsync: on the disk, and busy, for as long as it is under way; once
+	 * it ended, busy and on the CPU at once (the writer goes on with its
+	 * next file), not on the disk for FS_THROTTLE_DISK_NS more.
+	 */
 	FsThrottle f = {};
 	fs_throttle_init(&f, 20);
 	fs_throttle_disk_begin(&f);
+	assert(atomic_load(&f.disk_ns) > 0);
 	atomic_store(&f.foreground_ns, 1); /* its start long ago */
 	atomic_store(&f.disk_ns, 1);
 	assert(fs_throttle_foreground_is_busy(&f));
@@ -168,7 +173,9 @@ static void test_disk(void) {
 	assert(fs_throttle_foreground_now(&f) == FS_THROTTLE_FG_DISK);
 	fs_throttle_disk_end(&f);
 	assert(atomic_load(&f.disk_waiting) == 0);
-	assert(atomic_load(&f.disk_ns) > 1);
+	assert(fs_throttle_foreground_is_busy(&f));
+	assert(!fs_throttle_foreground_is_on_disk(&f));
+	assert(fs_throttle_foreground_now(&f) == FS_THROTTLE_FG_CPU);
 	fs_throttle_done(&f);
 
 	/*
