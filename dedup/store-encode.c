@@ -57,6 +57,13 @@ static void job_run(StoreEncodeJob *j, DedupRegionEncoder *e) {
 	j->r = r < 0 ? r : 0;
 }
 
+static int64_t thread_cpu_ns(void) {
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void *encoder_main(void *userdata) {
 	DedupStore *s = userdata;
 	DedupRegionEncoder *e = NULL;
@@ -81,7 +88,10 @@ static void *encoder_main(void *userdata) {
 		s->encode_head = j->next;
 		j->state = JOB_RUNNING;
 		pthread_mutex_unlock(&s->encode_lock);
+		/* The CPU this thread spends for the job's writer, which fs/'s throttle charges to that writer's seal. */
+		int64_t cpu = thread_cpu_ns();
 		job_run(j, e);
+		j->cpu_ns = thread_cpu_ns() - cpu;
 		int64_t done = monotonic_ns();
 		pthread_mutex_lock(&s->encode_lock);
 		j->state = JOB_DONE;
@@ -152,7 +162,7 @@ void store_encode_submit(DedupStore *s, StoreEncodeJob *j) {
 	pthread_mutex_unlock(&s->encode_lock);
 }
 
-int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self, uint64_t *waited_ns) {
+int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self, uint64_t *waited_ns, uint64_t *cpu_ns) {
 	pthread_mutex_lock(&s->encode_lock);
 	if (j->state == JOB_QUEUED) {
 		/* Invariant 2. */
@@ -163,6 +173,7 @@ int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self
 		j->state = JOB_RUNNING;
 		pthread_mutex_unlock(&s->encode_lock);
 		job_run(j, self);
+		j->cpu_ns = 0; /* the caller's own, on its own clock */
 		pthread_mutex_lock(&s->encode_lock);
 		j->state = JOB_DONE;
 	}
@@ -178,6 +189,8 @@ int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self
 		if (j->done_ns > from)
 			*waited_ns += (uint64_t) (j->done_ns - from);
 	}
+	if (j->cpu_ns > 0)
+		*cpu_ns += (uint64_t) j->cpu_ns;
 	pthread_mutex_unlock(&s->encode_lock);
 	return j->r;
 }

@@ -148,6 +148,7 @@ typedef struct StoreEncodeJob {
 	StoreEncodeRegion regions[STORE_ENCODE_BATCH];
 	size_t n;
 	int r;                       /* result: the first error of dedup_region_encode(), or 0 */
+	int64_t cpu_ns;              /* result: an encoder's time on a CPU encoding it; 0 when its builder's thread did */
 	int state;                   /* protected by the store's encode_lock */
 	int64_t done_ns;             /* protected by the store's encode_lock: CLOCK_MONOTONIC when an encoder finished it */
 	struct StoreEncodeJob *next; /* protected by the store's encode_lock */
@@ -194,6 +195,7 @@ typedef struct StoreRegionBuilder {
 	StoreUnit *units;
 	size_t n_units, cap_units;
 	uint64_t encode_wait_ns; /* the builder's thread asleep until the encoders finished its regions */
+	uint64_t encode_cpu_ns;  /* the encoders' time on a CPU encoding its regions, as of the jobs waited for */
 } StoreRegionBuilder;
 
 /*
@@ -340,9 +342,9 @@ void store_encode_submit(DedupStore *s, StoreEncodeJob *j);
 /*
  * Waits until j is encoded, encoding it with self if no encoder took it
  * yet; returns its result.  Adds the time it slept for an encoder to
- * *waited_ns.
+ * *waited_ns, and the encoder's time on a CPU for j to *cpu_ns.
  */
-int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self, uint64_t *waited_ns);
+int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self, uint64_t *waited_ns, uint64_t *cpu_ns);
 /* fsyncs the pinned containers as far as the pins reach. */
 int store_pins_sync(DedupStore *s, StorePins *pins);
 /* Inside a catalog transaction: raises each pinned container's committed size to its pin's end. */

@@ -117,7 +117,7 @@ int store_builder_init_parallel(StoreRegionBuilder *b, DedupStore *s, int level,
 static int slot_wait(StoreRegionBuilder *b, StoreEncodeSlot *sl) {
 	if (!sl->busy)
 		return 0;
-	int r = store_encode_wait(b->pool, &sl->job, b->encoder, &b->encode_wait_ns);
+	int r = store_encode_wait(b->pool, &sl->job, b->encoder, &b->encode_wait_ns, &b->encode_cpu_ns);
 	sl->busy = false;
 	size_t n = sl->job.n;
 	sl->job.n = 0;

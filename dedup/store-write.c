@@ -1248,6 +1248,7 @@ int dedup_writer_join(DedupWriter *w, DedupWriter *next) {
 	t->foreign_chunks += a->foreign_chunks;
 	t->foreign_bytes += a->foreign_bytes;
 	t->encode_wait_ns += a->encode_wait_ns + next->builder.encode_wait_ns;
+	t->encode_cpu_ns += a->encode_cpu_ns + next->builder.encode_cpu_ns;
 	next->joined = true;
 	return 0;
 }
@@ -1314,8 +1315,9 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 
 void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret) {
 	*ret = w->stats;
-	/* stats.encode_wait_ns holds the joined parts' (dedup_writer_join()). */
+	/* stats.encode_wait_ns and encode_cpu_ns hold the joined parts' (dedup_writer_join()). */
 	ret->encode_wait_ns += w->builder.encode_wait_ns;
+	ret->encode_cpu_ns += w->builder.encode_cpu_ns;
 }
 
 int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret) {

@@ -361,6 +361,7 @@ typedef struct DedupWriterStats {
 	uint64_t foreign_chunks; /* found in other hosts' segments (global dedup) and referenced, not stored */
 	uint64_t foreign_bytes;
 	uint64_t encode_wait_ns; /* its thread asleep until the store's encoders compressed its regions */
+	uint64_t encode_cpu_ns;  /* the encoders' time on a CPU compressing its regions (of those waited for so far) */
 } DedupWriterStats;
 
 /* Can't fail. */

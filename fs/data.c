@@ -228,7 +228,7 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
 	int r = 0;
 
 	dedup_writer_stats(w, &ws);
-	uint64_t helped = ws.encode_wait_ns;
+	uint64_t helped = ws.encode_wait_ns, helped_cpu = ws.encode_cpu_ns;
 	fs_throttle_begin(&unit);
 	while (from < to) {
 		if (atomic_load(&fs->seal_stopping)) {
@@ -256,7 +256,9 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
 		}
 		dedup_writer_stats(w, &ws);
 		unit.helped_ns = (int64_t) (ws.encode_wait_ns - helped);
+		unit.helped_cpu_ns = (int64_t) (ws.encode_cpu_ns - helped_cpu);
 		helped = ws.encode_wait_ns;
+		helped_cpu = ws.encode_cpu_ns;
 		/* No lock held here (throttle.c, invariant 2): the writers go first while they write. */
 		fs_throttle_pace(&fs->throttle, FS_THROTTLE_SEAL, &unit);
 	}

@@ -11,12 +11,15 @@ the throttle did, and the test checks them around each phase.
   throttled wait (its steps count as idle work);
 - while a writer thread keeps writing to the mount and never syncs (the
   daemon reports the foreground busy but not on the disk), a file written
-  meanwhile is sealed with units counted busy and charged nothing
-  (throttle_seal_busy_cpu grows); if every one of them was (no write of the
-  test's happened to be slow), the seal did not wait once;
+  meanwhile is sealed with units counted busy and off the disk
+  (throttle_seal_busy_cpu grows), charged their time on a CPU: the seal
+  waits (throttle_seal_waits grows);
 - while a writer thread fsyncs after every write, a recall of the same
   files and the seal of a file written meanwhile wait (waits and wait time
-  grow for migrate and seal);
+  grow for migrate and seal): the hot tier's containers are small
+  (CONTAINER_KIB), so that the seal fsyncs containers it fills, on the
+  disk itself, while the writer waits on it (a seal's time on a CPU is
+  not charged then);
 - remounted with background_share=100, a migration under the same writer
   counts busy steps but never waits;
 - every file reads back byte-exact, every one is sealed, on the tier it was
@@ -37,6 +40,7 @@ from tiercommon import dc
 MiB = 1 << 20
 FILES = 6
 FILE_SIZE = 4 * MiB
+CONTAINER_KIB = 256
 WAIT_TIMEOUT = 60
 
 
@@ -121,7 +125,8 @@ def check_metrics(res, fs, migrate_waits):
 def main():
     harness.require_fuse()
     res = harness.Results("e2e-throttle")
-    fs = harness.Fratier(options=["seal_delay=0", "gc_interval=3600", "background_share=20"])
+    fs = harness.Fratier(options=["seal_delay=0", "gc_interval=3600", "background_share=20",
+                                  "container_kib=%d" % CONTAINER_KIB])
     fs.start()
     try:
         rng = random.Random(1)
@@ -164,12 +169,11 @@ def main():
                 cpu = counter(sb, "seal", "busy_cpu") - counter(sa, "seal", "busy_cpu")
                 waits = counter(sb, "seal", "waits") - counter(sa, "seal", "waits")
                 res.check(busy > 0, "beside a writer, the seal counted no busy units")
-                res.check(cpu > 0, "beside a writer that never syncs, no seal unit was charged nothing: "
+                res.check(cpu > 0, "beside a writer that never syncs, no seal unit saw it off the disk: "
                           "throttle_seal_busy_cpu %d -> %d" % (counter(sa, "seal", "busy_cpu"), counter(sb, "seal", "busy_cpu")))
-                # Deterministic only when no unit saw the foreground on the disk (a slow write of this test's own).
-                if cpu == busy:
-                    res.check(waits == 0, "every seal unit was charged nothing, yet the seal waited %d times" % waits)
-                print("beside a writer that never syncs (%d writes so far): %d seal units busy, %d charged nothing, %d waits"
+                res.check(waits > 0, "beside a writer that never syncs, the seal was not charged its CPU: "
+                          "throttle_seal_waits %d -> %d" % (counter(sa, "seal", "waits"), counter(sb, "seal", "waits")))
+                print("beside a writer that never syncs (%d writes so far): %d seal units busy, %d off the disk, %d waits"
                       % (w.writes, busy, cpu, waits), flush=True)
         res.check(w.error is None, "the writer failed: %s" % w.error)
 
