@@ -24,8 +24,8 @@
  *                                 ; renewed every lease/6 (at most every 10 s); below 60 s only for tests (docs/SHARED.md)
  *   background_share = 20%        ; while reads, writes or fsyncs come in, sealing, moves and the collector
  *                                 ; run at most this share of the time (1% .. 100%, 100 = never held back);
- *                                 ; sealing's CPU time is not counted (nice 10 arbitrates it, fs/throttle.c),
- *                                 ; nor sealing at all while the foreground does not wait on the disk
+ *                                 ; sealing is charged its CPU time while writes come in, only its time
+ *                                 ; blocked while the foreground waits on the disk (fs/throttle.c)
  *
  *   [tier hot]                    ; "tier NAME", NAME = [A-Za-z0-9_-]{1,32}
  *   role = hot                    ; hot | capacity | nfs (default: NAME, if NAME is one of these)

@@ -88,7 +88,7 @@ static void *encoder_main(void *userdata) {
 		s->encode_head = j->next;
 		j->state = JOB_RUNNING;
 		pthread_mutex_unlock(&s->encode_lock);
-		/* The CPU this thread spends for the job's writer, which fs/'s throttle charges to that writer's seal. */
+		/* The CPU this thread spends for the job's writer: part of that writer's cost (DedupWriterStats.encode_cpu_ns). */
 		int64_t cpu = thread_cpu_ns();
 		job_run(j, e);
 		j->cpu_ns = thread_cpu_ns() - cpu;
