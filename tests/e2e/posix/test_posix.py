@@ -43,6 +43,14 @@ from transcript import (AT_SYMLINK_FOLLOW, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_
 NOBODY = 65534
 OTHER_GID = 65533  # a group nobody is not a member of
 SCENARIO_TIMEOUT = 60
+# The scenarios compare raw files with ext4, so none may be sealed under them:
+# a sealed file's st_blocks are its stored (deduplicated, compressed) bytes,
+# and at the default seal_delay (2 s) a loaded machine sealed files between a
+# scenario's writes and its stat.  persist() then seals every file and
+# compares them again.
+SCENARIO_SEAL_DELAY = 86400
+SEAL_TIMEOUT = harness.scaled(120)
+STATE_XATTR = "trusted.fratier.state"
 
 SCENARIOS = []
 
@@ -1577,7 +1585,7 @@ def main():
             compare_trees(results, "tree", tree(ref_base, False), tree(other, False), "ext4", "other")
             check_statfs(results, other, ref_base)
         else:
-            fr = harness.Fratier(options=["allow_other"])
+            fr = harness.Fratier(options=["allow_other", "seal_delay=%d" % SCENARIO_SEAL_DELAY])
             os.chmod(fr.base, 0o755)
             fr.start()
             os.chmod(fr.mnt, 0o755)
@@ -1624,11 +1632,46 @@ def run_all(results, chosen, ref_base, target, verbose):
             return
 
 
+def sealable(path, ref):
+    """Whether fratier seals the file at path: every file of a class that
+    seals, but one rewritten in place (class passthrough from then on) or
+    mostly sparse (fs/data.c: its holes cost nothing raw), which stays raw.
+    The reference copy on ext4 says how sparse it is."""
+    if os.getxattr(path, STATE_XATTR).decode(errors="replace").split()[1] == "passthrough":
+        return False
+    st = os.lstat(ref)
+    return st.st_blocks * 512 >= st.st_size // 2
+
+
+def seal_all(results, root, ref_base):
+    """Waits until every file fratier seals reports itself sealed."""
+    want = []
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            if stat.S_ISREG(os.lstat(p).st_mode) and sealable(p, os.path.join(ref_base, os.path.relpath(p, root))):
+                want.append(p)
+    deadline = time.monotonic() + SEAL_TIMEOUT
+    while True:
+        raw = {p: s for p, s in ((p, os.getxattr(p, STATE_XATTR).decode(errors="replace")) for p in want)
+               if not s.startswith("sealed ")}
+        if not raw or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    for p in sorted(raw):
+        results.check(False, "%s never sealed within %ds (state: %s)" % (os.path.relpath(p, root), SEAL_TIMEOUT, raw[p]))
+    # Far from all of them rewritten in place or sparse: the comparisons after this one are of sealed files.
+    results.check(len(want) >= 100, "only %d files to seal" % len(want))
+
+
 def persist(results, fr, ref_base):
-    """Everything the scenarios left must read back the same after a remount."""
+    """Everything the scenarios left must read back the same after a
+    remount that seals every file, timestamps and inode numbers included."""
     before = tree(fr.mnt, True)
     fr.stop()
+    fr.options = [o for o in fr.options if not o.startswith("seal_delay=")] + ["seal_delay=0"]
     fr.start()
+    seal_all(results, fr.mnt, ref_base)
     compare_trees(results, "tree after remount", tree(ref_base, False), tree(fr.mnt, False), "ext4", "fratier")
     # st_ino, mtime and ctime must survive a remount exactly: backup tools and
     # NFS export rely on stable inode numbers, make/rsync on timestamps.
