@@ -142,6 +142,13 @@ typedef struct FsSealItem {
 	struct FsSealItem *next;
 } FsSealItem;
 
+/*
+ * Sealed files' staging files retired and not deleted yet, at most (seal.c,
+ * fs_seal_drop_staging()): past it a seal deletes its own, waiting for the
+ * discard as before, so the space the reaper has not freed yet stays
+ * within that many files'.
+ */
+#define FS_REAP_QUEUE_MAX 8
 /* A sealed file's staging file, retired and not deleted yet (seal.c, fs_seal_drop_staging()). */
 typedef struct FsReapItem {
 	uint32_t tier;
@@ -232,6 +239,7 @@ struct Fs {
 	 */
 	pthread_cond_t reap_cond;
 	FsReapItem *reap_queue, **reap_tail; /* protected by seal_lock */
+	unsigned n_reap;          /* protected by seal_lock: retired files queued or being deleted, and places taken */
 	bool reap_stop;           /* protected by seal_lock */
 	bool reap_thread_started;
 	pthread_t reap_thread;

@@ -256,10 +256,25 @@ static void *index_main(void *userdata) {
 }
 
 void fs_seal_drop_staging(Fs *fs, uint32_t tier, uint64_t ino) {
-	FsReapItem *item = fs->reap_thread_started ? calloc(1, sizeof(FsReapItem)) : NULL;
+	FsReapItem *item = NULL;
 
-	if (!item || fs_staging_retire(fs, tier, ino, item->name) < 0) {
-		free(item);
+	/* A place in the queue first: past FS_REAP_QUEUE_MAX the seal deletes its own. */
+	pthread_mutex_lock(&fs->seal_lock);
+	bool room = fs->reap_thread_started && fs->n_reap < FS_REAP_QUEUE_MAX;
+	if (room)
+		fs->n_reap++;
+	pthread_mutex_unlock(&fs->seal_lock);
+	if (room) {
+		item = calloc(1, sizeof(FsReapItem));
+		if (!item || fs_staging_retire(fs, tier, ino, item->name) < 0) {
+			free(item);
+			item = NULL;
+			pthread_mutex_lock(&fs->seal_lock);
+			fs->n_reap--;
+			pthread_mutex_unlock(&fs->seal_lock);
+		}
+	}
+	if (!item) {
 		(void) fs_staging_unlink(fs, tier, ino);
 		return;
 	}
@@ -304,6 +319,8 @@ static void *reap_main(void *userdata) {
 					  item->name);
 		free(item);
 		pthread_mutex_lock(&fs->seal_lock);
+		/* Counted until deleted: its space is not free before. */
+		fs->n_reap--;
 	}
 	pthread_mutex_unlock(&fs->seal_lock);
 	return NULL;
