@@ -512,7 +512,7 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	pthread_mutex_unlock(&i->lock);
 	if (fd >= 0)
 		close(fd);
-	(void) fs_staging_unlink(fs, from, ino);
+	fs_seal_drop_staging(fs, from, ino);
 	i->sealed = true;
 	i->sealed_tier = to;
 	i->sealed_size = ci.size;

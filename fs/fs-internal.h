@@ -45,6 +45,8 @@
 #define FS_MAX_WRITE (1u << 20)
 #define FS_STAGING_DIR "staging"
 #define FS_STAGING_FANOUT 256
+/* A retired staging file's name in its area, fs_staging_retire(). */
+#define FS_STAGING_RETIRED_NAME_MAX sizeof("ff/0123456789abcdef.0123456789abcdef")
 
 /* In-memory state of an inode the kernel holds a reference to. */
 typedef struct FsInode {
@@ -141,6 +143,20 @@ typedef struct FsSealItem {
 } FsSealItem;
 
 /*
+ * Sealed files' staging files retired and not deleted yet, at most (seal.c,
+ * fs_seal_drop_staging()): past it a seal deletes its own, waiting for the
+ * discard as before, so the space the reaper has not freed yet stays
+ * within that many files'.
+ */
+#define FS_REAP_QUEUE_MAX 8
+/* A sealed file's staging file, retired and not deleted yet (seal.c, fs_seal_drop_staging()). */
+typedef struct FsReapItem {
+	uint32_t tier;
+	char name[FS_STAGING_RETIRED_NAME_MAX];
+	struct FsReapItem *next;
+} FsReapItem;
+
+/*
  * Where raw bytes can live: TIER/staging on the hot tier and on each
  * directory-backed lower tier that opened (staging.c, spill.c).
  */
@@ -216,6 +232,18 @@ struct Fs {
 	bool index_wake;          /* protected by seal_lock: a seal ended since the merge thread last looked */
 	bool index_thread_started;
 	pthread_t index_thread;
+	/*
+	 * The thread deleting sealed files' retired staging files (seal.c
+	 * reap_main()), stopped once the seal workers are: it deletes what is
+	 * left first.
+	 */
+	pthread_cond_t reap_cond;
+	FsReapItem *reap_queue, **reap_tail; /* protected by seal_lock */
+	unsigned n_reap;          /* protected by seal_lock: retired files queued or being deleted, and places taken */
+	bool reap_stop;           /* protected by seal_lock */
+	bool reap_thread_started;
+	pthread_t reap_thread;
+	atomic_uint_fast64_t staging_retired; /* names fs_staging_retire() gave out since the mount */
 	/* Shared tiers: the thread renewing this host's leases (seal.c lease_main()), stopped with seal_stop. */
 	pthread_cond_t lease_cond;
 	bool lease_thread_started;
@@ -300,6 +328,17 @@ int fs_staging_fd(Fs *fs, FsInode *i);
 /* A private read-only descriptor (sealing reads with it). */
 int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino);
 int fs_staging_unlink(Fs *fs, uint32_t tier, uint64_t ino);
+/*
+ * Renames the staging file of ino on tier to a name of its own in the same
+ * directory, "XX/<16 hex digits>.<n>", returned in ret_name, for
+ * fs_staging_reap() to delete later: a new staging file of ino (an unseal's)
+ * may then be made at once, and is never the one deleted.  The name is no
+ * inode's: recovery deletes one a crash left (a stray).  On error the file
+ * keeps its name.
+ */
+int fs_staging_retire(Fs *fs, uint32_t tier, uint64_t ino, char ret_name[static FS_STAGING_RETIRED_NAME_MAX]);
+/* Deletes the staging file fs_staging_retire() renamed to name; -ENOENT is success. */
+int fs_staging_reap(Fs *fs, uint32_t tier, const char *name);
 /* Size and time changes by name, so they need no open descriptor. */
 int fs_staging_truncate(Fs *fs, uint32_t tier, uint64_t ino, off_t size);
 int fs_staging_set_times(Fs *fs, uint32_t tier, uint64_t ino, const struct timespec times[2]);
@@ -406,6 +445,13 @@ void fs_sealer_stop(Fs *fs);
 void fs_seal_schedule(Fs *fs, uint64_t ino, uint64_t bytes);
 /* Queues every raw file of a sealed class (work left from before a restart). */
 int fs_seal_schedule_pending(Fs *fs);
+/*
+ * After a seal's switch is durable, data_lock held exclusively: the staging
+ * file of ino on tier goes.  Retired (fs_staging_retire()) and deleted by
+ * the reaper thread, so that the seal worker does not wait for the
+ * deletion; deleted here if it cannot be.
+ */
+void fs_seal_drop_staging(Fs *fs, uint32_t tier, uint64_t ino);
 
 /* policy.c: the worker that moves files off the hot tier by age and by its use (watermarks, reserve). */
 int fs_policy_start(Fs *fs);

@@ -226,6 +226,27 @@ int fs_staging_unlink(Fs *fs, uint32_t tier, uint64_t ino) {
 	return 0;
 }
 
+int fs_staging_retire(Fs *fs, uint32_t tier, uint64_t ino, char ret_name[static FS_STAGING_RETIRED_NAME_MAX]) {
+	char name[STAGING_NAME_MAX];
+	int dfd = area_fd(fs, tier);
+
+	if (dfd < 0)
+		return dfd;
+	staging_name(ino, name);
+	/* Unique for the mount; one an earlier mount left (recovery deletes those) is replaced, as garbage. */
+	snprintf(ret_name, FS_STAGING_RETIRED_NAME_MAX, "%s.%" PRIx64, name,
+		 (uint64_t) atomic_fetch_add(&fs->staging_retired, 1));
+	return renameat(dfd, name, dfd, ret_name) < 0 ? -errno : 0;
+}
+
+int fs_staging_reap(Fs *fs, uint32_t tier, const char *name) {
+	int dfd = area_fd(fs, tier);
+
+	if (dfd < 0)
+		return dfd;
+	return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+}
+
 int fs_staging_truncate(Fs *fs, uint32_t tier, uint64_t ino, off_t size) {
 	char name[STAGING_NAME_MAX];
 	int dfd = area_fd(fs, tier);
@@ -323,9 +344,10 @@ static int recover_orphans(Fs *fs, uint64_t *ret_count) {
 /*
  * Staging files of one area whose inode never reached the catalog (a crash
  * mid-create), was sealed (a crash between the seal's commit and the
- * deletion of its staging file), or has its staging file on another tier
- * (a crash in the middle of a spill or an unseal: the catalog names the
- * copy that is whole, see spill.c).
+ * deletion of its staging file, or a retired one's, fs_staging_retire():
+ * its name is no inode's), or has its staging file on another tier (a
+ * crash in the middle of a spill or an unseal: the catalog names the copy
+ * that is whole, see spill.c).
  */
 static int recover_strays(Fs *fs, uint32_t tier, uint64_t *ret_count) {
 	uint64_t count = 0;

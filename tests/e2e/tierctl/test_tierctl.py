@@ -231,6 +231,11 @@ def main():
                 if st and st.get("seal_queue") == 0:
                     break
                 time.sleep(0.1)
+            # And the sealed files' staging files, retired at the commit, are deleted (seal.c reap_main()).
+            for _ in range(200):
+                if not any("." in n for _, _, names in os.walk(os.path.join(fs.data, "hot", "staging")) for n in names):
+                    break
+                time.sleep(0.1)
 
             total_logical = sum(len(d) for d, _ in files.values())
             containers = disk_bytes(os.path.join(fs.data, "hot", "containers"))
