@@ -55,6 +55,7 @@
 
 #include "catalog/catalog.h"
 #include "common/array.h"
+#include "common/clock.h"
 #include "common/macros.h"
 
 /*
@@ -758,12 +759,6 @@ static sqlite3_stmt *stmt(Catalog *c, StatementId id) {
 	return s;
 }
 
-static int64_t monotonic_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Under lock, or before anyone else has the catalog.  Invariant 7. */
 static void reserve_fill(Catalog *c) {
 	if (c->reserve_fd < 0 || atomic_load(&c->reserve_held) >= c->reserve_want)
@@ -780,7 +775,7 @@ static void reserve_refill(Catalog *c) {
 	struct statvfs sv;
 	if (c->reserve_fd < 0 || atomic_load(&c->reserve_held) >= c->reserve_want)
 		return;
-	int64_t now = monotonic_ns();
+	int64_t now = clock_ns(CLOCK_MONOTONIC);
 	if (now < c->reserve_refill_ns)
 		return;
 	c->reserve_refill_ns = now + CATALOG_RESERVE_REFILL_NS;
@@ -793,7 +788,7 @@ static bool reserve_release(Catalog *c) {
 	if (c->reserve_fd < 0 || atomic_load(&c->reserve_held) == 0 || ftruncate(c->reserve_fd, 0) < 0)
 		return false;
 	atomic_store(&c->reserve_held, 0);
-	c->reserve_refill_ns = monotonic_ns() + CATALOG_RESERVE_REFILL_NS;
+	c->reserve_refill_ns = clock_ns(CLOCK_MONOTONIC) + CATALOG_RESERVE_REFILL_NS;
 	atomic_fetch_add_explicit(&c->reserve_releases, 1, memory_order_relaxed);
 	return true;
 }
@@ -900,12 +895,6 @@ static int schema_version(Catalog *c, int *ret) {
 	return rc == SQLITE_ROW ? 0 : catalog_result(rc);
 }
 
-static int64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Upgrades from version `from` to the current one in one transaction. */
 static int schema_upgrade(Catalog *c, int from, uid_t root_uid, gid_t root_gid) {
 	char sql[128];
@@ -921,7 +910,7 @@ static int schema_upgrade(Catalog *c, int from, uid_t root_uid, gid_t root_gid) 
 	}
 	if (from == 0) {
 		/* The root directory; AUTOINCREMENT hands it inode number 1. */
-		int64_t t = now_ns();
+		int64_t t = clock_ns(CLOCK_REALTIME);
 		CatalogInode root = {
 			.parent = CATALOG_ROOT_INO,
 			.mode = S_IFDIR | 0755,
@@ -1230,7 +1219,7 @@ static int count_get(Catalog *c, StatementId id, uint64_t *ret) {
 }
 
 static int vacuum_step(Catalog *c, uint64_t budget_ns, uint64_t *ret_left) {
-	int64_t deadline = monotonic_ns() + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2);
+	int64_t deadline = clock_ns(CLOCK_MONOTONIC) + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2);
 	uint64_t left = 0, before, first;
 
 	int r = count_get(c, STMT_FREELIST_COUNT, &left);
@@ -1245,7 +1234,7 @@ static int vacuum_step(Catalog *c, uint64_t budget_ns, uint64_t *ret_left) {
 		if (r >= 0)
 			r = count_get(c, STMT_FREELIST_COUNT, &left);
 		/* Without auto_vacuum (a catalog older than it) the pages stay free: nothing to step through. */
-		if (r < 0 || left == 0 || left >= before || monotonic_ns() >= deadline)
+		if (r < 0 || left == 0 || left >= before || clock_ns(CLOCK_MONOTONIC) >= deadline)
 			break;
 	}
 	if (r >= 0) {
@@ -1278,12 +1267,12 @@ int catalog_checkpoint(Catalog *c) {
 	int64_t held = 0, call_ns;
 	uint64_t left = 0;
 	do {
-		int64_t t = monotonic_ns();
+		int64_t t = clock_ns(CLOCK_MONOTONIC);
 		lock(c);
 		call_ns = (int64_t) MIN(c->vacuum_call_ns, (uint64_t) INT64_MAX);
 		r = sqlite3_get_autocommit(c->db) ? vacuum_step(c, c->vacuum_step_ns, &left) : -EBUSY;
 		unlock_yield(c);
-		t = monotonic_ns() - t;
+		t = clock_ns(CLOCK_MONOTONIC) - t;
 		held += t;
 		if (r > 0 && held < call_ns)
 			(void) nanosleep(&(struct timespec) { .tv_sec = t / 1000000000, .tv_nsec = t % 1000000000 }, NULL);
@@ -2791,7 +2780,7 @@ typedef struct MergeBudget {
 } MergeBudget;
 
 static bool budget_spent(const MergeBudget *b, uint64_t rows) {
-	return rows >= b->rows || (rows > 0 && monotonic_ns() >= b->deadline);
+	return rows >= b->rows || (rows > 0 && clock_ns(CLOCK_MONOTONIC) >= b->deadline);
 }
 
 /* The level of a run of `entries` ids: log base CATALOG_INDEX_FANOUT of its size in recent tables. */
@@ -3238,7 +3227,7 @@ int catalog_index_merge_step(Catalog *c, uint64_t recent_max, uint64_t batch, ui
 
 	lock(c);
 	MergeBudget b = { .rows = MAX(batch, (uint64_t) 1),
-			  .deadline = budget_ns ? monotonic_ns() + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2)
+			  .deadline = budget_ns ? clock_ns(CLOCK_MONOTONIC) + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2)
 						: INT64_MAX };
 	r = merge_pending(c);
 	/* The open transaction's rows too: a merge asked for inside one is refused below, as when they are committed. */
@@ -3777,7 +3766,7 @@ int catalog_key_id_add(Catalog *c, const uint8_t id[static CATALOG_DIGEST_SIZE])
 	int r = s ? 0 : catalog_result(sqlite3_errcode(c->db));
 	if (s) {
 		sqlite3_bind_blob(s, 1, id, CATALOG_DIGEST_SIZE, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, now_ns());
+		sqlite3_bind_int64(s, 2, clock_ns(CLOCK_REALTIME));
 		r = step_done(c, s);
 	}
 	unlock(c);
@@ -3821,7 +3810,7 @@ int catalog_rekey_set(Catalog *c, uint32_t tier, bool requested) {
 	if (s) {
 		sqlite3_bind_int64(s, 1, tier);
 		if (requested)
-			sqlite3_bind_int64(s, 2, now_ns());
+			sqlite3_bind_int64(s, 2, clock_ns(CLOCK_REALTIME));
 		r = step_done(c, s);
 	}
 	unlock(c);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "catalog/catalog.h"
+#include "common/clock.h"
 #include "common/ctlproto.h"
 #include "common/macros.h"
 #include "control/control.h"
@@ -85,12 +86,6 @@ typedef struct Conn {
 	int64_t last_progress_ns;
 	struct MovePlan *move_plan; /* migrate, recall: the one being carried out */
 } Conn;
-
-static inline int64_t control_now_ns(clockid_t clock) {
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* One regular file, as tierctl counts it (control_census()). */
 typedef struct FileRow {

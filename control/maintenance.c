@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "control/control-internal.h"
 
@@ -16,7 +17,7 @@ static int gc_progress(uint64_t done, uint64_t total, void *userdata) {
 	Conn *c = userdata;
 	if (atomic_load(&c->ctl->stopping) || control_peer_gone(c))
 		return -ECANCELED;
-	int64_t now = control_now_ns(CLOCK_MONOTONIC);
+	int64_t now = clock_ns(CLOCK_MONOTONIC);
 	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS && done > 0 && done < total)
 		return 0;
 	c->last_progress_ns = now;
@@ -73,7 +74,7 @@ static int scrub_progress(const DedupScrubResult *res, uint64_t total, void *use
 	Conn *c = p->c;
 	if (atomic_load(&c->ctl->stopping) || control_peer_gone(c))
 		return -ECANCELED;
-	int64_t now = control_now_ns(CLOCK_MONOTONIC);
+	int64_t now = clock_ns(CLOCK_MONOTONIC);
 	/* The last one of a tier is sent by scrub_tier(), with its final figures. */
 	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS || res->bytes >= total)
 		return 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "control/control-internal.h"
 
@@ -178,7 +179,7 @@ static int move_progress(uint64_t done, uint64_t total, void *userdata) {
 	MovePlan *p = c->move_plan;
 	if (atomic_load(&c->ctl->stopping) || control_peer_gone(c))
 		return -ECANCELED;
-	int64_t now = control_now_ns(CLOCK_MONOTONIC);
+	int64_t now = clock_ns(CLOCK_MONOTONIC);
 	if (now - c->last_progress_ns < CONTROL_PROGRESS_INTERVAL_NS)
 		return 0;
 	c->last_progress_ns = now;
@@ -279,14 +280,14 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 		}
 	}
 	/* Changed under the copy: that copy is garbage; start again from what the file is now. */
-	int64_t start = control_now_ns(CLOCK_MONOTONIC);
+	int64_t start = clock_ns(CLOCK_MONOTONIC);
 	for (unsigned stale = 0; r >= 0;) {
 		r = tier_mover_move(fs_mover(fs), it->ino, p->to, move_progress, c, &it->moved);
 		if (r != -ESTALE || ++stale == 3)
 			break;
 	}
 	if (r == 1 && p->to == 0 && it->from < CONFIG_TIERS_MAX)
-		recall_measured(c->ctl, it->from, it->size, control_now_ns(CLOCK_MONOTONIC) - start);
+		recall_measured(c->ctl, it->from, it->size, clock_ns(CLOCK_MONOTONIC) - start);
 	if (r == -ECANCELED)
 		return r;
 	if (r == 1)
@@ -319,7 +320,7 @@ int control_move(Conn *c, const CtlRequest *req) {
 		.to = req->command == CTL_COMMAND_MIGRATE ? (req->has_tier ? req->tier : 1) : 0,
 		.req = req,
 		.file_class = req->file_class ? tier_class_from_string(req->file_class) : -1,
-		.now_ns = control_now_ns(CLOCK_REALTIME),
+		.now_ns = clock_ns(CLOCK_REALTIME),
 	};
 	uint64_t count[_MOVE_RESULT_MAX] = {}, bytes = 0, new_bytes = 0, stored_bytes = 0;
 	int r = 0;

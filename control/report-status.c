@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/macros.h"
 #include "control/control-internal.h"
@@ -361,7 +362,7 @@ static uint64_t seal_backlog(Conn *c) {
 			oldest = mtime;
 	}
 	free(raw.items);
-	int64_t now = control_now_ns(CLOCK_REALTIME);
+	int64_t now = clock_ns(CLOCK_REALTIME);
 	return r >= 0 && oldest > 0 && now > oldest ? (uint64_t) ((now - oldest) / 1000000000) : 0;
 }
 
@@ -494,7 +495,7 @@ int control_status(Conn *c) {
 	if (r >= 0)
 		r = control_add_u64(c, "owner", ctl->owner);
 	if (r >= 0)
-		r = control_add_u64(c, "uptime", (uint64_t) ((control_now_ns(CLOCK_MONOTONIC) - ctl->started_ns) / 1000000000));
+		r = control_add_u64(c, "uptime", (uint64_t) ((clock_ns(CLOCK_MONOTONIC) - ctl->started_ns) / 1000000000));
 	if (r >= 0)
 		r = control_add(c, "allow_other", fs_config(fs)->allow_other ? "yes" : "no");
 	pthread_mutex_lock(&ctl->lock);

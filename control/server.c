@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "control/control-internal.h"
 
@@ -249,7 +250,7 @@ static int authorize(Conn *c, CtlCommand cmd) {
 static int recv_full(int fd, void *buf, size_t n, int64_t deadline) {
 	uint8_t *p = buf;
 	while (n > 0) {
-		int64_t left = (deadline - control_now_ns(CLOCK_MONOTONIC)) / 1000000;
+		int64_t left = (deadline - clock_ns(CLOCK_MONOTONIC)) / 1000000;
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
@@ -281,7 +282,7 @@ static int serve(Conn *c) {
 	uint32_t len;
 	int r;
 
-	int64_t deadline = control_now_ns(CLOCK_MONOTONIC) + (int64_t) CONTROL_REQUEST_TIMEOUT_MS * 1000000;
+	int64_t deadline = clock_ns(CLOCK_MONOTONIC) + (int64_t) CONTROL_REQUEST_TIMEOUT_MS * 1000000;
 	r = recv_full(c->fd, hdr, sizeof(hdr), deadline);
 	if (r < 0)
 		return r; /* nobody to answer */
@@ -384,9 +385,9 @@ static void *conn_main(void *userdata) {
 	 */
 	if (shutdown(c->fd, SHUT_WR) == 0) {
 		char sink[4096];
-		int64_t until = control_now_ns(CLOCK_MONOTONIC) + CONTROL_DRAIN_MS * 1000000;
+		int64_t until = clock_ns(CLOCK_MONOTONIC) + CONTROL_DRAIN_MS * 1000000;
 		for (size_t total = 0; total < CTL_REQUEST_SIZE_MAX;) {
-			int64_t left = (until - control_now_ns(CLOCK_MONOTONIC)) / 1000000;
+			int64_t left = (until - clock_ns(CLOCK_MONOTONIC)) / 1000000;
 			struct pollfd p = { .fd = c->fd, .events = POLLIN };
 			if (left <= 0 || poll(&p, 1, (int) left) <= 0)
 				break;
@@ -478,7 +479,7 @@ static int sum_stored(const CatalogContainer *ct, void *userdata) {
 /* Samples sealed and stored bytes for the throughput in status (on the listener's own reader). */
 static void sample(Control *ctl) {
 	CatalogFileTotals t;
-	Sample s = { .t_ns = control_now_ns(CLOCK_MONOTONIC) };
+	Sample s = { .t_ns = clock_ns(CLOCK_MONOTONIC) };
 	if (catalog_files_totals(ctl->sampler, &t) < 0 ||
 	    catalog_containers_foreach(ctl->sampler, 0, sum_stored, &s.stored_bytes) < 0)
 		return;
@@ -506,7 +507,7 @@ static void *listener_main(void *userdata) {
 	int64_t history_ns = (int64_t) ctl->history_interval_s * 1000000000;
 
 	while (!atomic_load(&ctl->stopping)) {
-		int64_t now = control_now_ns(CLOCK_MONOTONIC);
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
 		if (now >= next_sample) {
 			sample(ctl);
 			next_sample = now + (int64_t) CONTROL_SAMPLE_INTERVAL_MS * 1000000;
@@ -619,7 +620,7 @@ fail:
 }
 
 int control_start(Control *ctl) {
-	ctl->started_ns = control_now_ns(CLOCK_MONOTONIC);
+	ctl->started_ns = clock_ns(CLOCK_MONOTONIC);
 	int r = catalog_open_reader(fs_catalog(ctl->fs), &ctl->sampler);
 	if (r < 0)
 		return r;

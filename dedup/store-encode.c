@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/macros.h"
 #include "dedup/store-internal.h"
 
@@ -40,12 +41,6 @@ enum {
 	JOB_RUNNING,
 	JOB_DONE,
 };
-
-static int64_t monotonic_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void job_run(StoreEncodeJob *j, DedupRegionEncoder *e) {
 	int r = dedup_region_encoder_set_level(e, j->level);
@@ -92,7 +87,7 @@ static void *encoder_main(void *userdata) {
 		int64_t cpu = thread_cpu_ns();
 		job_run(j, e);
 		j->cpu_ns = thread_cpu_ns() - cpu;
-		int64_t done = monotonic_ns();
+		int64_t done = clock_ns(CLOCK_MONOTONIC);
 		pthread_mutex_lock(&s->encode_lock);
 		j->state = JOB_DONE;
 		j->done_ns = done;
@@ -183,7 +178,7 @@ int store_encode_wait(DedupStore *s, StoreEncodeJob *j, DedupRegionEncoder *self
 		 * the time runnable after the wake-up is the caller's own (its
 		 * schedstat counts it), and must not be counted twice.
 		 */
-		int64_t from = monotonic_ns();
+		int64_t from = clock_ns(CLOCK_MONOTONIC);
 		while (j->state != JOB_DONE)
 			pthread_cond_wait(&s->encode_done, &s->encode_lock);
 		if (j->done_ns > from)

@@ -73,6 +73,7 @@
 #include <xxhash.h>
 
 #include "common/array.h"
+#include "common/clock.h"
 #include "common/macros.h"
 #include "common/strvec.h"
 #include "dedup/refs.h"
@@ -148,12 +149,6 @@ struct StoreGlobal {
 	/* Counters: atomic. */
 	uint64_t published, loaded, other_key, bad, over_bound, hits, hit_bytes, loaded_hosts, refused, condemned_bad;
 };
-
-static uint64_t now_ms(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
-}
 
 static int prefix_compare(const uint8_t *a, const uint8_t *b) {
 	return memcmp(a, b, GLOBAL_ID_PREFIX);
@@ -1224,7 +1219,7 @@ static void refresh(DedupStore *s, bool force) {
 	 * writer starting right after it still loads what was published since.
 	 */
 	if (!force) {
-		uint64_t now = now_ms();
+		uint64_t now = monotonic_ms();
 		if (g->refreshed_ms != 0 && now - g->refreshed_ms < DEDUP_STORE_GLOBAL_REFRESH_MS)
 			goto out;
 		g->refreshed_ms = now;

@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "common/array.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/macros.h"
 #include "fs/fs-internal.h"
@@ -78,12 +79,6 @@ typedef struct Survey {
 	TierPlanFile *files;
 	size_t n, cap;
 } Survey;
-
-static int64_t clock_ns(clockid_t clock) {
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static struct timespec monotonic_after(int64_t ns) {
 	int64_t t = clock_ns(CLOCK_MONOTONIC) + ns;

@@ -54,6 +54,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/macros.h"
 #include "fs/fs-internal.h"
@@ -115,12 +116,6 @@ struct FsReadahead {
 
 	atomic_uint_fast64_t reads, bytes, hits, waits, misses, ahead, unused, busy_ns;
 };
-
-static uint64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
 
 /* ---- blocks, under lock ---- */
 
@@ -501,7 +496,7 @@ ssize_t fs_readahead_read(FsReadahead *ra, FsInode *i, uint64_t off, size_t size
 	uint32_t tier = i->sealed_tier;
 	bool waited = false;
 
-	*r = (FsReadReply) { .start_ns = now_ns() };
+	*r = (FsReadReply) { .start_ns = clock_ns(CLOCK_MONOTONIC) };
 	atomic_fetch_add(&ra->reads, 1);
 	if (off >= file_size || size == 0)
 		return 0;
@@ -583,7 +578,7 @@ void fs_readahead_done(FsReadahead *ra, FsReadReply *r) {
 		pthread_mutex_unlock(&ra->lock);
 	}
 	if (r->start_ns)
-		atomic_fetch_add(&ra->busy_ns, now_ns() - r->start_ns);
+		atomic_fetch_add(&ra->busy_ns, clock_ns(CLOCK_MONOTONIC) - r->start_ns);
 	r->n_iov = 0;
 }
 

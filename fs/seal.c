@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/macros.h"
 #include "fs/fs-internal.h"
@@ -41,14 +42,8 @@
  */
 #define FS_REKEY_PASS_BYTES (UINT64_C(1) << 30)
 
-static int64_t monotonic_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void fs_seal_schedule(Fs *fs, uint64_t ino, uint64_t bytes) {
-	int64_t due = monotonic_ns() + (int64_t) fs->seal_delay_s * 1000000000;
+	int64_t due = clock_ns(CLOCK_MONOTONIC) + (int64_t) fs->seal_delay_s * 1000000000;
 	FsSealItem *item = NULL;
 
 	pthread_mutex_lock(&fs->seal_lock);
@@ -91,7 +86,7 @@ static int schedule_one(uint64_t ino, void *userdata) {
 		}
 	}
 	/* The same quiet time as after a close: a restarted archiver comes first. */
-	item->due_ns = monotonic_ns() + (int64_t) fs->seal_delay_s * 1000000000;
+	item->due_ns = clock_ns(CLOCK_MONOTONIC) + (int64_t) fs->seal_delay_s * 1000000000;
 	/* Called before the worker starts: no lock contention, order does not matter. */
 	item->next = fs->seal_queue;
 	fs->seal_queue = item;
@@ -194,10 +189,10 @@ static void index_merge_one(Fs *fs, bool resume_only, int own_nice) {
 		return;
 	}
 	log_info("merging the chunk index: %llu recent ids", (unsigned long long) recent);
-	int64_t start = monotonic_ns();
+	int64_t start = clock_ns(CLOCK_MONOTONIC);
 	fs_throttle_begin(&unit);
 	while (!atomic_load(&fs->seal_stopping)) {
-		int64_t t = monotonic_ns();
+		int64_t t = clock_ns(CLOCK_MONOTONIC);
 		/*
 		 * A batch holds the catalog lock that the FUSE threads wait for:
 		 * at nice 10 it was preempted while holding it, by any busier
@@ -211,7 +206,7 @@ static void index_merge_one(Fs *fs, bool resume_only, int own_nice) {
 					     CATALOG_INDEX_MERGE_BUDGET_NS, &m);
 		if (raised)
 			lower_priority();
-		longest = MAX(longest, monotonic_ns() - t);
+		longest = MAX(longest, clock_ns(CLOCK_MONOTONIC) - t);
 		if (r <= 0)
 			break;
 		batches++;
@@ -221,12 +216,12 @@ static void index_merge_one(Fs *fs, bool resume_only, int own_nice) {
 		log_warning_errno(r, "Failed to merge the chunk index: %m");
 	else if (r == 0 && m.run == 0) /* resumed after its swap: only old rows were left */
 		log_info("merged the chunk index: the old rows of a merge deleted in %.2f s, %llu batches, the longest %.1f ms",
-			 (double) (monotonic_ns() - start) / 1e9, (unsigned long long) batches, (double) longest / 1e6);
+			 (double) (clock_ns(CLOCK_MONOTONIC) - start) / 1e9, (unsigned long long) batches, (double) longest / 1e6);
 	else if (r == 0)
 		log_info("merged the chunk index: %llu recent ids and %u runs into run %llu (level %u, %llu ids) in %.2f s, "
 			 "%llu batches, the longest %.1f ms",
 			 (unsigned long long) m.recent, m.runs, (unsigned long long) m.run, m.level,
-			 (unsigned long long) m.entries, (double) (monotonic_ns() - start) / 1e9,
+			 (unsigned long long) m.entries, (double) (clock_ns(CLOCK_MONOTONIC) - start) / 1e9,
 			 (unsigned long long) batches, (double) longest / 1e6);
 }
 
@@ -335,7 +330,7 @@ static void *worker_main(void *userdata) {
 	lower_priority();
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
-		int64_t now = monotonic_ns(), wake = INT64_MAX;
+		int64_t now = clock_ns(CLOCK_MONOTONIC), wake = INT64_MAX;
 		FsSealItem **due = NULL;
 		for (FsSealItem **p = &fs->seal_queue; *p; p = &(*p)->next) {
 			if (being_sealed(fs, (*p)->ino))
@@ -530,9 +525,9 @@ void fs_rekey_status_get(Fs *fs, FsRekeyStatus *ret) {
 
 static void *gc_main(void *userdata) {
 	Fs *fs = userdata;
-	int64_t next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
+	int64_t next_gc = clock_ns(CLOCK_MONOTONIC) + (int64_t) fs->gc_interval_s * 1000000000;
 	/* Tiers that could not be opened at start: this thread tries them again (fs_tiers_retry()). */
-	int64_t next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
+	int64_t next_retry = clock_ns(CLOCK_MONOTONIC) + (int64_t) TIER_RETRY_S * 1000000000;
 	bool retrying = true;
 
 	lower_priority();
@@ -540,12 +535,12 @@ static void *gc_main(void *userdata) {
 	/* Rekeys asked for before a restart resume now. */
 	fs->rekey_wake = true;
 	while (!fs->seal_stop) {
-		int64_t now = monotonic_ns();
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
 		if (retrying && now >= next_retry) {
 			pthread_mutex_unlock(&fs->seal_lock);
 			retrying = fs_tiers_retry(fs);
 			pthread_mutex_lock(&fs->seal_lock);
-			next_retry = monotonic_ns() + (int64_t) TIER_RETRY_S * 1000000000;
+			next_retry = clock_ns(CLOCK_MONOTONIC) + (int64_t) TIER_RETRY_S * 1000000000;
 			continue;
 		}
 		/* A rekey asked for, or one cut short by its pass's bound; not while a collection is due. */
@@ -569,9 +564,9 @@ static void *gc_main(void *userdata) {
 		 * than GC_STREAM_PATIENCE_S end (their files are sealed after close).
 		 */
 		atomic_store(&fs->gc_waiting, true);
-		int64_t give_up = monotonic_ns() + (int64_t) GC_STREAM_PATIENCE_S * 1000000000;
-		while (fs->n_streams > 0 && !fs->seal_stop && monotonic_ns() < give_up) {
-			struct timespec until = deadline_after(give_up - monotonic_ns());
+		int64_t give_up = clock_ns(CLOCK_MONOTONIC) + (int64_t) GC_STREAM_PATIENCE_S * 1000000000;
+		while (fs->n_streams > 0 && !fs->seal_stop && clock_ns(CLOCK_MONOTONIC) < give_up) {
+			struct timespec until = deadline_after(give_up - clock_ns(CLOCK_MONOTONIC));
 			pthread_cond_timedwait(&fs->gc_cond, &fs->seal_lock, &until);
 		}
 		if (fs->seal_stop) {
@@ -588,7 +583,7 @@ static void *gc_main(void *userdata) {
 		pthread_mutex_lock(&fs->seal_lock);
 		/* What a rekey left (containers being written to, a failure) is tried again at every beat. */
 		fs->rekey_wake = true;
-		next_gc = monotonic_ns() + (int64_t) fs->gc_interval_s * 1000000000;
+		next_gc = clock_ns(CLOCK_MONOTONIC) + (int64_t) fs->gc_interval_s * 1000000000;
 	}
 	pthread_mutex_unlock(&fs->seal_lock);
 	return NULL;
@@ -604,11 +599,11 @@ static void *gc_main(void *userdata) {
 static void *lease_main(void *userdata) {
 	Fs *fs = userdata;
 	int64_t beat_ns = (int64_t) tier_set_renew_interval(fs->tiers) * 1000000000;
-	int64_t next = monotonic_ns() + beat_ns;
+	int64_t next = clock_ns(CLOCK_MONOTONIC) + beat_ns;
 
 	pthread_mutex_lock(&fs->seal_lock);
 	while (!fs->seal_stop) {
-		int64_t now = monotonic_ns();
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
 		if (now < next) {
 			struct timespec until = deadline_after(next - now);
 			pthread_cond_timedwait(&fs->lease_cond, &fs->seal_lock, &until);
@@ -617,7 +612,7 @@ static void *lease_main(void *userdata) {
 		pthread_mutex_unlock(&fs->seal_lock);
 		fs_tiers_renew(fs);
 		pthread_mutex_lock(&fs->seal_lock);
-		next = monotonic_ns() + beat_ns;
+		next = clock_ns(CLOCK_MONOTONIC) + beat_ns;
 	}
 	pthread_mutex_unlock(&fs->seal_lock);
 	return NULL;
@@ -729,7 +724,7 @@ void fs_sealer_stop(Fs *fs) {
 
 void fs_seal_status_get(Fs *fs, FsSealStatus *ret) {
 	FsSealStatus st = {};
-	int64_t now = monotonic_ns();
+	int64_t now = clock_ns(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&fs->seal_lock);
 	for (const FsSealItem *i = fs->seal_queue; i; i = i->next) {
 		st.queue++;

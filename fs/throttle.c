@@ -90,17 +90,12 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/macros.h"
 #include "fs/throttle.h"
 
 /* How often a wait looks whether the foreground went idle, or (a seal's) changed what it waits for. */
 #define THROTTLE_POLL_NS (FS_THROTTLE_DISK_NS / 2)
-
-static int64_t clock_ns(clockid_t clock) {
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 int64_t fs_throttle_delay_ns(int64_t work_ns, unsigned share) {
 	if (work_ns <= 0 || share == 0 || share >= 100)
@@ -160,11 +155,11 @@ static bool disk_since(FsThrottle *t, int64_t since_ns) {
 }
 
 bool fs_throttle_foreground_is_busy(FsThrottle *t) {
-	return foreground_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_IDLE_NS);
+	return foreground_since(t, fs_throttle_coarse_ns() - FS_THROTTLE_IDLE_NS);
 }
 
 bool fs_throttle_foreground_is_on_disk(FsThrottle *t) {
-	return disk_since(t, clock_ns(CLOCK_MONOTONIC_COARSE) - FS_THROTTLE_DISK_NS);
+	return disk_since(t, fs_throttle_coarse_ns() - FS_THROTTLE_DISK_NS);
 }
 
 /* What the foreground waited for from since_ns on (less the windows). */
@@ -175,7 +170,7 @@ static FsThrottleForeground foreground_at(FsThrottle *t, int64_t since_ns) {
 }
 
 FsThrottleForeground fs_throttle_foreground_now(FsThrottle *t) {
-	return foreground_at(t, clock_ns(CLOCK_MONOTONIC_COARSE));
+	return foreground_at(t, fs_throttle_coarse_ns());
 }
 
 /*

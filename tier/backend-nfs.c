@@ -44,6 +44,7 @@
 #include <time.h>
 
 #include "common/array.h"
+#include "common/clock.h"
 #include "common/macros.h"
 #include "common/strvec.h"
 #include "tier/backend-nfs.h"
@@ -96,12 +97,6 @@ static _Thread_local char open_error[256];
 
 static NfsBackend *nfs_backend(DedupBackend *b) {
 	return (NfsBackend *) b;
-}
-
-static uint64_t now_ms(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }
 
 static int make_path(const char *name, char ret[static NFS_PATH_MAX]) {
@@ -226,7 +221,7 @@ static int conn_wait_for(NfsConn *c, Wait *w, int queued) {
 		return -EIO;
 	}
 	while (!w->done || nfs_queue_length(c->nfs) > 0) {
-		uint64_t now = now_ms();
+		uint64_t now = monotonic_ms();
 		struct pollfd pfd = { .fd = nfs_get_fd(c->nfs), .events = (short) nfs_which_events(c->nfs) };
 		if (pfd.fd < 0 || now >= c->deadline_ms)
 			break;
@@ -242,18 +237,12 @@ static int conn_wait_for(NfsConn *c, Wait *w, int queued) {
 	return -EIO;
 }
 
-static uint64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000 + (uint64_t) ts.tv_nsec;
-}
-
 /* conn_wait_for(), counted for tier_backend_nfs_stats(). */
 static int conn_wait(NfsConn *c, Wait *w, int queued) {
-	uint64_t start = now_ns();
+	uint64_t start = clock_ns(CLOCK_MONOTONIC);
 	int r = conn_wait_for(c, w, queued);
 	atomic_fetch_add_explicit(&c->rpcs, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&c->rpc_ns, now_ns() - start, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->rpc_ns, clock_ns(CLOCK_MONOTONIC) - start, memory_order_relaxed);
 	if (!c->nfs)
 		atomic_fetch_add_explicit(&c->rpc_failures, 1, memory_order_relaxed);
 	return r;
@@ -383,7 +372,7 @@ static int conn_connect(NfsBackend *n, NfsConn *c, char *err, size_t err_size) {
 	nfs_set_dircache(nfs, 0);
 
 	c->nfs = nfs;
-	c->deadline_ms = now_ms() + n->opts.timeout_ms;
+	c->deadline_ms = monotonic_ms() + n->opts.timeout_ms;
 	r = WAIT_ON(c, &w, nfs_mount_async(nfs, u->server, u->path, wait_cb, &w));
 	if (r < 0) {
 		if (err)
@@ -444,7 +433,7 @@ static int with_conn(NfsBackend *n, ConnOp op, void *arg) {
 			return r;
 		}
 		if (r == 0) {
-			c->deadline_ms = now_ms() + n->opts.timeout_ms;
+			c->deadline_ms = monotonic_ms() + n->opts.timeout_ms;
 			r = op(c, arg, attempt);
 			if (r >= 0 || is_server_answer(c->nfs, r)) {
 				pthread_mutex_unlock(&c->lock);
@@ -624,7 +613,7 @@ static int file_call(NfsFile *f, FileOp op, void *arg) {
 		}
 		if (r < 0)
 			continue;
-		c->deadline_ms = now_ms() + f->backend->opts.timeout_ms;
+		c->deadline_ms = monotonic_ms() + f->backend->opts.timeout_ms;
 		if (f->fh_generation != c->generation) {
 			struct nfsfh *fh;
 			r = nfs3_open(c, f->path, O_RDWR, &fh);
@@ -733,7 +722,7 @@ static void nfs_file_close(DedupBackendFile *file) {
 	c = f->conn;
 	pthread_mutex_lock(&c->lock);
 	if (f->fh_generation == c->generation) {
-		c->deadline_ms = now_ms() + f->backend->opts.timeout_ms;
+		c->deadline_ms = monotonic_ms() + f->backend->opts.timeout_ms;
 		fh_free(c, f->fh);
 	} else {
 		/* A handle of a dropped generation belongs to no live context. */
