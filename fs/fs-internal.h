@@ -241,7 +241,7 @@ struct Fs {
 	FsReapItem *reap_queue, **reap_tail; /* protected by seal_lock */
 	unsigned n_reap;          /* protected by seal_lock: retired files queued or being deleted, and places taken */
 	bool reap_stop;           /* protected by seal_lock */
-	bool reap_thread_started;
+	bool reap_thread_started; /* protected by seal_lock */
 	pthread_t reap_thread;
 	atomic_uint_fast64_t staging_retired; /* names fs_staging_retire() gave out since the mount */
 	/* Shared tiers: the thread renewing this host's leases (seal.c lease_main()), stopped with seal_stop. */

@@ -639,7 +639,9 @@ int fs_sealer_start(Fs *fs) {
 	r = -pthread_create(&fs->reap_thread, NULL, reap_main, fs);
 	if (r < 0)
 		return r;
+	pthread_mutex_lock(&fs->seal_lock);
 	fs->reap_thread_started = true;
+	pthread_mutex_unlock(&fs->seal_lock);
 	unsigned n = fs->seal_workers ?: 1;
 	fs->seal_worker = calloc(n, sizeof(FsSealWorker));
 	fs->sealing = calloc(n, sizeof(uint64_t));
@@ -689,15 +691,20 @@ void fs_sealer_stop(Fs *fs) {
 	fs->lease_thread_started = false;
 	for (unsigned k = 0; k < fs->n_seal_threads; k++)
 		pthread_join(fs->seal_worker[k].thread, NULL);
-	/* The workers retire no more staging files: the reaper deletes those left, then ends. */
-	if (fs->reap_thread_started) {
-		pthread_mutex_lock(&fs->seal_lock);
-		fs->reap_stop = true;
-		pthread_cond_signal(&fs->reap_cond);
-		pthread_mutex_unlock(&fs->seal_lock);
-		pthread_join(fs->reap_thread, NULL);
-	}
+	/*
+	 * The reaper deletes what is queued, then ends.  Its flag goes down with
+	 * reap_stop, under the lock: a file sealed from now on (no caller can
+	 * today: the workers are joined, tierctl's control server is gone)
+	 * deletes its own staging file rather than queue it to nobody.
+	 */
+	pthread_mutex_lock(&fs->seal_lock);
+	bool reaper_running = fs->reap_thread_started;
 	fs->reap_thread_started = false;
+	fs->reap_stop = true;
+	pthread_cond_signal(&fs->reap_cond);
+	pthread_mutex_unlock(&fs->seal_lock);
+	if (reaper_running)
+		pthread_join(fs->reap_thread, NULL);
 	/* Before the collector is joined: it may be waiting for the streams' writers to end. */
 	fs_stream_free_all(fs);
 	if (fs->gc_thread_started)
