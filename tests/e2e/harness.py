@@ -28,6 +28,17 @@ def scaled(seconds):
     return seconds * TIMEOUT_MULTIPLIER
 
 
+def wait_for(pred, timeout=None):
+    """pred()'s first true value, polled until timeout (seconds, already scaled; scaled(60) by default); else its last."""
+    deadline = time.monotonic() + (timeout or scaled(60))
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    return pred()
+
+
 def require_fuse():
     if os.geteuid() != 0 or not os.access("/dev/fuse", os.R_OK | os.W_OK):
         print("SKIP: needs root and /dev/fuse")

@@ -519,7 +519,7 @@ def seal_backlog(res):
             dc.write_file(path, content.make(size), fsync=True)
         for when in ("after the writes", "after a restart"):
             # A close returns before the daemon has the file's release (FUSE sends it on its own): wait for the last.
-            tc.wait_for(lambda: queued(fs) == len(sizes))
+            harness.wait_for(lambda: queued(fs) == len(sizes))
             st = tc.tierctl_json(res, fs, "status")
             res.check(st.get("seal_queue") == len(sizes) and st.get("seal_queue_bytes") == sum(sizes.values()),
                       "status %s: seal_queue %r, seal_queue_bytes %r; want %d files, %d bytes"

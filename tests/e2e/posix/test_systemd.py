@@ -272,15 +272,6 @@ class PrivateSystemd:
                         time.sleep(0.05)  # its last processes are still being reaped
 
 
-def wait_for(cond):
-    deadline = time.monotonic() + WAIT
-    while True:
-        v = cond()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(0.1)
-
-
 def target_units():
     """The host's target units (files only, none of their .wants): systemd's own dependencies of a service."""
     out = {}
@@ -395,7 +386,7 @@ def main():
         killed_pid = s.get("MainPID")
         p = sd.systemctl("kill", "--signal=SIGKILL", name)
         res.check(p.returncode == 0, "systemctl kill: %s" % p.stderr)
-        s = wait_for(lambda: (lambda s_: s_ if s_.get("NRestarts") == "1" and s_.get("ActiveState") == "active"
+        s = harness.wait_for(lambda: (lambda s_: s_ if s_.get("NRestarts") == "1" and s_.get("ActiveState") == "active"
                               else None)(state()))
         res.check(bool(s) and s.get("MainPID") not in (killed_pid, "0", first_pid),
                   "restarted after SIGKILL: %r" % (s or state()))

@@ -77,15 +77,11 @@ def status(res, fs):
 
 
 def wait_for(what, cond, timeout=WAIT):
-    """Polls cond() until it returns something true; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v or time.monotonic() > deadline:
-            if not v:
-                print("gave up waiting for %s" % what, flush=True)
-            return v
-        time.sleep(0.1)
+    """harness.wait_for(), saying what it gave up waiting for."""
+    v = harness.wait_for(cond, timeout)
+    if not v:
+        print("gave up waiting for %s" % what, flush=True)
+    return v
 
 
 def wait_full_pass(res, fs):

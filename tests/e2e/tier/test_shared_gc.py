@@ -64,19 +64,19 @@ def phase_ack(res, root, a, b):
     res.check(int(tc.filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a's Q")
     before = tc.shared_objects(root, "a", "c", ".ftc")
     res.check(len(before) >= 2, "a's P and Q in %d containers, expected 2 or more" % len(before))
-    res.check(tc.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr")), "b never published references")
+    res.check(harness.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr")), "b never published references")
 
     harness.stop_process(b.proc.pid)
     try:
         os.unlink(a.path("P"))
         os.unlink(a.path("Q"))
-        row = tc.wait_for(lambda: (lambda r: r if int(r.get("global_condemned_waiting", 0)) >= 2
+        row = harness.wait_for(lambda: (lambda r: r if int(r.get("global_condemned_waiting", 0)) >= 2
                                                   else None)(tc.filer_row(res, a)))
         res.check(row and row.get("global_blocked_by") == "b",
                   "a's condemned containers do not wait for b: %r" % {k: v for k, v in (row or {}).items()
                                                                      if k.startswith("global_")})
         res.check(len(tc.shared_objects(root, "a", "k", ".ftk")) >= 1, "a condemned nothing (no h/a/k/*.ftk)")
-        res.check(tc.wait_for(lambda: host_state(res, a, "b") == "expired", harness.scaled(6 * LEASE)),
+        res.check(harness.wait_for(lambda: host_state(res, a, "b") == "expired", harness.scaled(6 * LEASE)),
                   "b never showed expired while stopped")
         rc, out, err = tc.tierctl(a, "gc")
         res.check(rc == 0, "gc on a: %s" % err)
@@ -91,7 +91,7 @@ def phase_ack(res, root, a, b):
         os.kill(b.proc.pid, signal.SIGCONT)
 
     # b acknowledges: what it does not reference goes, what it references stays.
-    left = tc.wait_for(lambda: (lambda o: o if len(o) < len(before) else None)(
+    left = harness.wait_for(lambda: (lambda o: o if len(o) < len(before) else None)(
         tc.shared_objects(root, "a", "c", ".ftc")))
     res.check(left and len(left) >= 1, "after b acknowledged: a kept %d of %d containers (expected fewer, not none)"
               % (len(left or before), len(before)))
@@ -100,7 +100,7 @@ def phase_ack(res, root, a, b):
     print("b continued: a's containers %d -> %d" % (len(before), len(left or before)), flush=True)
 
     os.unlink(b.path("Q"))
-    res.check(tc.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
+    res.check(harness.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
               "a kept containers after b let go: %r" % tc.shared_objects(root, "a", "c", ".ftc"))
     compare(res, b, {"F": f}, "b after a collected everything")
     return {"F": f}
@@ -152,12 +152,12 @@ def phase_concurrent(res, root, a, b, c, model_b):
 def phase_expired(res, root, a, b, c, model_b):
     """An expired host blocks collection until it is retired."""
     c.kill()
-    res.check(tc.wait_for(lambda: host_state(res, a, "c") == "expired", harness.scaled(6 * LEASE)),
+    res.check(harness.wait_for(lambda: host_state(res, a, "c") == "expired", harness.scaled(6 * LEASE)),
               "c never showed expired")
     tc.put_shared(res, a, {"R": os.urandom(4 * MiB)})
     os.unlink(a.path("R"))
     os.unlink(b.path("S"))  # b lets go of a's S: only c holds anything of a now
-    row = tc.wait_for(lambda: (lambda r: r if r.get("global_blocked_by") == "c" and
+    row = harness.wait_for(lambda: (lambda r: r if r.get("global_blocked_by") == "c" and
                                              int(r.get("global_condemned_waiting", 0)) > 0 else None)(tc.filer_row(res, a)))
     res.check(row is not None, "a's collection does not wait for expired c: %r" % tc.filer_row(res, a))
     rc, out, _ = tc.tierctl(a, "status")
@@ -171,7 +171,7 @@ def phase_expired(res, root, a, b, c, model_b):
     res.check(held, "a deleted its containers while expired c had not acknowledged them")
     rc, out, err = tc.tierctl(a, "host", "retire", "c", "--tier", "1")
     res.check(rc == 0 and "retired" in out, "retire c: %s %s" % (out, err))
-    res.check(tc.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
+    res.check(harness.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
               "a kept %d containers after c was retired" % len(tc.shared_objects(root, "a", "c", ".ftc")))
     res.check(int(tc.filer_row(res, a).get("global_condemned_waiting", 0)) == 0, "a still waits after c was retired")
     print("c expired held %d containers of a; retired: all collected" % len(held), flush=True)
@@ -197,12 +197,12 @@ def phase_crash(res, root, a, b, model_b):
     for i in range(ROUNDS):
         os.unlink(b.path("U%d" % i))
         del model_b["U%d" % i]
-    res.check(tc.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
+    res.check(harness.wait_for(lambda: not tc.shared_objects(root, "a", "c", ".ftc")),
               "a kept %d containers after the crashes" % len(tc.shared_objects(root, "a", "c", ".ftc")))
     # A publication is under way every second: a temporary may be seen for a moment, never for long.
     def temporaries():
         return [p for h in ("a", "b") for sub in ("r", "k") for p in tc.shared_objects(root, h, sub, ".tmp")]
-    res.check(tc.wait_for(lambda: not temporaries()),
+    res.check(harness.wait_for(lambda: not temporaries()),
               "temporaries left after the crashes: %r" % temporaries())
     res.check(all(len(tc.shared_objects(root, h, "r", ".ftr")) == 1 for h in ("a", "b")),
               "older reference publications left: %r" % [tc.shared_objects(root, h, "r", ".ftr") for h in ("a", "b")])

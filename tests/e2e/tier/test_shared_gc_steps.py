@@ -127,7 +127,7 @@ class StepKill:
         with open(self.err, "w") as err:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
         # strace says so once every thread of the daemon is attached: from then on no such call escapes it.
-        if not tc.wait_for(lambda: "attached" in self.said() or self.proc.poll() is not None) or \
+        if not harness.wait_for(lambda: "attached" in self.said() or self.proc.poll() is not None) or \
                 "attached" not in self.said():
             self.proc.kill()
             self.proc.wait()
@@ -168,7 +168,7 @@ def temporaries(root):
 
 def one_round(res, tmp, root, a, b, models, i):
     log = os.path.join(tmp, "strace-%d-%%s.log" % i)
-    res.check(tc.wait_for(lambda: not names(root, "a", "c", r"[0-9a-f]{16}\.ftc")),
+    res.check(harness.wait_for(lambda: not names(root, "a", "c", r"[0-9a-f]{16}\.ftc")),
               "round %d: a still keeps containers of the last round: %r" % (i, names(root, "a", "c", r".*")))
     v, u, w = os.urandom(2 * MiB), os.urandom(3 * MiB), os.urandom(1 * MiB)
     # V is b's, and a reads it from b's container; U is a's alone in its container, and b reads it from there.
@@ -194,10 +194,10 @@ def one_round(res, tmp, root, a, b, models, i):
     held = names(root, "a", "c", r"[0-9a-f]{16}\.ftc")
     a.start()
     compare("after a was killed at its condemnation")
-    res.check(tc.wait_for(lambda: os.path.exists(os.path.join(root, epoch_name("a", "k", k, "ftk")))),
+    res.check(harness.wait_for(lambda: os.path.exists(os.path.join(root, epoch_name("a", "k", k, "ftk")))),
               "a did not condemn again after the restart")
     # b acknowledges a's condemnation (its next publication): from then on b publishes only when its references change.
-    res.check(tc.wait_for(lambda: acks(root, "b").get("a", 0) >= k), "b never acknowledged a's condemnation %d" % k)
+    res.check(harness.wait_for(lambda: acks(root, "b").get("a", 0) >= k), "b never acknowledged a's condemnation %d" % k)
     res.check(names(root, "a", "c", r"[0-9a-f]{16}\.ftc") == held, "a deleted a container b references")
 
     # 2. b drops U and dies at the rename of its new reference publication.
@@ -224,12 +224,12 @@ def one_round(res, tmp, root, a, b, models, i):
                   (gone, os.path.exists(os.path.join(root, gone)), catalog_has_container(a, cid)))
     a.start()
     compare("after a was killed releasing a container")
-    res.check(tc.wait_for(lambda: not set(held) & set(names(root, "a", "c", r"[0-9a-f]{16}\.ftc"))),
+    res.check(harness.wait_for(lambda: not set(held) & set(names(root, "a", "c", r"[0-9a-f]{16}\.ftc"))),
               "a did not collect the container it was killed deleting: %r" % names(root, "a", "c", r".*"))
 
     # 4. a condemns W; b acknowledges it and dies at the unlink of its older publication.
     tc.put_shared(res, a, {"W%d" % i: w})
-    res.check(tc.wait_for(lambda: len(epochs(root, "b", "r", "ftr")) == 1), "b keeps older publications: %r" %
+    res.check(harness.wait_for(lambda: len(epochs(root, "b", "r", "ftr")) == 1), "b keeps older publications: %r" %
               epochs(root, "b", "r", "ftr"))
     r = epochs(root, "b", "r", "ftr")[-1]
     kill = StepKill(res, b, "unlink", [epoch_name("b", "r", r, "ftr")], log % "prune")
@@ -239,7 +239,7 @@ def one_round(res, tmp, root, a, b, models, i):
         res.check(len(got) == 2 and got[0] == r, "killed at the unlink of publication %d: publications %r" % (r, got))
     b.start()
     compare("after b was killed removing its older publication")
-    res.check(tc.wait_for(lambda: len(epochs(root, "b", "r", "ftr")) == 1), "b's older publication never removed: %r" %
+    res.check(harness.wait_for(lambda: len(epochs(root, "b", "r", "ftr")) == 1), "b's older publication never removed: %r" %
               epochs(root, "b", "r", "ftr"))
 
 
@@ -302,7 +302,7 @@ def merge_case(res, tmp, root, a, b, models):
                   (merged(), nxt, epochs(root, "a", "k", "ftk")))
     a.start()
     tc.compare_all(res, b, models["b"], "b after a was killed removing merged condemnations")
-    res.check(tc.wait_for(lambda: acks(root, "b").get("a", 0) >= nxt),
+    res.check(harness.wait_for(lambda: acks(root, "b").get("a", 0) >= nxt),
               "b never acknowledged a's merged condemnations: ack %r, merged %d" % (acks(root, "b").get("a"), nxt))
     res.check(set(held) <= set(names(root, "a", "c", r"[0-9a-f]{16}\.ftc")), "a deleted the container b references")
     os.unlink(b.path("H"))
@@ -325,9 +325,9 @@ def run(res, tmp, filer, root):
             one_round(res, tmp, root, a, b, models, i)
         merge_case(res, tmp, root, a, b, models)
         # Every container of a that nothing references any more is collected; no temporary is left.
-        res.check(tc.wait_for(lambda: not names(root, "a", "c", r"[0-9a-f]{16}\.ftc")),
+        res.check(harness.wait_for(lambda: not names(root, "a", "c", r"[0-9a-f]{16}\.ftc")),
                   "a kept containers nothing references: %r" % names(root, "a", "c", r".*"))
-        res.check(tc.wait_for(lambda: not temporaries(root)), "temporaries left after the crashes: %r" % temporaries(root))
+        res.check(harness.wait_for(lambda: not temporaries(root)), "temporaries left after the crashes: %r" % temporaries(root))
         for h, fs in (("a", a), ("b", b)):
             tc.compare_all(res, fs, models[h], "%s at the end" % h)
 

@@ -71,9 +71,9 @@ def phase_references(res, srv, a, b, hot_a, hot_b):
     tc.put_shared(res, a, {"X": x, "Y": y})
     tc.put_shared(res, b, {"X": x, "Y": y})
     res.check(int(tc.filer_row(res, b).get("global_foreign_hits", 0)) > 0, "b referenced nothing of a's X and Y")
-    res.check(tc.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr")), "b never published references")
+    res.check(harness.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr")), "b never published references")
     os.unlink(a.path("X"))
-    row = tc.wait_for(lambda: (lambda r: r if int(r.get("global_condemned_waiting", 0)) >= 1 else None)(tc.filer_row(res, a)))
+    row = harness.wait_for(lambda: (lambda r: r if int(r.get("global_condemned_waiting", 0)) >= 1 else None)(tc.filer_row(res, a)))
     res.check(row is not None and row.get("global_blocked_by") == "b",
               "a's container of X does not wait for b: %r" % {k: v for k, v in (row or {}).items()
                                                               if k.startswith("global_")})
@@ -102,9 +102,9 @@ def phase_references(res, srv, a, b, hot_a, hot_b):
     answers(res, b, hot_b, "b with the filer dead")
 
     srv.start()
-    res.check(tc.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr") != published),
+    res.check(harness.wait_for(lambda: tc.shared_objects(root, "b", "r", ".ftr") != published),
               "b never published its references once the filer was back: %r" % tc.shared_objects(root, "b", "r", ".ftr"))
-    res.check(tc.wait_for(lambda: len(tc.shared_objects(root, "a", "c", ".ftc")) < len(held)),
+    res.check(harness.wait_for(lambda: len(tc.shared_objects(root, "a", "c", ".ftc")) < len(held)),
               "a kept its container of X after b published that it let go: %d containers"
               % len(tc.shared_objects(root, "a", "c", ".ftc")))
     tc.compare_all(res, a, {"Y": y}, "a after the filer came back")
@@ -165,7 +165,7 @@ def phase_segments(res, srv, a, b, hot_a, model):
         time.sleep(1)
     res.check(j.get("failed") == 0 and j.get("moved", 0) + j.get("already", 0) == len(new),
               "the migration resumes once the filer is back: %r" % {k: j.get(k) for k in ("moved", "already", "failed")})
-    row = tc.wait_for(lambda: (lambda r: r if int(r.get("global_chunks_unpublished", -1)) == 0 else None)(tc.filer_row(res, a)))
+    row = harness.wait_for(lambda: (lambda r: r if int(r.get("global_chunks_unpublished", -1)) == 0 else None)(tc.filer_row(res, a)))
     res.check(row is not None and int(row.get("global_segments_published", 0)) > published,
               "a's chunks published once the filer was back: %r" % {k: v for k, v in tc.filer_row(res, a).items()
                                                                  if k.startswith("global_")})
@@ -203,7 +203,7 @@ def run(res, tmp, srv):
                 fs.start()
                 tc.compare_all(res, fs, dict(model, **hot), "%s remounted" % os.path.basename(fs.base))
             # A publication cut by the filer leaves its .tmp there; the next one of that epoch writes it again.
-            res.check(tc.wait_for(lambda: not temporaries(srv.export)),
+            res.check(harness.wait_for(lambda: not temporaries(srv.export)),
                       "temporaries left on the export: %r" % temporaries(srv.export))
         finally:
             if res.failed:

@@ -119,16 +119,6 @@ class Tiers:
         tc.umount(self.cap)
 
 
-def wait_for(cond, timeout=WAIT):
-    """Polls cond() until it is true; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(0.05)
-
-
 def mount_free(fs):
     st = os.statvfs(fs.mnt)
     return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
@@ -301,7 +291,7 @@ def run_full(res, t, model):
             os.unlink(fs.path(victim))
             del model[victim]
         # The space comes back once the kernel forgets the unlinked inodes, which it does by itself.
-        res.check(wait_for(lambda: mount_free(fs)[0] >= 4 * MiB),
+        res.check(harness.wait_for(lambda: mount_free(fs)[0] >= 4 * MiB),
                   "statfs still says %d bytes free %ds after unlinking %d MiB" % (mount_free(fs)[0], WAIT, (off + 2 * LOG) // MiB))
         check_statfs(res, fs, t, "after an unlink")
         again = "fra/archivelog/thread_2_seq_999.arc"
@@ -431,7 +421,7 @@ def run_ballast(res, t):
                 pass
             return reserve(res, fs)[0] == size
 
-        res.check(wait_for(refilled), "the catalog's reserve did not come back after the hot tier had room again")
+        res.check(harness.wait_for(refilled), "the catalog's reserve did not come back after the hot tier had room again")
     with t.mount(RAW_OPTIONS) as fs:
         compare_all(res, fs, model, "hot filesystem full, after a remount")
         held, size, _ = reserve(res, fs)

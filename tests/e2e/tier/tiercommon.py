@@ -194,17 +194,6 @@ def filer_row(res, fs):
     return {}
 
 
-def wait_for(pred, timeout=None):
-    """pred()'s first true value, polled until timeout (scaled, 60 s by default); else its last."""
-    deadline = time.monotonic() + (timeout or harness.scaled(60))
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.2)
-    return pred()
-
-
 def shared_filer_main(name, run):
     """run(res, tmp, tier path, the tier's object root) on a plain directory,
     or, with --nfs, on an nfs-ganesha export in a namespace of its own; the

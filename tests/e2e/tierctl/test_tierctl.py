@@ -30,7 +30,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import Fratier, Results, require_fuse, scaled, stop_process
+from harness import Fratier, Results, require_fuse, scaled, stop_process, wait_for
 
 STATE_XATTR = "trusted.fratier.state"
 SEAL_TIMEOUT = scaled(float(os.environ.get("FRATIER_SEAL_TIMEOUT", "120")))
@@ -226,16 +226,16 @@ def main():
             for rel in files:
                 res.check(got[rel] == want[rel], "%s: state %r, want %r" % (rel, got[rel], want[rel]))
             # Quiet: the seal queue drains (status shows it) before figures are compared with the disk.
-            for _ in range(200):
+            def seal_queue():
                 st = ctl.json("status")
-                if st and st.get("seal_queue") == 0:
-                    break
-                time.sleep(0.1)
+                return st.get("seal_queue") if st else None
+
+            res.check(wait_for(lambda: seal_queue() == 0, scaled(20)), "seal queue never drained: %r" % seal_queue())
             # And the sealed files' staging files, retired at the commit, are deleted (seal.c reap_main()).
-            for _ in range(200):
-                if not any("." in n for _, _, names in os.walk(os.path.join(fs.data, "hot", "staging")) for n in names):
-                    break
-                time.sleep(0.1)
+            def retired():
+                return [n for _, _, names in os.walk(os.path.join(fs.data, "hot", "staging")) for n in names if "." in n]
+
+            res.check(wait_for(lambda: not retired(), scaled(20)), "retired staging files never deleted: %r" % retired())
 
             total_logical = sum(len(d) for d, _ in files.values())
             containers = disk_bytes(os.path.join(fs.data, "hot", "containers"))
