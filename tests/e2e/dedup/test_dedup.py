@@ -168,9 +168,7 @@ class DedupTest:
     def check_staging(self, what):
         """No staging file for a sealed file, under its inode's name or a retired one (fs_staging_retire(): the
         reaper thread deletes it after the seal); a passthrough file keeps its own."""
-        deadline = time.monotonic() + dc.SEAL_TIMEOUT
-        while any("." in n for n in dc.staging_names(self.fs)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        harness.wait_for(lambda: not any("." in n for n in dc.staging_names(self.fs)), dc.SEAL_TIMEOUT)
         names = dc.staging_names(self.fs)
         retired = sorted(v for n, v in names.items() if "." in n)
         self.res.check(not retired, "%s: retired staging files never deleted: %s" % (what, ", ".join(retired[:20])))
