@@ -147,9 +147,20 @@ if [ -z "${FRATIER_NO_TSAN:-}" ]; then
 	# holds) show up here long before they corrupt anything in production.
 	# A report makes the daemon exit non-zero, which fails the test; the
 	# report files (log_path) catch those of daemons killed before their exit.
+	#
+	# Two of TSan's options change how its shadow memory is kept, not what
+	# it checks.  By default the shadow of a range larger than 64 KiB that
+	# is freed or unmapped is cleared by mapping fresh zero pages over it,
+	# 4 KiB pages at that: every region buffer freed and allocated again then
+	# faults its shadow back in, page by page, each fault a copy-on-write
+	# with a TLB shootdown on the other core.  On a virtual machine where a
+	# page fault is dear that was most of the stage: test-store-faults alone
+	# took 142 s (81 s of it in the kernel).  Clearing by memset below 1 GiB
+	# and letting the shadow use transparent huge pages (where the machine
+	# has them on madvise) took it to 55 s, and the stage from 641 to 283 s.
 	sanitizer_logs tsan
 	TEST_ENV=(FRATIER_TEST_BUILD=tsan FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_TSAN:-6}"
-		TSAN_OPTIONS="second_deadlock_stack=1:log_path=$san/tsan")
+		TSAN_OPTIONS="second_deadlock_stack=1:clear_shadow_mmap_threshold=1073741824:no_huge_pages_for_shadow=0:log_path=$san/tsan")
 	# catalog, dedup-store and dedup-store-faults for the threads of their
 	# own: the catalog's checkpointer and its lock handed to waiters
 	# between merge batches, the store's registrar (invariant 8 of
