@@ -42,7 +42,7 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
+cd "$top" || exit 1
 
 # NAME<TAB>why this test may skip on a CI machine set up by install-deps.sh.
 ALLOWED_SKIPS=$(cat <<'LIST'
@@ -75,38 +75,67 @@ logs=()
 sanlogs=()
 status=0
 
-# build_and_test NAME MESON_SETUP_ARGS... -- MESON_TEST_ARGS...
-build_and_test() {
+# build NAME MESON_SETUP_ARGS...: build-test-NAME configured and built; its
+# log's tail and a non-zero status if it failed.
+build() {
 	local name=$1
 	shift
-	local setup=() testargs=()
-	while [ $# -gt 0 ] && [ "$1" != "--" ]; do setup+=("$1"); shift; done
-	[ $# -gt 0 ] && shift
-	testargs=("$@")
-	local dir="$top/build-test-$name"
-
-	echo "=== $name: configure and build"
-	local t0=$SECONDS
-	local how=()
+	local dir="$top/build-test-$name" how=() t0=$SECONDS
 	[ -d "$dir/meson-private" ] && how=(--reconfigure)
-	meson setup "${how[@]}" "$dir" "${setup[@]}" >"$top/build-test-$name.setup.log" 2>&1 || {
+	meson setup "${how[@]}" "$dir" "$@" >"$top/build-test-$name.setup.log" 2>&1 || {
 		tail -20 "$top/build-test-$name.setup.log"
-		status=1; echo "configure $name failed"; BUILD_FAILED+=("$name"); return
+		echo "configure $name failed"
+		return 1
 	}
-	ninja -C "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 || { cat "$dir/build.log" | tail -50; status=1; echo "build $name failed"; BUILD_FAILED+=("$name"); return; }
+	ninja -C "$dir" -j"$(nproc)" >"$dir/build.log" 2>&1 || { tail -50 "$dir/build.log"; echo "build $name failed"; return 1; }
+	echo "=== $name: built in $((SECONDS - t0)) s"
+}
 
+# The sanitizer builds run while the release stage's tests do, at SCHED_IDLE:
+# a test never waits for a core they hold, and they use the time the release
+# stage leaves idle (a third of its cores: its crash tests run alone, its
+# tests wait for seals and mounts), about 70 s of building the stages no
+# longer wait for.  Each one's output goes to build-test-NAME.log, shown when
+# its stage begins.
+declare -A background_build
+# build_in_background NAME MESON_SETUP_ARGS...
+build_in_background() {
+	(
+		chrt --idle --pid 0 "$BASHPID" >/dev/null
+		build "$@"
+	) >"$top/build-test-$1.log" 2>&1 &
+	background_build[$1]=$!
+}
+
+# built NAME: waits for NAME's background build; its output, and 0 if it built.
+built() {
+	local rc=0
+	wait "${background_build[$1]}" || rc=$?
+	cat "$top/build-test-$1.log"
+	if [ $rc -ne 0 ]; then
+		status=1
+		BUILD_FAILED+=("$1")
+	fi
+	return $rc
+}
+
+# run_tests NAME MESON_TEST_ARGS...: meson test in build-test-NAME; its log is counted.
+run_tests() {
+	local name=$1
+	shift
+	local dir="$top/build-test-$name"
 	# meson names the log after the test setup, if any.
-	local log="$dir/meson-logs/testlog.json" i
-	for ((i = 0; i + 1 < ${#testargs[@]}; i++)); do
-		[ "${testargs[i]}" = "--setup" ] && log="$dir/meson-logs/testlog-${testargs[i + 1]}.json"
+	local log="$dir/meson-logs/testlog.json" args=("$@") i
+	for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+		[ "${args[i]}" = "--setup" ] && log="$dir/meson-logs/testlog-${args[i + 1]}.json"
 	done
 	# A meson test that dies before writing its log must not leave an old one to be counted.
 	rm -f "$log"
-	echo "=== $name: meson test ${testargs[*]}"
-	local t1=$SECONDS
-	env "${TEST_ENV[@]}" meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" "${testargs[@]}" || status=1
+	echo "=== $name: meson test ${args[*]}"
+	local t0=$SECONDS
+	env "${TEST_ENV[@]}" meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" "${args[@]}" || status=1
 	# Per stage, so that the suite's length can be kept under its budget.
-	echo "=== $name: built in $((t1 - t0)) s, tested in $((SECONDS - t1)) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "=== $name: tested in $((SECONDS - t0)) s (load $(cut -d' ' -f1-3 /proc/loadavg))"
 	logs+=("$name=$log")
 }
 
@@ -122,9 +151,20 @@ sanitizer_logs() {
 read -r -a only <<<"${FRATIER_TESTS:-}"
 
 BUILD_FAILED=()
-TEST_ENV=(FRATIER_TEST_BUILD=release)
-build_and_test release -Dbuildtype=debugoptimized -- "${only[@]}"
-if [ -z "${FRATIER_NO_ASAN:-}" ]; then
+echo "=== release: configure and build"
+if build release -Dbuildtype=debugoptimized; then
+	[ -z "${FRATIER_NO_ASAN:-}" ] &&
+		build_in_background asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+	[ -z "${FRATIER_NO_TSAN:-}" ] &&
+		build_in_background tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false
+	TEST_ENV=(FRATIER_TEST_BUILD=release)
+	run_tests release "${only[@]}"
+else
+	# Nothing else is built either: the sanitizer builds would fail the same way.
+	status=1
+	BUILD_FAILED+=(release)
+fi
+if [ -n "${background_build[asan]:-}" ] && built asan; then
 	# The daemon under ASan/UBSan too: every e2e test exercises it with sanitizers
 	# on, with fewer rounds (the release build runs the full counts): each
 	# crash test's own under FRATIER_TEST_BUILD=asan (e2e-crash 12,
@@ -136,11 +176,10 @@ if [ -z "${FRATIER_NO_ASAN:-}" ]; then
 		UBSAN_OPTIONS="log_path=$san/ubsan"
 		${FRATIER_CRASH_ROUNDS_ASAN:+FRATIER_CRASH_ROUNDS="$FRATIER_CRASH_ROUNDS_ASAN"}
 		FRATIER_INTEGRITY_SEEDS="${FRATIER_INTEGRITY_SEEDS_ASAN:-6}")
-	build_and_test asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-		-- --setup sanitizer "${only[@]}"
+	run_tests asan --setup sanitizer "${only[@]}"
 fi
 
-if [ -z "${FRATIER_NO_TSAN:-}" ]; then
+if [ -n "${background_build[tsan]:-}" ] && built tsan; then
 	# ThreadSanitizer on the daemon under the random-I/O exerciser, with
 	# sealing right behind it: FUSE hands one inode to many threads, and the
 	# races that matter (a reply letting the kernel free what a thread still
@@ -168,8 +207,7 @@ if [ -z "${FRATIER_NO_TSAN:-}" ]; then
 	# threads of their own (dedup-store-split, e2e-dedup-split).
 	tsan_tests=(catalog dedup-store dedup-store-split dedup-store-faults dedup-store-flight dedup-store-read dedup-store-global e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill e2e-readahead e2e-dedup-split)
 	[ ${#only[@]} -gt 0 ] && tsan_tests=("${only[@]}")
-	build_and_test tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
-		-- --setup sanitizer "${tsan_tests[@]}"
+	run_tests tsan --setup sanitizer "${tsan_tests[@]}"
 fi
 
 python3 - "${#BUILD_FAILED[@]}" "$strict_skips" "$ALLOWED_SKIPS" "${logs[@]}" -- "${sanlogs[@]}" <<'PY'
