@@ -91,12 +91,14 @@ build() {
 	echo "=== $name: built in $((SECONDS - t0)) s"
 }
 
-# The sanitizer builds run while the release stage's tests do, at SCHED_IDLE:
-# a test never waits for a core they hold, and they use the time the release
-# stage leaves idle (a third of its cores: its crash tests run alone, its
-# tests wait for seals and mounts), about 70 s of building the stages no
-# longer wait for.  Each one's output goes to build-test-NAME.log, shown when
-# its stage begins.
+# The sanitizer builds run while the release stage's tests do, at SCHED_IDLE,
+# on the cores those tests leave idle (a third of them: the tests wait for
+# seals, mounts and kills), so the later stages no longer wait for their
+# builds (70 s).  A test takes its core back from them at once, but they
+# still cost it something (caches, and on a virtual machine the page faults'
+# IPIs): the release stage's tests took 456 s beside them, against 436 s
+# with nothing beside them.  Each one's output goes to build-test-NAME.log,
+# shown when its stage begins.
 declare -A background_build
 # build_in_background NAME MESON_SETUP_ARGS...
 build_in_background() {
