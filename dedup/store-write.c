@@ -63,7 +63,15 @@
  *     cache and the pins' release stay with this thread.  Entries and
  *     borrows tag a pending chunk with its batch's generation (GEN_BIT),
  *     so the two batches' indexes do not mix.
- *
+ *  9. The recipe is spooled as it is made, so that a writer's memory does
+ *     not grow with its file: once DEDUP_RECIPE_SEGMENT_ENTRIES_MAX entries
+ *     before first_open_entry (and before the last entry, which a zero run
+ *     may still grow) hold final ids, they are encoded as one segment, the
+ *     one commit() writes, and appended to the spool (the caller's file, or
+ *     memory, where a segment takes a fraction of the entries' bytes).  So
+ *     the segments are cut every DEDUP_RECIPE_SEGMENT_ENTRIES_MAX entries
+ *     from the file's start, whatever the parts (join() feeds the next
+ *     part's entries on), and commit() spools the rest.
  * States:
  *
  *   new --feed()*--> feeding --finish()--> finished --commit()--> (the caller commits)
@@ -75,7 +83,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/array.h"
 #include "common/macros.h"
 #include "dedup/key.h"
 #include "dedup/store-internal.h"
@@ -98,6 +108,16 @@
  * a borrower that finishes first then has little left to store itself.
  */
 #define STORE_LENT_SYNC (UINT64_C(8) << 20)
+/*
+ * Entries a writer holds unspooled (invariant 9) before it registers its
+ * new chunks early: a file that refers again and again to a few chunks of
+ * its own, not registered yet, would otherwise hold every entry.  Above
+ * the entries that sync_bytes of new 8 KiB blocks and their literals make,
+ * so it rarely adds a registration.
+ */
+#define STORE_OPEN_ENTRIES_MAX ((size_t) 16 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
+/* Chunk ids a commit gathers before it takes their references: the spooled segments are read back in batches. */
+#define COMMIT_REFS_BATCH ((size_t) 16 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
 /* Oracle chunking: stream bytes held for block detection (a multiple of the lookahead it needs). */
 #define STORE_ORACLE_WINDOW ((size_t) 1 << 20)
 _Static_assert(STORE_ORACLE_WINDOW > 4 * DEDUP_ORACLE_LOOKAHEAD, "the window always holds enough to decide");
@@ -124,6 +144,12 @@ typedef struct StoreBorrow {
 } StoreBorrow;
 #define PMAP_SLOTS (2 * STORE_PENDING_MAX)
 #define PMAP_NONE UINT32_MAX
+
+/* A segment of the recipe, encoded and spooled. */
+typedef struct StoreSpooled {
+	uint64_t at; /* in the spool */
+	uint32_t size;
+} StoreSpooled;
 
 /* New chunks appended and handed over for registration (invariant 8), with what the registrar found. */
 typedef struct StoreBatch {
@@ -157,13 +183,31 @@ struct DedupWriter {
 	uint8_t *literals; /* the bytes of the recipe's literal entries, in order */
 	size_t n_literals, cap_literals;
 
-	/* The recipe (invariant 1): 12 bytes per chunk of the file. */
+	/*
+	 * The recipe (invariant 1) not spooled yet (invariant 9): entries
+	 * [0, n_entries) start at file offset spooled_bytes; their literals
+	 * are literals[0, n_literals).
+	 */
 	uint64_t *chunks;
 	uint32_t *lengths;
 	size_t n_entries, cap_entries;
 	size_t first_open_entry;
 	size_t cut_entry; /* the first entry after the last cut: a zero run does not continue across it */
 	uint64_t total;
+
+	/*
+	 * The recipe's segments spooled (invariant 9), in file order: their
+	 * blobs back to back in spool_fd, or in spool_mem without one.
+	 */
+	StoreSpooled *spooled;
+	size_t n_spooled, cap_spooled;
+	uint64_t spooled_bytes; /* the file's bytes they describe */
+	uint64_t spool_len;
+	int spool_fd;
+	uint8_t *spool_mem;
+	size_t cap_spool_mem;
+	uint8_t *blob;         /* scratch: one segment, DEDUP_RECIPE_SEGMENT_SIZE_MAX bytes */
+	DedupRecipeEntry *seg; /* scratch: DEDUP_RECIPE_SEGMENT_ENTRIES_MAX entries */
 
 	/*
 	 * New chunks not registered yet: [0, appended) appended to containers,
@@ -227,6 +271,96 @@ static int fail(DedupWriter *w, int r) {
 	return r;
 }
 
+/* Invariant 9: encodes the first k entries as the next segment and spools it. */
+static int segment_spool(DedupWriter *w, size_t k) {
+	size_t literal = 0, size;
+	uint64_t length = 0;
+	int r;
+
+	if (!w->blob) {
+		w->blob = malloc(DEDUP_RECIPE_SEGMENT_SIZE_MAX);
+		w->seg = malloc(DEDUP_RECIPE_SEGMENT_ENTRIES_MAX * sizeof(*w->seg));
+		if (!w->blob || !w->seg)
+			return -ENOMEM;
+	}
+	for (size_t j = 0; j < k; j++) {
+		w->seg[j] = (DedupRecipeEntry) { .chunk = w->chunks[j], .length = w->lengths[j] };
+		if (w->chunks[j] == DEDUP_RECIPE_LITERAL) {
+			w->seg[j].literal = w->literals + literal;
+			literal += w->lengths[j];
+		}
+		length += w->lengths[j];
+	}
+	r = dedup_recipe_segment_encode(&w->params, w->spooled_bytes, w->seg, k, w->blob,
+					DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size);
+	if (r < 0)
+		return r;
+	r = ARRAY_RESERVE_ONE(w->spooled, w->cap_spooled, w->n_spooled, 64);
+	if (r < 0)
+		return r;
+	if (w->spool_fd >= 0) {
+		ssize_t n = pwrite(w->spool_fd, w->blob, size, (off_t) w->spool_len);
+		if (n != (ssize_t) size)
+			return n < 0 ? -errno : -EIO;
+	} else {
+		if (w->spool_len + size > w->cap_spool_mem) {
+			size_t cap = MAX(w->cap_spool_mem * 2, w->spool_len + size);
+			uint8_t *m = realloc(w->spool_mem, cap);
+			if (!m)
+				return -ENOMEM;
+			w->spool_mem = m;
+			w->cap_spool_mem = cap;
+		}
+		memcpy(w->spool_mem + w->spool_len, w->blob, size);
+	}
+	w->spooled[w->n_spooled++] = (StoreSpooled) { .at = w->spool_len, .size = (uint32_t) size };
+	w->spool_len += size;
+	w->spooled_bytes += length;
+
+	memmove(w->chunks, w->chunks + k, (w->n_entries - k) * sizeof(*w->chunks));
+	memmove(w->lengths, w->lengths + k, (w->n_entries - k) * sizeof(*w->lengths));
+	if (w->literals) {
+		memmove(w->literals, w->literals + literal, w->n_literals - literal);
+		w->n_literals -= literal;
+	}
+	w->n_entries -= k;
+	w->first_open_entry -= k;
+	w->cut_entry -= MIN(w->cut_entry, k);
+	return 0;
+}
+
+/* Spools the full segments that are final (invariant 9); with all, every entry (all final: finished). */
+static int recipe_spool(DedupWriter *w, bool all) {
+	for (;;) {
+		size_t ready = all ? w->n_entries : MIN(w->first_open_entry, w->n_entries - MIN(w->n_entries, 1));
+		size_t k = MIN(ready, (size_t) DEDUP_RECIPE_SEGMENT_ENTRIES_MAX);
+		if (k == 0 || (k < DEDUP_RECIPE_SEGMENT_ENTRIES_MAX && !all))
+			return 0;
+		int r = segment_spool(w, k);
+		if (r < 0)
+			return r;
+	}
+}
+
+/* Spooled segment i: its blob (valid until the next call) and its decoded entries (free() them). */
+static int spooled_get(DedupWriter *w, size_t i, const uint8_t **ret_blob, DedupRecipeSegment **ret_seg) {
+	const StoreSpooled *sp = w->spooled + i;
+	const uint8_t *blob = w->blob;
+	if (w->spool_fd < 0)
+		blob = w->spool_mem + sp->at;
+	else {
+		ssize_t n = pread(w->spool_fd, w->blob, sp->size, (off_t) sp->at);
+		if (n != (ssize_t) sp->size)
+			return n < 0 ? -errno : -EIO;
+	}
+	/* Decoded as any stored segment is: a spool file damaged under us is caught here. */
+	int r = dedup_recipe_segment_decode(blob, sp->size, ret_seg);
+	if (r < 0)
+		return r == -EBADMSG ? -EIO : r;
+	*ret_blob = blob;
+	return 0;
+}
+
 static int entry_add(DedupWriter *w, uint64_t chunk, uint32_t length) {
 	if (w->n_entries == w->cap_entries) {
 		size_t cap = MAX(w->cap_entries * 2, (size_t) 1024);
@@ -243,7 +377,28 @@ static int entry_add(DedupWriter *w, uint64_t chunk, uint32_t length) {
 	w->chunks[w->n_entries] = chunk;
 	w->lengths[w->n_entries] = length;
 	w->n_entries++;
-	return 0;
+	/* A file's chunks already stored are final at once: invariant 9 spools them without a registration. */
+	bool open = chunk != DEDUP_RECIPE_LITERAL && (chunk & PENDING_BIT);
+	if (!open && w->first_open_entry == w->n_entries - 1)
+		w->first_open_entry = w->n_entries;
+	return recipe_spool(w, false);
+}
+
+/* A final entry, its literal's bytes with it. */
+static int recipe_append(DedupWriter *w, const DedupRecipeEntry *e) {
+	if (e->chunk == DEDUP_RECIPE_LITERAL) {
+		if (w->n_literals + e->length > w->cap_literals) {
+			size_t cap = MAX(w->cap_literals * 2, w->n_literals + e->length + 4096);
+			uint8_t *b = realloc(w->literals, cap);
+			if (!b)
+				return -ENOMEM;
+			w->literals = b;
+			w->cap_literals = cap;
+		}
+		memcpy(w->literals + w->n_literals, e->literal, e->length);
+		w->n_literals += e->length;
+	}
+	return entry_add(w, e->chunk, e->length);
 }
 
 static int zero_add(DedupWriter *w, size_t len) {
@@ -905,7 +1060,8 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 			return r;
 	}
 	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX ||
-	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC)
+	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC ||
+	    (w->n_entries - w->first_open_entry >= STORE_OPEN_ENTRIES_MAX && w->n_pending > 0))
 		return register_pending(w, false);
 	return 0;
 }
@@ -942,6 +1098,12 @@ DedupWriter *dedup_writer_free(DedupWriter *w) {
 	free(w->literals);
 	free(w->chunks);
 	free(w->lengths);
+	free(w->spooled);
+	free(w->spool_mem);
+	if (w->spool_fd >= 0)
+		close(w->spool_fd);
+	free(w->blob);
+	free(w->seg);
 	free(w->pending);
 	free(w->pending_chunk);
 	free(w->pmap);
@@ -977,6 +1139,7 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 		return -ENOMEM;
 	w->s = s;
 	w->params = p;
+	w->spool_fd = -1;
 	r = dedup_chunker_init(&w->chunker, &p);
 	if (r < 0)
 		return r;
@@ -1063,18 +1226,8 @@ static int cdc_flush(DedupWriter *w) {
 }
 
 static int literal_add(DedupWriter *w, const uint8_t *p, size_t len) {
-	if (w->n_literals + len > w->cap_literals) {
-		size_t cap = MAX(w->cap_literals * 2, w->n_literals + len + 4096);
-		uint8_t *b = realloc(w->literals, cap);
-		if (!b)
-			return -ENOMEM;
-		w->literals = b;
-		w->cap_literals = cap;
-	}
-	memcpy(w->literals + w->n_literals, p, len);
-	w->n_literals += len;
 	w->stats.literal_bytes += len;
-	return entry_add(w, DEDUP_RECIPE_LITERAL, (uint32_t) len);
+	return recipe_append(w, &(DedupRecipeEntry) { .chunk = DEDUP_RECIPE_LITERAL, .length = (uint32_t) len, .literal = p });
 }
 
 /*
@@ -1164,6 +1317,8 @@ int dedup_writer_finish(DedupWriter *w) {
 	r = chunkers_flush(w);
 	if (r >= 0)
 		r = register_pending(w, true);
+	if (r >= 0)
+		r = recipe_spool(w, false);
 	if (r < 0)
 		return fail(w, r);
 	w->finished = true;
@@ -1204,32 +1359,35 @@ int dedup_writer_join(DedupWriter *w, DedupWriter *next) {
 		return fail(w, -EINVAL);
 	if (next->total > DEDUP_RECIPE_FILE_SIZE_MAX - w->total)
 		return fail(w, -EFBIG);
-	/* Both finished: every entry holds its final id (invariant 1), nothing of next is pending. */
-	size_t n = w->n_entries + next->n_entries;
-	if (n > w->cap_entries) {
-		uint64_t *c = realloc(w->chunks, n * sizeof(*c));
-		if (!c)
-			return fail(w, -ENOMEM);
-		w->chunks = c;
-		uint32_t *l = realloc(w->lengths, n * sizeof(*l));
-		if (!l)
-			return fail(w, -ENOMEM);
-		w->lengths = l;
-		w->cap_entries = n;
+	/*
+	 * Both finished: every entry holds its final id (invariant 1), nothing
+	 * of next is pending.  Its entries are fed on after w's, so the
+	 * segments are cut where one writer would cut them (invariant 9).
+	 */
+	w->first_open_entry = w->n_entries;
+	for (size_t i = 0; i < next->n_spooled; i++) {
+		const uint8_t *blob = NULL;
+		DedupRecipeSegment *seg;
+		int r = spooled_get(next, i, &blob, &seg);
+		if (r < 0)
+			return fail(w, r);
+		for (size_t j = 0; r >= 0 && j < seg->n_entries; j++)
+			r = recipe_append(w, seg->entries + j);
+		free(seg);
+		if (r < 0)
+			return fail(w, r);
 	}
-	if (next->n_literals > w->cap_literals - w->n_literals) {
-		uint8_t *b = realloc(w->literals, w->n_literals + next->n_literals);
-		if (!b)
-			return fail(w, -ENOMEM);
-		w->literals = b;
-		w->cap_literals = w->n_literals + next->n_literals;
+	for (size_t i = 0, literal = 0; i < next->n_entries; i++) {
+		DedupRecipeEntry e = { .chunk = next->chunks[i], .length = next->lengths[i] };
+		if (e.chunk == DEDUP_RECIPE_LITERAL) {
+			e.literal = next->literals + literal;
+			literal += e.length;
+		}
+		int r = recipe_append(w, &e);
+		if (r < 0)
+			return fail(w, r);
 	}
-	memcpy(w->chunks + w->n_entries, next->chunks, next->n_entries * sizeof(*w->chunks));
-	memcpy(w->lengths + w->n_entries, next->lengths, next->n_entries * sizeof(*w->lengths));
-	if (next->n_literals > 0)
-		memcpy(w->literals + w->n_literals, next->literals, next->n_literals);
-	w->n_entries = w->first_open_entry = w->cut_entry = n;
-	w->n_literals += next->n_literals;
+	w->cut_entry = w->n_entries;
 	w->total += next->total;
 
 	const DedupWriterStats *a = &next->stats;
@@ -1270,51 +1428,55 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 	if (r != -ENOENT)
 		return r;
 
-	/* One reference per occurrence, one catalog update per distinct chunk. */
-	_cleanup_free_ uint64_t *ids = malloc(MAX(w->n_entries, (size_t) 1) * sizeof(uint64_t));
+	/* What a rolled-back commit spooled stays spooled: spooling again finds nothing left. */
+	r = recipe_spool(w, true);
+	if (r < 0)
+		return r;
+	/* One reference per occurrence, one catalog update per distinct chunk of each batch of segments. */
+	_cleanup_free_ uint64_t *ids = malloc(COMMIT_REFS_BATCH * sizeof(uint64_t));
 	if (!ids)
 		return -ENOMEM;
 	size_t n = 0;
-	for (size_t i = 0; i < w->n_entries; i++)
-		if (w->chunks[i] != 0 && w->chunks[i] != DEDUP_RECIPE_LITERAL)
-			ids[n++] = w->chunks[i];
+	for (size_t i = 0; i < w->n_spooled; i++) {
+		const uint8_t *blob = NULL;
+		_cleanup_free_ DedupRecipeSegment *seg = NULL;
+		r = spooled_get(w, i, &blob, &seg);
+		if (r < 0)
+			return r;
+		r = catalog_recipe_put(s->catalog, ino, seg->start, blob, w->spooled[i].size);
+		if (r < 0)
+			return r;
+		if (n + seg->n_entries > COMMIT_REFS_BATCH) {
+			r = store_refs_apply(s, ids, n, +1);
+			if (r < 0)
+				return r;
+			n = 0;
+		}
+		for (size_t j = 0; j < seg->n_entries; j++)
+			if (dedup_recipe_entry_is_chunk(seg->entries + j))
+				ids[n++] = seg->entries[j].chunk;
+	}
 	r = store_refs_apply(s, ids, n, +1);
 	if (r < 0)
 		return r;
-
-	_cleanup_free_ uint8_t *blob = malloc(DEDUP_RECIPE_SEGMENT_SIZE_MAX);
-	_cleanup_free_ DedupRecipeEntry *e = malloc(DEDUP_RECIPE_SEGMENT_ENTRIES_MAX * sizeof(*e));
-	if (!blob || !e)
-		return -ENOMEM;
-	uint64_t start = 0;
-	size_t literal = 0;
-	for (size_t i = 0; i < w->n_entries;) {
-		size_t k = MIN(w->n_entries - i, (size_t) DEDUP_RECIPE_SEGMENT_ENTRIES_MAX), size;
-		uint64_t length = 0;
-		for (size_t j = 0; j < k; j++) {
-			e[j] = (DedupRecipeEntry) { .chunk = w->chunks[i + j], .length = w->lengths[i + j] };
-			if (e[j].chunk == DEDUP_RECIPE_LITERAL) {
-				e[j].literal = w->literals + literal;
-				literal += e[j].length;
-			}
-			length += e[j].length;
-		}
-		r = dedup_recipe_segment_encode(&w->params, start, e, k, blob, DEDUP_RECIPE_SEGMENT_SIZE_MAX, &size);
-		if (r < 0)
-			return r;
-		r = catalog_recipe_put(s->catalog, ino, start, blob, size);
-		if (r < 0)
-			return r;
-		start += length;
-		i += k;
-	}
 
 	store_recipe_invalidate(s, ino);
 	return 0;
 }
 
+int dedup_writer_spool(DedupWriter *w, int fd) {
+	if (w->spool_fd >= 0 || w->total > 0) {
+		close(fd);
+		return -EINVAL;
+	}
+	w->spool_fd = fd;
+	return 0;
+}
+
 void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret) {
 	*ret = w->stats;
+	ret->recipe_memory = w->cap_entries * (sizeof(*w->chunks) + sizeof(*w->lengths)) + w->cap_literals +
+			     w->cap_spool_mem + w->cap_spooled * sizeof(*w->spooled);
 	/* stats.encode_wait_ns and encode_cpu_ns hold the joined parts' (dedup_writer_join()). */
 	ret->encode_wait_ns += w->builder.encode_wait_ns;
 	ret->encode_cpu_ns += w->builder.encode_cpu_ns;
@@ -1323,12 +1485,31 @@ void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret) {
 int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret) {
 	if (w->error < 0 || !w->finished)
 		return -EINVAL;
-	_cleanup_free_ uint64_t *ids = malloc(MAX(w->n_entries, (size_t) 1) * sizeof(uint64_t));
-	if (!ids)
-		return -ENOMEM;
-	size_t n = 0;
-	for (size_t i = 0; i < w->n_entries; i++)
-		if (w->chunks[i] != 0 && w->chunks[i] != DEDUP_RECIPE_LITERAL)
-			ids[n++] = w->chunks[i];
+	_cleanup_free_ uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	for (size_t i = 0; i <= w->n_spooled; i++) {
+		const uint8_t *blob = NULL;
+		_cleanup_free_ DedupRecipeSegment *seg = NULL;
+		size_t k = w->n_entries;
+		if (i < w->n_spooled) {
+			int r = spooled_get(w, i, &blob, &seg);
+			if (r < 0)
+				return r;
+			k = seg->n_entries;
+		}
+		for (size_t j = 0; j < k; j++) {
+			uint64_t c = seg ? seg->entries[j].chunk : w->chunks[j];
+			if (c == 0 || c == DEDUP_RECIPE_LITERAL)
+				continue;
+			int r = ARRAY_RESERVE_ONE(ids, cap, n, 4096);
+			if (r < 0)
+				return r;
+			ids[n++] = c;
+		}
+	}
+	if (n == 0) {
+		*ret = 0;
+		return 0;
+	}
 	return store_catalog_stored_distinct(w->s->catalog, ids, n, ret);
 }

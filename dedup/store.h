@@ -289,6 +289,16 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 		     DedupWriter **ret);
 
 /*
+ * Keeps the recipe's segments, as they are made, in fd (an empty file open
+ * for reading and writing, an O_TMPFILE say, which w owns from now on and
+ * closes) rather than in memory: the writer's memory then does not grow
+ * with the file's size.  Without it they stay in memory, encoded, a
+ * few bytes per chunk.  Call it before the first feed().
+ * Returns: 0, -EINVAL (a spool already, or fed already; fd is closed).
+ */
+int dedup_writer_spool(DedupWriter *w, int fd);
+
+/*
  * Feeds the next len bytes of the file.  All-zero chunks are recorded as
  * zero runs and never stored; every other chunk is looked up (this writer's
  * recent chunks, the filter, the locality cache, the catalog) and stored only
@@ -303,7 +313,8 @@ int dedup_writer_feed(DedupWriter *w, const void *buf, size_t len);
 /*
  * Ends the file: cuts the last chunk, appends the remaining frames, fsyncs
  * every container this writer wrote to and registers the new chunks (at refs
- * 0).  After it returns 0, commit() can only fail for catalog reasons.
+ * 0).  After it returns 0, commit() can only fail for catalog reasons, or
+ * for want of memory or of its spool's bytes (-ENOMEM, -EIO).
  * Returns: as feed(); -EINVAL if called twice.
  */
 int dedup_writer_finish(DedupWriter *w);
@@ -362,6 +373,7 @@ typedef struct DedupWriterStats {
 	uint64_t foreign_bytes;
 	uint64_t encode_wait_ns; /* its thread asleep until the store's encoders compressed its regions */
 	uint64_t encode_cpu_ns;  /* the encoders' time on a CPU compressing its regions (of those waited for so far) */
+	uint64_t recipe_memory;  /* bytes its recipe takes in memory now (not summed by join()) */
 } DedupWriterStats;
 
 /* Can't fail. */

@@ -213,7 +213,27 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret
 	if (!store)
 		return -ENXIO;
 	DedupChunkerParams params = fs_class_chunker(policy);
-	return dedup_writer_new(store, &params, policy->zstd_level, policy->region_size, ret);
+	DedupWriter *w;
+	int r = dedup_writer_new(store, &params, policy->zstd_level, policy->region_size, &w);
+	if (r < 0)
+		return r;
+	/*
+	 * The recipe goes to a file as it is made, so that sealing a backup
+	 * piece of any size takes the same memory: next to the chunks if that
+	 * tier has a staging area, else on the hot tier.  Without either (or
+	 * O_TMPFILE), it stays in memory, encoded.
+	 */
+	int fd = fs_staging_tmpfile(fs, tier);
+	if (fd < 0)
+		fd = fs_staging_tmpfile(fs, 0);
+	if (fd >= 0)
+		r = dedup_writer_spool(w, fd);
+	if (r < 0) {
+		dedup_writer_free(w);
+		return r;
+	}
+	*ret = w;
+	return 0;
 }
 
 uint64_t fs_class_split(Fs *fs, TierFileClass c) {

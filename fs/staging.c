@@ -201,6 +201,16 @@ int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino) {
 	return fd < 0 ? -errno : fd;
 }
 
+int fs_staging_tmpfile(Fs *fs, uint32_t tier) {
+	int dfd = area_fd(fs, tier);
+
+	if (dfd < 0)
+		return dfd;
+	/* Nameless: gone with its last descriptor, a crash included; recovery has nothing to delete. */
+	int fd = openat(dfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
 int fs_staging_stat(Fs *fs, uint32_t tier, uint64_t ino, struct stat *ret) {
 	char name[STAGING_NAME_MAX];
 	int dfd = area_fd(fs, tier);

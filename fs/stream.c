@@ -23,7 +23,8 @@
  *     ends or a stream dropped for any reason leaves garbage for the
  *     collector, never a reference.
  *  3. A stream pins its inode and holds a writer, buffers of 1 to 5 MiB
- *     plus 12 bytes per chunk of its file; at most Fs.stream_max streams
+ *     and up to 3 MiB of recipe entries (the rest is spooled to a file,
+ *     fs_data_writer_new()); at most Fs.stream_max streams
  *     are alive.  A writer alive holds off the collector's deletion of dead
  *     chunks: while the collector waits, no stream starts, and streams that
  *     keep it waiting too long are ended (fs_stream_end_all()).
