@@ -114,12 +114,17 @@ def containers_of(root, host):
 
 
 def tier_objects(root):
-    """(objects, bytes) below h/ and hosts/ of the tier."""
+    """(objects, bytes) below h/ and hosts/ of the tier, or None if a file went
+    away during the walk: a host publishing its summary writes summary.tmp and
+    renames it (seen in an ASan run), so the count is taken again."""
     n = size = 0
-    for top in ("h", "hosts"):
-        for d, _, names in os.walk(os.path.join(root, top)):
-            n += len(names)
-            size += sum(os.path.getsize(os.path.join(d, x)) for x in names)
+    try:
+        for top in ("h", "hosts"):
+            for d, _, names in os.walk(os.path.join(root, top)):
+                n += len(names)
+                size += sum(os.path.getsize(os.path.join(d, x)) for x in names)
+    except FileNotFoundError:
+        return None
     return n, size
 
 
