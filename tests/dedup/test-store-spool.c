@@ -33,15 +33,24 @@ static int spool_file(int *ret_dup) {
 	return fd;
 }
 
-/* Mostly one MiB again and again (chunks final at once), every fourth MiB new (chunks registered in batches). */
+/*
+ * Mostly the same 64 KiB again and again, every eighth MiB new.  The
+ * repeats refer to chunks of the file's own not registered yet: 7 MiB of
+ * them is more entries than a writer holds before it registers early
+ * (dedup/store-write.c, STORE_OPEN_ENTRIES_MAX), yet fewer new chunks
+ * than it gathers before it registers anyway.  Once those are registered
+ * (a second file in the same store) the repeats are final at once.
+ */
 static uint8_t *make_data(size_t len, TestRng *rng) {
 	uint8_t *d = test_malloc(len);
-	test_rng_fill(rng, d, MiB);
-	for (size_t off = MiB; off < len; off += MiB) {
-		if (off / MiB % 4 == 0)
+	size_t unit = 64 * KiB;
+	test_rng_fill(rng, d, unit);
+	for (size_t off = unit; off < len; off += unit) {
+		if (off % (8 * MiB) == 0) {
 			fill_text(rng, d + off, MIN(MiB, len - off));
-		else
-			memcpy(d + off, d, MIN(MiB, len - off));
+			off += MiB - unit;
+		} else
+			memcpy(d + off, d, MIN(unit, len - off));
 	}
 	return d;
 }
@@ -110,10 +119,12 @@ static void test_memory(void) {
 	size_t len = 12 * MiB, segments = len / CHUNK / DEDUP_RECIPE_SEGMENT_ENTRIES_MAX;
 	uint8_t *d = make_data(len, &rng);
 	uint64_t inos[3], file_small, file_large, mem_small;
-	Env e, m;
+	/* Each on a store of its own: every file's repeats refer to its own chunks, not registered yet. */
+	Env half, e, m;
+	env_open(&half, NULL);
 	env_open(&e, NULL);
 	env_open(&m, NULL);
-	file_small = seal_one(&e, true, d, len / 2, &inos[0], &rng);
+	file_small = seal_one(&half, true, d, len / 2, &inos[0], &rng);
 	file_large = seal_one(&e, true, d, len, &inos[1], &rng);
 	mem_small = seal_one(&m, false, d, len / 2, &inos[2], &rng);
 	fprintf(stderr, "recipe memory: spool file %llu / %llu, memory %llu bytes (%zu / %zu MiB)\n",
@@ -127,6 +138,7 @@ static void test_memory(void) {
 	/* In memory, the segments themselves: more than with a file, far less than the entries. */
 	ASSERT(mem_small > file_small + segments / 2 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX);
 	ASSERT(mem_small < file_small + len / 2 / CHUNK * 12 / 2);
+	env_close(&half);
 	env_close(&e);
 	env_close(&m);
 	free(d);
