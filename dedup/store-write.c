@@ -110,10 +110,10 @@
 #define STORE_LENT_SYNC (UINT64_C(8) << 20)
 /*
  * Entries a writer holds unspooled (invariant 9) before it registers its
- * new chunks early: a file that refers again and again to a few chunks of
- * its own, not registered yet, would otherwise hold every entry.  Above
- * the entries that sync_bytes of new 8 KiB blocks and their literals make,
- * so it rarely adds a registration.
+ * new chunks early and waits for the registration: a file that refers
+ * again and again to a few chunks of its own, not registered yet, would
+ * otherwise hold every entry.  Above the entries that sync_bytes of new
+ * 8 KiB blocks and their literals make, so it rarely adds a registration.
  */
 #define STORE_OPEN_ENTRIES_MAX ((size_t) 16 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
 /* Chunk ids a commit gathers before it takes their references: the spooled segments are read back in batches. */
@@ -1053,15 +1053,20 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 	if (r < 0)
 		return r;
 
-	/* Borrowers wait for the flights: they land as soon as their registration committed. */
-	if (w->registering && __atomic_load_n(&w->reg.done, __ATOMIC_ACQUIRE)) {
+	/*
+	 * Borrowers wait for the flights: they land as soon as their
+	 * registration committed.  A writer holding STORE_OPEN_ENTRIES_MAX
+	 * entries waits for it too, however fast it makes them (invariant 9).
+	 */
+	bool held = w->n_entries - w->first_open_entry >= STORE_OPEN_ENTRIES_MAX;
+	if (w->registering && (held || __atomic_load_n(&w->reg.done, __ATOMIC_ACQUIRE))) {
 		r = registration_wait(w);
 		if (r < 0)
 			return r;
+		held = w->n_entries - w->first_open_entry >= STORE_OPEN_ENTRIES_MAX;
 	}
 	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX ||
-	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC ||
-	    (w->n_entries - w->first_open_entry >= STORE_OPEN_ENTRIES_MAX && w->n_pending > 0))
+	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC || (held && w->n_pending > 0))
 		return register_pending(w, false);
 	return 0;
 }
