@@ -72,6 +72,7 @@
  *     the segments are cut every DEDUP_RECIPE_SEGMENT_ENTRIES_MAX entries
  *     from the file's start, whatever the parts (join() feeds the next
  *     part's entries on), and commit() spools the rest.
+ *
  * States:
  *
  *   new --feed()*--> feeding --finish()--> finished --commit()--> (the caller commits)
@@ -113,7 +114,9 @@
  * new chunks early and waits for the registration: a file that refers
  * again and again to a few chunks of its own, not registered yet, would
  * otherwise hold every entry.  Above the entries that sync_bytes of new
- * 8 KiB blocks and their literals make, so it rarely adds a registration.
+ * 8 KiB blocks and their literals make, so a first backup never reaches
+ * it; a second one, whose few new blocks are spread through the file,
+ * does every 64 Ki entries (about 256 MiB of pieces).
  */
 #define STORE_OPEN_ENTRIES_MAX ((size_t) 16 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
 /* Chunk ids a commit gathers before it takes their references: the spooled segments are read back in batches. */
@@ -342,8 +345,8 @@ static int recipe_spool(DedupWriter *w, bool all) {
 	}
 }
 
-/* Spooled segment i: its blob (valid until the next call) and its decoded entries (free() them). */
-static int spooled_get(DedupWriter *w, size_t i, const uint8_t **ret_blob, DedupRecipeSegment **ret_seg) {
+/* Spooled segment i: its decoded entries (free() them) and, unless ret_blob is NULL, its blob (valid until the next call). */
+static int spooled_get(DedupWriter *w, size_t i, DedupRecipeSegment **ret_seg, const uint8_t **ret_blob) {
 	const StoreSpooled *sp = w->spooled + i;
 	const uint8_t *blob = w->blob;
 	if (w->spool_fd < 0)
@@ -357,7 +360,8 @@ static int spooled_get(DedupWriter *w, size_t i, const uint8_t **ret_blob, Dedup
 	int r = dedup_recipe_segment_decode(blob, sp->size, ret_seg);
 	if (r < 0)
 		return r == -EBADMSG ? -EIO : r;
-	*ret_blob = blob;
+	if (ret_blob)
+		*ret_blob = blob;
 	return 0;
 }
 
@@ -1369,11 +1373,9 @@ int dedup_writer_join(DedupWriter *w, DedupWriter *next) {
 	 * of next is pending.  Its entries are fed on after w's, so the
 	 * segments are cut where one writer would cut them (invariant 9).
 	 */
-	w->first_open_entry = w->n_entries;
 	for (size_t i = 0; i < next->n_spooled; i++) {
-		const uint8_t *blob = NULL;
 		DedupRecipeSegment *seg;
-		int r = spooled_get(next, i, &blob, &seg);
+		int r = spooled_get(next, i, &seg, NULL);
 		if (r < 0)
 			return fail(w, r);
 		for (size_t j = 0; r >= 0 && j < seg->n_entries; j++)
@@ -1445,7 +1447,7 @@ int dedup_writer_commit(DedupWriter *w, uint64_t ino) {
 	for (size_t i = 0; i < w->n_spooled; i++) {
 		const uint8_t *blob = NULL;
 		_cleanup_free_ DedupRecipeSegment *seg = NULL;
-		r = spooled_get(w, i, &blob, &seg);
+		r = spooled_get(w, i, &seg, &blob);
 		if (r < 0)
 			return r;
 		r = catalog_recipe_put(s->catalog, ino, seg->start, blob, w->spooled[i].size);
@@ -1493,11 +1495,10 @@ int store_writer_stored_distinct(DedupWriter *w, uint64_t *ret) {
 	_cleanup_free_ uint64_t *ids = NULL;
 	size_t n = 0, cap = 0;
 	for (size_t i = 0; i <= w->n_spooled; i++) {
-		const uint8_t *blob = NULL;
 		_cleanup_free_ DedupRecipeSegment *seg = NULL;
 		size_t k = w->n_entries;
 		if (i < w->n_spooled) {
-			int r = spooled_get(w, i, &blob, &seg);
+			int r = spooled_get(w, i, &seg, NULL);
 			if (r < 0)
 				return r;
 			k = seg->n_entries;

@@ -224,7 +224,7 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret
 	 * O_TMPFILE), it stays in memory, encoded.
 	 */
 	int fd = fs_staging_tmpfile(fs, tier);
-	if (fd < 0)
+	if (fd < 0 && tier != 0)
 		fd = fs_staging_tmpfile(fs, 0);
 	if (fd >= 0)
 		r = dedup_writer_spool(w, fd);
