@@ -110,13 +110,16 @@
  */
 #define STORE_LENT_SYNC (UINT64_C(8) << 20)
 /*
- * Entries a writer holds unspooled (invariant 9) before it registers its
- * new chunks early and waits for the registration: a file that refers
- * again and again to a few chunks of its own, not registered yet, would
- * otherwise hold every entry.  Above the entries that sync_bytes of new
- * 8 KiB blocks and their literals make, so a first backup never reaches
- * it; a second one, whose few new blocks are spread through the file,
- * does every 64 Ki entries (about 256 MiB of pieces).
+ * Entries a writer holds unspooled (invariant 9): a file that refers again
+ * and again to a few chunks of its own, not registered yet, would
+ * otherwise hold every entry.  At half of it the writer registers its new
+ * chunks early, on the registrar's thread, and goes on; only at the whole
+ * does it wait for that registration, so the bound holds however fast it
+ * makes entries, and a registration that ends in time costs the writer
+ * nothing.  Above the entries that sync_bytes of new 8 KiB blocks and
+ * their literals make, so a first backup never reaches it; a second one,
+ * whose few new blocks are spread through the file, registers every 32 Ki
+ * entries (about 128 MiB of pieces).
  */
 #define STORE_OPEN_ENTRIES_MAX ((size_t) 16 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
 /* Chunk ids a commit gathers before it takes their references: the spooled segments are read back in batches. */
@@ -1062,15 +1065,16 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 	 * registration committed.  A writer holding STORE_OPEN_ENTRIES_MAX
 	 * entries waits for it too, however fast it makes them (invariant 9).
 	 */
-	bool held = w->n_entries - w->first_open_entry >= STORE_OPEN_ENTRIES_MAX;
-	if (w->registering && (held || __atomic_load_n(&w->reg.done, __ATOMIC_ACQUIRE))) {
+	size_t held = w->n_entries - w->first_open_entry;
+	if (w->registering && (held >= STORE_OPEN_ENTRIES_MAX || __atomic_load_n(&w->reg.done, __ATOMIC_ACQUIRE))) {
 		r = registration_wait(w);
 		if (r < 0)
 			return r;
-		held = w->n_entries - w->first_open_entry >= STORE_OPEN_ENTRIES_MAX;
+		held = w->n_entries - w->first_open_entry;
 	}
 	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX ||
-	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC || (held && w->n_pending > 0))
+	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC ||
+	    (held >= STORE_OPEN_ENTRIES_MAX / 2 && w->n_pending > 0 && !w->registering))
 		return register_pending(w, false);
 	return 0;
 }

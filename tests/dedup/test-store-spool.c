@@ -36,10 +36,11 @@ static int spool_file(int *ret_dup) {
 /*
  * Mostly the same 64 KiB again and again, every eighth MiB new.  The
  * repeats refer to chunks of the file's own not registered yet: 7 MiB of
- * them is more entries than a writer holds before it registers early
- * (dedup/store-write.c, STORE_OPEN_ENTRIES_MAX), yet fewer new chunks
- * than it gathers before it registers anyway.  Once those are registered
- * (a second file in the same store) the repeats are final at once.
+ * them is more entries than a writer may hold before it waits for an
+ * early registration (dedup/store-write.c, STORE_OPEN_ENTRIES_MAX), yet
+ * fewer new chunks than it gathers before it registers anyway.  Once
+ * those are registered (a second file in the same store) the repeats are
+ * final at once.
  */
 static uint8_t *make_data(size_t len, TestRng *rng) {
 	uint8_t *d = test_malloc(len);
@@ -53,6 +54,29 @@ static uint8_t *make_data(size_t len, TestRng *rng) {
 			memcpy(d + off, d, MIN(unit, len - off));
 	}
 	return d;
+}
+
+/*
+ * The directory backend with a sync 50 ms slower: each registration then
+ * outlasts the entries a writer makes meanwhile, so a writer that registers
+ * early reaches STORE_OPEN_ENTRIES_MAX while it is in flight and must wait
+ * for it there.  Not a timing: without the sleep the limit is reached only
+ * when the registrar happens to be slow.
+ */
+static int (*dir_sync)(DedupBackendFile *f);
+static DedupBackendOps slow_sync_ops;
+
+static int slow_sync(DedupBackendFile *f) {
+	usleep(50 * 1000);
+	return dir_sync(f);
+}
+
+static void env_open_slow_sync(Env *e) {
+	env_open(e, NULL);
+	slow_sync_ops = *e->backend->ops;
+	dir_sync = slow_sync_ops.sync;
+	slow_sync_ops.sync = slow_sync;
+	e->backend->ops = &slow_sync_ops;
 }
 
 static DedupWriter *writer_new(Env *e, bool spooled) {
@@ -121,9 +145,9 @@ static void test_memory(void) {
 	uint64_t inos[3], file_small, file_large, mem_small;
 	/* Each on a store of its own: every file's repeats refer to its own chunks, not registered yet. */
 	Env half, e, m;
-	env_open(&half, NULL);
-	env_open(&e, NULL);
-	env_open(&m, NULL);
+	env_open_slow_sync(&half);
+	env_open_slow_sync(&e);
+	env_open_slow_sync(&m);
 	file_small = seal_one(&half, true, d, len / 2, &inos[0], &rng);
 	file_large = seal_one(&e, true, d, len, &inos[1], &rng);
 	mem_small = seal_one(&m, false, d, len / 2, &inos[2], &rng);
