@@ -109,19 +109,6 @@
  * a borrower that finishes first then has little left to store itself.
  */
 #define STORE_LENT_SYNC (UINT64_C(8) << 20)
-/*
- * Entries a writer holds unspooled (invariant 9): a file that refers again
- * and again to a few chunks of its own, not registered yet, would
- * otherwise hold every entry.  At half of it the writer registers its new
- * chunks early, on the registrar's thread, and goes on; only at the whole
- * does it wait for that registration, so the bound holds however fast it
- * makes entries, and a registration that ends in time costs the writer
- * nothing.  Above the entries that sync_bytes of new 8 KiB blocks and
- * their literals make, so a first backup never reaches it; a second one,
- * whose few new blocks are spread through the file, registers every 32 Ki
- * entries (about 128 MiB of pieces).
- */
-#define STORE_OPEN_ENTRIES_MAX ((size_t) 16 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
 /* Chunk ids a commit gathers before it takes their references: the spooled segments are read back in batches. */
 #define COMMIT_REFS_BATCH ((size_t) 16 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
 /* Oracle chunking: stream bytes held for block detection (a multiple of the lookahead it needs). */
@@ -1062,11 +1049,20 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 
 	/*
 	 * Borrowers wait for the flights: they land as soon as their
-	 * registration committed.  A writer holding STORE_OPEN_ENTRIES_MAX
-	 * entries waits for it too, however fast it makes them (invariant 9).
+	 * registration committed.  A writer holding
+	 * DEDUP_WRITER_OPEN_ENTRIES_MAX entries waits for it too (invariant 9):
+	 * a file that refers again and again to a few chunks of its own, not
+	 * registered yet, would otherwise hold every entry.  At half of it the
+	 * writer registers its new chunks early, on the registrar's thread,
+	 * and goes on, so a registration that ends in time costs it nothing.
+	 * That is above the entries that sync_bytes of new 8 KiB blocks and
+	 * their literals make, so a first backup never reaches it; a second
+	 * one, whose few new blocks are spread through the file, registers
+	 * every 32 Ki entries (about 128 MiB of pieces).
 	 */
 	size_t held = w->n_entries - w->first_open_entry;
-	if (w->registering && (held >= STORE_OPEN_ENTRIES_MAX || __atomic_load_n(&w->reg.done, __ATOMIC_ACQUIRE))) {
+	if (w->registering &&
+	    (held >= DEDUP_WRITER_OPEN_ENTRIES_MAX || __atomic_load_n(&w->reg.done, __ATOMIC_ACQUIRE))) {
 		r = registration_wait(w);
 		if (r < 0)
 			return r;
@@ -1074,7 +1070,7 @@ static int chunk_known(DedupWriter *w, const uint8_t *data, size_t len) {
 	}
 	if (w->pending_bytes >= w->s->opts.sync_bytes || w->n_pending >= STORE_PENDING_MAX ||
 	    __atomic_load_n(&w->lent, __ATOMIC_RELAXED) >= STORE_LENT_SYNC ||
-	    (held >= STORE_OPEN_ENTRIES_MAX / 2 && w->n_pending > 0 && !w->registering))
+	    (held >= DEDUP_WRITER_OPEN_ENTRIES_MAX / 2 && w->n_pending > 0 && !w->registering))
 		return register_pending(w, false);
 	return 0;
 }
@@ -1488,6 +1484,7 @@ void dedup_writer_stats(const DedupWriter *w, DedupWriterStats *ret) {
 	*ret = w->stats;
 	ret->recipe_memory = w->cap_entries * (sizeof(*w->chunks) + sizeof(*w->lengths)) + w->cap_literals +
 			     w->cap_spool_mem + w->cap_spooled * sizeof(*w->spooled);
+	ret->recipe_spool_memory = w->cap_spool_mem;
 	/* stats.encode_wait_ns and encode_cpu_ns hold the joined parts' (dedup_writer_join()). */
 	ret->encode_wait_ns += w->builder.encode_wait_ns;
 	ret->encode_cpu_ns += w->builder.encode_cpu_ns;

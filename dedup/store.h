@@ -78,6 +78,7 @@
 #include "dedup/key.h"
 #include "dedup/cache.h"
 #include "dedup/chunker.h"
+#include "dedup/recipe.h"
 
 #define DEDUP_STORE_CONTAINER_SIZE_DEFAULT (UINT64_C(32) << 20)
 #define DEDUP_STORE_CONTAINER_SIZE_MIN (UINT64_C(16) << 10)
@@ -299,6 +300,14 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
 int dedup_writer_spool(DedupWriter *w, int fd);
 
 /*
+ * Recipe entries a writer holds waiting for the registration of its own
+ * new chunks: with a spool, what its recipe's memory is bounded by (plus
+ * one segment being gathered).  Past it the writer waits for that
+ * registration, however fast it is fed.
+ */
+#define DEDUP_WRITER_OPEN_ENTRIES_MAX ((size_t) 16 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX)
+
+/*
  * Feeds the next len bytes of the file.  All-zero chunks are recorded as
  * zero runs and never stored; every other chunk is looked up (this writer's
  * recent chunks, the filter, the locality cache, the catalog) and stored only
@@ -374,6 +383,7 @@ typedef struct DedupWriterStats {
 	uint64_t encode_wait_ns; /* its thread asleep until the store's encoders compressed its regions */
 	uint64_t encode_cpu_ns;  /* the encoders' time on a CPU compressing its regions (of those waited for so far) */
 	uint64_t recipe_memory;  /* bytes its recipe takes in memory now (not summed by join()) */
+	uint64_t recipe_spool_memory; /* of them, segments spooled in memory (no spool file) */
 } DedupWriterStats;
 
 /* Can't fail. */

@@ -37,8 +37,8 @@ static int spool_file(int *ret_dup) {
  * Mostly the same 64 KiB again and again, every eighth MiB new.  The
  * repeats refer to chunks of the file's own not registered yet: 7 MiB of
  * them is more entries than a writer may hold before it waits for an
- * early registration (dedup/store-write.c, STORE_OPEN_ENTRIES_MAX), yet
- * fewer new chunks than it gathers before it registers anyway.  Once
+ * early registration (DEDUP_WRITER_OPEN_ENTRIES_MAX), yet fewer new
+ * chunks than it gathers before it registers anyway.  Once
  * those are registered (a second file in the same store) the repeats are
  * final at once.
  */
@@ -57,11 +57,11 @@ static uint8_t *make_data(size_t len, TestRng *rng) {
 }
 
 /*
- * The directory backend with a sync 50 ms slower: each registration then
- * outlasts the entries a writer makes meanwhile, so a writer that registers
- * early reaches STORE_OPEN_ENTRIES_MAX while it is in flight and must wait
- * for it there.  Not a timing: without the sleep the limit is reached only
- * when the registrar happens to be slow.
+ * The directory backend with a sync 50 ms slower: a registration then
+ * tends to outlast the entries a writer makes meanwhile, so a writer that
+ * registers early reaches DEDUP_WRITER_OPEN_ENTRIES_MAX while it is in
+ * flight and must wait for it there.  Not a timing: the checks hold
+ * whichever comes first; the sleep only makes the wait the likely path.
  */
 static int (*dir_sync)(DedupBackendFile *f);
 static DedupBackendOps slow_sync_ops;
@@ -123,8 +123,9 @@ static size_t check_layout(Env *e, uint64_t ino, size_t len) {
 	return l.segments;
 }
 
-/* Seals data[0, len) by one writer; returns the recipe's memory when finished. */
-static uint64_t seal_one(Env *e, bool spooled, const uint8_t *data, size_t len, uint64_t *ret_ino, TestRng *rng) {
+/* Seals data[0, len) by one writer; returns its stats when finished. */
+static DedupWriterStats seal_one(Env *e, bool spooled, const uint8_t *data, size_t len, uint64_t *ret_ino,
+				 TestRng *rng) {
 	DedupWriter *w = writer_new(e, spooled);
 	feed(w, data, len, rng);
 	ASSERT_OK(dedup_writer_finish(w));
@@ -134,7 +135,17 @@ static uint64_t seal_one(Env *e, bool spooled, const uint8_t *data, size_t len, 
 	env_commit(e, w, *ret_ino);
 	dedup_writer_free(w);
 	env_check_sequential(e, *ret_ino, data, len, rng);
-	return st.recipe_memory;
+	return st;
+}
+
+/*
+ * The most a writer's entries and spool index take in memory, whatever its
+ * file's size: the entries held open, a segment's worth final but not
+ * spooled yet, and the last, 12 bytes each, in arrays grown by doubling;
+ * 16 bytes a segment for the index.
+ */
+static uint64_t held_bound(size_t segments) {
+	return 2 * (DEDUP_WRITER_OPEN_ENTRIES_MAX + DEDUP_RECIPE_SEGMENT_ENTRIES_MAX + 1) * 12 + 2 * 16 * segments;
 }
 
 static void test_memory(void) {
@@ -142,26 +153,30 @@ static void test_memory(void) {
 	/* 48 segments: 192 Ki entries, 2.25 MiB at 12 bytes each if they were all held until the commit. */
 	size_t len = 12 * MiB, segments = len / CHUNK / DEDUP_RECIPE_SEGMENT_ENTRIES_MAX;
 	uint8_t *d = make_data(len, &rng);
-	uint64_t inos[3], file_small, file_large, mem_small;
+	uint64_t inos[3];
 	/* Each on a store of its own: every file's repeats refer to its own chunks, not registered yet. */
 	Env half, e, m;
 	env_open_slow_sync(&half);
 	env_open_slow_sync(&e);
 	env_open_slow_sync(&m);
-	file_small = seal_one(&half, true, d, len / 2, &inos[0], &rng);
-	file_large = seal_one(&e, true, d, len, &inos[1], &rng);
-	mem_small = seal_one(&m, false, d, len / 2, &inos[2], &rng);
-	fprintf(stderr, "recipe memory: spool file %llu / %llu, memory %llu bytes (%zu / %zu MiB)\n",
-		(unsigned long long) file_small, (unsigned long long) file_large, (unsigned long long) mem_small,
+	DedupWriterStats file_small = seal_one(&half, true, d, len / 2, &inos[0], &rng);
+	DedupWriterStats file_large = seal_one(&e, true, d, len, &inos[1], &rng);
+	DedupWriterStats mem_small = seal_one(&m, false, d, len / 2, &inos[2], &rng);
+	fprintf(stderr, "recipe memory: spool file %llu / %llu, memory %llu (%llu spooled) bytes (%zu / %zu MiB)\n",
+		(unsigned long long) file_small.recipe_memory, (unsigned long long) file_large.recipe_memory,
+		(unsigned long long) mem_small.recipe_memory, (unsigned long long) mem_small.recipe_spool_memory,
 		len / 2 / MiB, len / MiB);
 	ASSERT(check_layout(&e, inos[1], len) == segments);
 	check_layout(&m, inos[2], len / 2);
 	/* References are checked on the smaller files below: here one catalog look-up per entry would take long. */
-	/* With a file, twice the file takes no more but the spool's index: 16 bytes a segment. */
-	ASSERT(file_large <= file_small + 16 * segments);
-	/* In memory, the segments themselves: more than with a file, far less than the entries. */
-	ASSERT(mem_small > file_small + segments / 2 * DEDUP_RECIPE_SEGMENT_ENTRIES_MAX);
-	ASSERT(mem_small < file_small + len / 2 / CHUNK * 12 / 2);
+	/* With a file, the bound, whatever the file's size: all 192 Ki entries held would take nearly twice it. */
+	ASSERT(file_small.recipe_spool_memory == 0 && file_large.recipe_spool_memory == 0);
+	ASSERT(file_small.recipe_memory <= held_bound(segments / 2));
+	ASSERT(file_large.recipe_memory <= held_bound(segments));
+	/* In memory, the segments too: at least a byte an entry, far less than the entries' 12. */
+	ASSERT(mem_small.recipe_memory - mem_small.recipe_spool_memory <= held_bound(segments / 2));
+	ASSERT(mem_small.recipe_spool_memory >= len / 2 / CHUNK);
+	ASSERT(mem_small.recipe_spool_memory < len / 2 / CHUNK * 12 / 2);
 	env_close(&half);
 	env_close(&e);
 	env_close(&m);
