@@ -452,6 +452,7 @@ def main():
     ap.add_argument('--perf', action='store_true',
                     help='after the rounds, profile one more write and read with perf record '
                          '-a -g (installs linux-perf with apt-get if missing)')
+    benchlib.add_guest_memory_option(ap)
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error('--rounds must be at least 1')
@@ -469,7 +470,7 @@ def main():
     signal.signal(signal.SIGHUP, interrupted)
 
     bench = Bench(args)
-    return benchlib.run('bench-archivelog', bench)
+    return benchlib.run('bench-archivelog', bench, args.hold_guest_memory)
 
 
 if __name__ == '__main__':

@@ -971,6 +971,7 @@ def main():
     ap.add_argument('--zstd-level', type=int,
                     help='fratier: compress every deduplicated class at this zstd level on the hot tier '
                          '(a config file with zstd_level in each [class]; default the daemon\'s own)')
+    benchlib.add_guest_memory_option(ap)
     args = ap.parse_args()
     args.tools = [t for t in args.tools.split(',') if t]
     bad = [t for t in args.tools if t not in TOOL_CLASSES]
@@ -994,7 +995,7 @@ def main():
     signal.signal(signal.SIGHUP, interrupted)
 
     bench = Bench(args)
-    return benchlib.run('bench-dedup', bench)
+    return benchlib.run('bench-dedup', bench, args.hold_guest_memory)
 
 
 if __name__ == '__main__':

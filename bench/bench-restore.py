@@ -311,6 +311,7 @@ def main():
     ap.add_argument('--seed', type=int, default=1, help='oragen seed (default 1)')
     ap.add_argument('--workdir', default='/var/tmp', help='scratch dir parent (default /var/tmp)')
     ap.add_argument('--mount-opts', default='', help='extra -o options for fratierfs')
+    bl.add_guest_memory_option(ap)
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error('--rounds must be at least 1')
@@ -322,7 +323,7 @@ def main():
 
     signal.signal(signal.SIGTERM, interrupted)
     signal.signal(signal.SIGHUP, interrupted)
-    return bl.run('bench-restore', Bench(args))
+    return bl.run('bench-restore', Bench(args), args.hold_guest_memory)
 
 
 if __name__ == '__main__':

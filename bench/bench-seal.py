@@ -366,6 +366,7 @@ def main():
     ap.add_argument('--perf', action='store_true',
                     help='after the rounds, each sealing side once more under perf record -a -g '
                          '(write until every file is sealed), its CPU broken down')
+    bl.add_guest_memory_option(ap)
     args = ap.parse_args()
     variants = []
     for v in args.variant:
@@ -387,7 +388,7 @@ def main():
     signal.signal(signal.SIGHUP, interrupted)
 
     bench = Bench(args)
-    return bl.run('bench-seal', bench)
+    return bl.run('bench-seal', bench, args.hold_guest_memory)
 
 
 if __name__ == '__main__':

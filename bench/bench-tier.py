@@ -490,6 +490,7 @@ def main():
     ap.add_argument('--perf', action='store_true',
                     help='at the end, profile a restore from the hot and the capacity tier and an ingest '
                          '(write + seal) with perf record -a -g')
+    bl.add_guest_memory_option(ap)
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error('--rounds must be at least 1')
@@ -506,7 +507,7 @@ def main():
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, interrupted)
     signal.signal(signal.SIGHUP, interrupted)
-    return bl.run('bench-tier', Bench(args))
+    return bl.run('bench-tier', Bench(args), args.hold_guest_memory)
 
 
 if __name__ == '__main__':

@@ -27,12 +27,19 @@ class BenchError(Exception):
     pass
 
 
-def run(name, bench):
+def run(name, bench, hold_guest_memory=False):
     """Runs bench.setup() and bench.run(), always bench.cleanup(); returns
-    the exit status: 0, 1 on BenchError (said on stderr), 130 if interrupted."""
+    the exit status: 0, 1 on BenchError (said on stderr), 130 if interrupted.
+    Says first and last what the guest's memory did (GuestMemory), held for
+    the run if hold_guest_memory."""
+    guest = GuestMemory()
     try:
+        if hold_guest_memory:
+            guest.hold()
+        print(f'guest memory: {guest.describe()}', flush=True)
         bench.setup()
         bench.run()
+        print(f'guest memory: {guest.returned()}')
     except BenchError as e:
         print(f'{name}: {e}', file=sys.stderr)
         return 1
@@ -41,7 +48,99 @@ def run(name, bench):
         return 130
     finally:
         bench.cleanup()
+        guest.release()
     return 0
+
+
+def add_guest_memory_option(ap):
+    ap.add_argument('--hold-guest-memory', action='store_true',
+                    help='on a VM with free page reporting: keep freed memory from being returned to the '
+                         'host for the run, after touching the free memory once (benchlib.GuestMemory)')
+
+
+class GuestMemory:
+    """Free page reporting: a VM's guest hands blocks of memory it frees back
+    to its host, which unmaps them; the guest's next touch of such a page
+    faults into the host.  On the development VM (Firecracker, nested) a
+    first touch then runs at 0.4-2 GB/s against 25 GB/s for a page touched
+    before, and every cold measurement frees what it evicts.  Whoever fills
+    fresh page-cache pages on a guest CPU pays for it: a FUSE daemon
+    copying its replies into the mount's page cache does (the passthrough
+    read at 0.43 of native with it, 0.93 held: bench/README.md, "Guest
+    memory"), a native read does not (its disk's DMA lands in the host).
+
+    hold() raises the reporting order above the buddy allocator's largest
+    (MAX_PAGE_ORDER, 10 on x86-64: no free block qualifies) and touches the
+    free memory once so the host backs it; release() puts the order back."""
+
+    PARAMS = '/sys/module/page_reporting/parameters'
+    HOLD_ORDER = 11
+    WARM_MARGIN = 2 << 30  # of MemAvailable left untouched by the warming
+    WARM_CHILD = 'import mmap, sys; n = int(sys.argv[1]); m = mmap.mmap(-1, n); m[::4096] = b"\\1" * (n >> 12)'
+
+    def __init__(self):
+        self.order = self.param('page_reporting_order')
+        self.reported = self.param('reported_kib')
+        self.held = False
+        self.warm_mbs = None
+
+    def param(self, name):
+        try:
+            with open(os.path.join(self.PARAMS, name)) as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def hold(self):
+        if self.order is None:
+            return
+        try:
+            with open(os.path.join(self.PARAMS, 'page_reporting_order'), 'w') as f:
+                f.write(str(self.HOLD_ORDER))
+        except OSError as e:
+            raise BenchError(f'--hold-guest-memory: page_reporting_order: {e.strerror}') from None
+        self.held = self.param('page_reporting_order') == self.HOLD_ORDER
+        if not self.held:
+            raise BenchError(f'--hold-guest-memory: page_reporting_order did not take {self.HOLD_ORDER}')
+        with open('/proc/meminfo') as f:
+            avail = next(int(ln.split()[1]) << 10 for ln in f if ln.startswith('MemAvailable:'))
+        size = (max(avail - self.WARM_MARGIN, 0) >> 12) << 12
+        if size:
+            # In a child: a fork inherits its parent's peak RSS, which every
+            # peer's RSS measured by wait4() would then report.
+            start = time.monotonic()
+            p = subprocess.run([sys.executable, '-c', self.WARM_CHILD, str(size)])
+            if p.returncode != 0:
+                raise BenchError(f'--hold-guest-memory: touching {size >> 20} MiB failed ({p.returncode})')
+            self.warm_mbs = size / MB / (time.monotonic() - start)
+            self.warm_size = size
+        self.reported = self.param('reported_kib')
+
+    def release(self):
+        if not self.held:
+            return
+        try:
+            with open(os.path.join(self.PARAMS, 'page_reporting_order'), 'w') as f:
+                f.write(str(self.order))
+            self.held = False
+        except OSError as e:
+            print(f'page_reporting_order: could not put back {self.order}: {e.strerror}', file=sys.stderr)
+
+    def describe(self):
+        if self.order is None:
+            return 'no free page reporting (not a VM, or a VM without it): freed memory stays the guest\'s'
+        if self.held:
+            return (f'free page reporting held for this run (order {self.order} -> {self.HOLD_ORDER}); '
+                    f'{self.warm_size >> 30} GiB of free memory touched once at {self.warm_mbs:.0f} MB/s first')
+        return (f'free page reporting on (order {self.order}): memory the run frees goes back to the host '
+                f'and costs a host fault at its next touch (--hold-guest-memory holds it)')
+
+    def returned(self):
+        now = self.param('reported_kib')
+        if now is None or self.reported is None:
+            return self.describe()
+        return f'{(now - self.reported) >> 10} MiB returned to the host during the run' \
+               + (' (reporting held)' if self.held else '')
 
 
 class Interrupted(Exception):
