@@ -1220,13 +1220,13 @@ static int count_get(Catalog *c, StatementId id, uint64_t *ret) {
 
 static int vacuum_step(Catalog *c, uint64_t budget_ns, uint64_t *ret_left) {
 	int64_t deadline = clock_ns(CLOCK_MONOTONIC) + (int64_t) MIN(budget_ns, (uint64_t) INT64_MAX / 2);
-	uint64_t left = 0, before, first;
+	uint64_t left = 0;
 
 	int r = count_get(c, STMT_FREELIST_COUNT, &left);
 	*ret_left = left;
 	if (r < 0 || left == 0)
 		return r;
-	first = left;
+	uint64_t first = left, before = left;
 	r = exec(c, "BEGIN IMMEDIATE");
 	while (r >= 0) {
 		before = left;
