@@ -66,8 +66,8 @@ class GuestMemory:
     before, and every cold measurement frees what it evicts.  Whoever fills
     fresh page-cache pages on a guest CPU pays for it: a FUSE daemon
     copying its replies into the mount's page cache does (the passthrough
-    read at 0.43 of native with it, 0.93 held: bench/README.md, "Guest
-    memory"), a native read does not (its disk's DMA lands in the host).
+    read at 0.43-0.73 of native with it, 0.89-0.95 held: bench/README.md,
+    "Guest memory"), a native read does not (its disk's DMA lands in the host).
 
     hold() raises the reporting order above the buddy allocator's largest
     (MAX_PAGE_ORDER, 10 on x86-64: no free block qualifies) and touches the
@@ -81,8 +81,9 @@ class GuestMemory:
     def __init__(self):
         self.order = self.param('page_reporting_order')
         self.reported = self.param('reported_kib')
-        self.held = False
-        self.warm_mbs = None
+        self.held = False  # the order is ours to put back
+        self.warm_size = 0
+        self.warm_mbs = 0.0
 
     def param(self, name):
         try:
@@ -91,16 +92,20 @@ class GuestMemory:
         except (OSError, ValueError):
             return None
 
+    def set_order(self, order):
+        with open(os.path.join(self.PARAMS, 'page_reporting_order'), 'w') as f:
+            f.write(str(order))
+
     def hold(self):
         if self.order is None:
             return
         try:
-            with open(os.path.join(self.PARAMS, 'page_reporting_order'), 'w') as f:
-                f.write(str(self.HOLD_ORDER))
+            self.set_order(self.HOLD_ORDER)
         except OSError as e:
             raise BenchError(f'--hold-guest-memory: page_reporting_order: {e.strerror}') from None
-        self.held = self.param('page_reporting_order') == self.HOLD_ORDER
-        if not self.held:
+        # Written, so put back even if the kernel clamped it.
+        self.held = True
+        if self.param('page_reporting_order') != self.HOLD_ORDER:
             raise BenchError(f'--hold-guest-memory: page_reporting_order did not take {self.HOLD_ORDER}')
         with open('/proc/meminfo') as f:
             avail = next(int(ln.split()[1]) << 10 for ln in f if ln.startswith('MemAvailable:'))
@@ -120,8 +125,7 @@ class GuestMemory:
         if not self.held:
             return
         try:
-            with open(os.path.join(self.PARAMS, 'page_reporting_order'), 'w') as f:
-                f.write(str(self.order))
+            self.set_order(self.order)
             self.held = False
         except OSError as e:
             print(f'page_reporting_order: could not put back {self.order}: {e.strerror}', file=sys.stderr)
@@ -130,8 +134,9 @@ class GuestMemory:
         if self.order is None:
             return 'no free page reporting (not a VM, or a VM without it): freed memory stays the guest\'s'
         if self.held:
-            return (f'free page reporting held for this run (order {self.order} -> {self.HOLD_ORDER}); '
-                    f'{self.warm_size >> 30} GiB of free memory touched once at {self.warm_mbs:.0f} MB/s first')
+            warmed = (f'{self.warm_size >> 30} GiB of free memory touched once at {self.warm_mbs:.0f} MB/s first'
+                      if self.warm_size else 'no memory touched first (MemAvailable under the 2 GiB margin)')
+            return f'free page reporting held for this run (order {self.order} -> {self.HOLD_ORDER}); {warmed}'
         return (f'free page reporting on (order {self.order}): memory the run frees goes back to the host '
                 f'and costs a host fault at its next touch (--hold-guest-memory holds it)')
 
