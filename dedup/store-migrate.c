@@ -72,8 +72,9 @@ static int params_of_first(uint64_t start, const void *blob, size_t size, void *
 }
 
 int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t file_size, int zstd_level,
-		       uint32_t region_size, int (*progress)(uint64_t done, uint64_t total, void *userdata),
+		       uint32_t region_size, int spool_fd, int (*progress)(uint64_t done, uint64_t total, void *userdata),
 		       void *userdata, DedupMigration **ret) {
+	_cleanup_close_ int spool = spool_fd;
 	DedupFileUsage u = {};
 	DedupChunkerParams params = DEDUP_CHUNKER_PARAMS_DEFAULT;
 	int r;
@@ -101,6 +102,8 @@ int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t 
 		m->source_stored = u.unique + u.shared;
 	}
 	r = dedup_writer_new(to, &params, zstd_level, region_size, &m->writer);
+	if (r >= 0 && spool >= 0)
+		r = dedup_writer_spool(m->writer, TAKE_FD(spool));
 	if (r < 0)
 		return r;
 

@@ -470,8 +470,10 @@ int dedup_file_drop_unopened(Catalog *c, uint64_t ino);
  * recipe records, so it deduplicates against what `to` holds; chunks new to
  * `to` are gathered into regions of region_size and compressed at
  * zstd_level (as dedup_writer_new()): a colder tier with a higher level
- * keeps them smaller.  When it
- * returns 0 the copy is durable and registered on `to` and nothing of
+ * keeps them smaller.  spool_fd, if not negative, takes the new recipe as it
+ * is made (dedup_writer_spool(): the migration owns it from now on, also
+ * on error), so that moving a file of any size takes the same memory.
+ * When it returns 0 the copy is durable and registered on `to` and nothing of
  * `from` changed.  progress (optional) is called after each step with the
  * bytes copied so far; a negative return stops the copy and is returned.
  * The file must not change meanwhile: the caller checks before it commits
@@ -485,7 +487,7 @@ int dedup_file_drop_unopened(Catalog *c, uint64_t ino);
  */
 typedef struct DedupMigration DedupMigration;
 int dedup_file_migrate(DedupStore *from, DedupStore *to, uint64_t ino, uint64_t file_size, int zstd_level,
-		       uint32_t region_size, int (*progress)(uint64_t done, uint64_t total, void *userdata),
+		       uint32_t region_size, int spool_fd, int (*progress)(uint64_t done, uint64_t total, void *userdata),
 		       void *userdata, DedupMigration **ret);
 
 /*

@@ -219,13 +219,10 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret
 		return r;
 	/*
 	 * The recipe goes to a file as it is made, so that sealing a backup
-	 * piece of any size takes the same memory: next to the chunks if that
-	 * tier has a staging area, else on the hot tier.  Without either (or
+	 * piece of any size takes the same memory.  Without a staging area (or
 	 * O_TMPFILE), it stays in memory, encoded.
 	 */
-	int fd = fs_staging_tmpfile(fs, tier);
-	if (fd < 0 && tier != 0)
-		fd = fs_staging_tmpfile(fs, 0);
+	int fd = fs_staging_spool(fs, tier);
 	if (fd >= 0)
 		r = dedup_writer_spool(w, fd);
 	if (r < 0) {

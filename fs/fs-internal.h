@@ -327,8 +327,12 @@ int fs_staging_create(Fs *fs, uint32_t tier, uint64_t ino);
 int fs_staging_fd(Fs *fs, FsInode *i);
 /* A private read-only descriptor (sealing reads with it). */
 int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino);
-/* A nameless file in tier's staging area (O_TMPFILE), or a negative errno. */
-int fs_staging_tmpfile(Fs *fs, uint32_t tier);
+/*
+ * A nameless file (O_TMPFILE) for the recipe of a file being stored on
+ * tier (dedup_writer_spool()): in that tier's staging area, next to the
+ * chunks, or without one on the hot tier.  Or a negative errno.
+ */
+int fs_staging_spool(Fs *fs, uint32_t tier);
 int fs_staging_unlink(Fs *fs, uint32_t tier, uint64_t ino);
 /*
  * Renames the staging file of ino on tier to a name of its own in the same

@@ -77,6 +77,10 @@ static void move_resume(void *file) {
 	fs_throttle_begin(&f->unit);
 }
 
+static int move_spool(void *userdata, uint32_t to) {
+	return fs_staging_spool(userdata, to);
+}
+
 static const TierMoveHooks move_hooks = {
 	.hold = move_hold,
 	.changed = move_changed,
@@ -85,6 +89,7 @@ static const TierMoveHooks move_hooks = {
 	.release = move_release,
 	.pace = move_pace,
 	.resume = move_resume,
+	.spool = move_spool,
 };
 
 int fs_mover_open(Fs *fs) {

@@ -487,6 +487,10 @@ static void read_ahead_set(const char *mountpoint, unsigned kb) {
 		log_debug("read-ahead window of %s: %u KiB (was %u)", mountpoint, kb, old);
 }
 
+static int recover_spool(void *userdata, uint32_t tier) {
+	return fs_staging_spool(userdata, tier);
+}
+
 static int add_mount_option(struct fuse_args *args, const char *name, const char *value) {
 	_cleanup_free_ char *opt = NULL;
 	/* libfuse splits option lists at commas: a value must not contain one. */
@@ -703,7 +707,8 @@ static int run(int argc, char **argv) {
 	if (a.recover_from) {
 		_cleanup_free_ char *why = NULL;
 		/* 2: some files could not be restored (tier_recover() listed them), the others are there. */
-		r = tier_recover(fs.config, fs.tiers, fs.catalog, fs.store, a.recover_from, stdout, &why);
+		r = tier_recover(fs.config, fs.tiers, fs.catalog, fs.store, recover_spool, &fs, a.recover_from, stdout,
+				 &why);
 		if (r < 0)
 			log_error_errno(r, "%s", why ?: "out of memory");
 		ret = r == 0 ? EXIT_SUCCESS : r > 0 ? 2 : EXIT_FAILURE;

@@ -201,9 +201,11 @@ int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino) {
 	return fd < 0 ? -errno : fd;
 }
 
-int fs_staging_tmpfile(Fs *fs, uint32_t tier) {
+int fs_staging_spool(Fs *fs, uint32_t tier) {
 	int dfd = area_fd(fs, tier);
 
+	if (dfd < 0 && tier != 0)
+		dfd = area_fd(fs, 0);
 	if (dfd < 0)
 		return dfd;
 	/* Nameless: gone with its last descriptor, a crash included; recovery has nothing to delete. */

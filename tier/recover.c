@@ -52,6 +52,8 @@
 typedef struct Recover {
 	Catalog *catalog;
 	DedupStore *hot;
+	int (*spool)(void *userdata, uint32_t tier);
+	void *userdata;
 	FILE *out;
 	DedupSalvage *salvage;
 	uint8_t *chunk;           /* DEDUP_CHUNK_SIZE_LIMIT_MAX bytes */
@@ -203,6 +205,11 @@ static int restore_file(Recover *rc, const DedupDescribedFile *f, const TierFile
 		dir[0] = 0;
 
 	r = dedup_writer_new(rc->hot, &f->params, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, &w);
+	if (r >= 0) {
+		int fd = rc->spool(rc->userdata, 0);
+		if (fd >= 0)
+			r = dedup_writer_spool(w, fd);
+	}
 	if (r >= 0)
 		r = restore_bytes(rc, f, w);
 	if (r < 0)
@@ -385,13 +392,14 @@ static int salvage_open_shared(const char *source, DedupStore *hot_store, DedupB
 }
 
 int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, DedupStore *hot_store,
-		 const char *source, FILE *out, char **ret_error) {
+		 int (*spool)(void *userdata, uint32_t tier), void *userdata, const char *source, FILE *out,
+		 char **ret_error) {
 	_cleanup_free_ char *error = NULL;
 	_cleanup_free_ void *buf = NULL;
 	DedupBackend *b = NULL, *root = NULL;
 	DedupDescriptionInfo info = {};
 	DedupSalvageStats st;
-	Recover rc = { .catalog = catalog, .hot = hot_store, .out = out };
+	Recover rc = { .catalog = catalog, .hot = hot_store, .spool = spool, .userdata = userdata, .out = out };
 	size_t len;
 	int r;
 

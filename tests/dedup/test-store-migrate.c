@@ -57,7 +57,7 @@ static void check_refs_tier(Catalog *c, uint32_t tier, const uint64_t *inos, siz
 static void migrate(DedupStore *from, DedupStore *to, Catalog *c, uint64_t ino, size_t len, int level,
 		    DedupWriterStats *ret) {
 	DedupMigration *m;
-	ASSERT_OK(dedup_file_migrate(from, to, ino, len, level, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m));
+	ASSERT_OK(dedup_file_migrate(from, to, ino, len, level, DEDUP_STORE_REGION_DEFAULT, -1, NULL, NULL, &m));
 	ASSERT_OK(catalog_begin(c));
 	ASSERT_OK(dedup_migration_commit(m));
 	ASSERT_OK(catalog_commit(c));
@@ -177,7 +177,7 @@ static void test_abandoned(void) {
 	uint64_t src = stored_bytes(t.e.store);
 
 	DedupMigration *m;
-	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m));
+	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, -1, NULL, NULL, &m));
 	m = dedup_migration_free(m);
 	check_refs_tier(t.e.catalog, 0, &ia, 1);
 	check_refs_tier(t.e.catalog, 1, NULL, 0);
@@ -187,7 +187,7 @@ static void test_abandoned(void) {
 	ASSERT(stored_bytes(t.store1) == 0);
 	ASSERT(stored_bytes(t.e.store) == src);
 
-	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m));
+	ASSERT_OK(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, -1, NULL, NULL, &m));
 	ASSERT_OK(catalog_begin(t.e.catalog));
 	ASSERT_OK(dedup_migration_commit(m));
 	catalog_rollback(t.e.catalog);
@@ -223,14 +223,14 @@ static void test_errors(void) {
 	fill_text(&rng, a, len);
 	uint64_t ia = env_seal(&t.e, a, len, &rng, NULL);
 	unsigned calls = 0;
-	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, stop_early, &calls, &m),
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, -1, stop_early, &calls, &m),
 		   -ECANCELED);
 	ASSERT(calls >= 2 && !m);
-	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len + 1, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m),
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len + 1, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, -1, NULL, NULL, &m),
 		   -EIO);
-	ASSERT_RET(dedup_file_migrate(t.e.store, t.e.store, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m),
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.e.store, ia, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, -1, NULL, NULL, &m),
 		   -EINVAL);
-	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, 99, DEDUP_STORE_REGION_DEFAULT, NULL, NULL, &m), -EINVAL);
+	ASSERT_RET(dedup_file_migrate(t.e.store, t.store1, ia, len, 99, DEDUP_STORE_REGION_DEFAULT, -1, NULL, NULL, &m), -EINVAL);
 	check_refs_tier(t.e.catalog, 0, &ia, 1);
 	env_check_file(&t.e, ia, a, len, &rng);
 

@@ -268,11 +268,13 @@ static void test_commit(void) {
 }
 
 /*
- * A migration's writer keeps its segments in memory: a recipe of many
- * segments moves whole, and its distinct chunks are counted once in the
- * bytes moved (the writer's stored bytes, every chunk being new there).
+ * A migration's writer spools like any other: with a spool file its
+ * recipe's memory stays bounded whatever the file's size, without one the
+ * segments stay in memory; either way a recipe of many segments moves
+ * whole, and its distinct chunks are counted once in the bytes moved (the
+ * writer's stored bytes, every chunk being new there).
  */
-static void test_migrate(void) {
+static void test_migrate_one(bool spooled) {
 	TestRng rng = { 4 };
 	size_t len = 4 * MiB + 3 * CHUNK;
 	uint8_t *d = make_data(len, &rng);
@@ -288,9 +290,12 @@ static void test_migrate(void) {
 
 	uint64_t ino;
 	seal_one(&e, true, d, len, &ino, &rng);
+	int spool = -1, spool_dup = -1;
+	if (spooled)
+		spool = spool_file(&spool_dup);
 	DedupMigration *m;
 	ASSERT_OK(dedup_file_migrate(e.store, store1, ino, len, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT,
-				     NULL, NULL, &m));
+				     spool, NULL, NULL, &m));
 	ASSERT_OK(catalog_begin(e.catalog));
 	ASSERT_OK(dedup_migration_commit(m));
 	ASSERT_OK(catalog_commit(e.catalog));
@@ -300,6 +305,14 @@ static void test_migrate(void) {
 	CatalogTierMoved moved;
 	ASSERT_OK(catalog_tier_moved_get(e.catalog, 1, &moved));
 	ASSERT(ws.dup_chunks > 0 && moved.files == 1 && moved.logical == len && moved.stored == ws.stored_bytes);
+	/* Entries of len / CHUNK chunks: whole segments are in the spool file, or in memory without it. */
+	if (spooled) {
+		struct stat st;
+		ASSERT(fstat(spool_dup, &st) == 0);
+		ASSERT(ws.recipe_spool_memory == 0 && (uint64_t) st.st_size >= len / CHUNK);
+		close(spool_dup);
+	} else
+		ASSERT(ws.recipe_spool_memory >= len / CHUNK);
 
 	Env e1 = e;
 	e1.store = store1;
@@ -310,6 +323,11 @@ static void test_migrate(void) {
 	backend1 = dedup_backend_free(backend1);
 	env_close(&e);
 	free(d);
+}
+
+static void test_migrate(void) {
+	test_migrate_one(false);
+	test_migrate_one(true);
 }
 
 int main(void) {
