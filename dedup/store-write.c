@@ -264,6 +264,28 @@ static int fail(DedupWriter *w, int r) {
 	return r;
 }
 
+/*
+ * The spool file took no more (its disk full, say): what it holds comes
+ * back into memory and the rest follows it there.  The spool only bounds
+ * the writer's memory; a migration to NFS spools on the hot tier, and must
+ * not fail for want of room there, since freeing that room is its purpose.
+ */
+static int spool_to_memory(DedupWriter *w, size_t more) {
+	uint8_t *m = malloc(w->spool_len + more);
+	if (!m)
+		return -ENOMEM;
+	ssize_t n = w->spool_len > 0 ? pread(w->spool_fd, m, w->spool_len, 0) : 0;
+	if (n != (ssize_t) w->spool_len) {
+		free(m);
+		return n < 0 ? -errno : -EIO;
+	}
+	close(w->spool_fd);
+	w->spool_fd = -1;
+	w->spool_mem = m;
+	w->cap_spool_mem = w->spool_len + more;
+	return 0;
+}
+
 /* Invariant 9: encodes the first k entries as the next segment and spools it. */
 static int segment_spool(DedupWriter *w, size_t k) {
 	size_t literal = 0, size;
@@ -291,11 +313,12 @@ static int segment_spool(DedupWriter *w, size_t k) {
 	r = ARRAY_RESERVE_ONE(w->spooled, w->cap_spooled, w->n_spooled, 64);
 	if (r < 0)
 		return r;
-	if (w->spool_fd >= 0) {
-		ssize_t n = pwrite(w->spool_fd, w->blob, size, (off_t) w->spool_len);
-		if (n != (ssize_t) size)
-			return n < 0 ? -errno : -EIO;
-	} else {
+	if (w->spool_fd >= 0 && pwrite(w->spool_fd, w->blob, size, (off_t) w->spool_len) != (ssize_t) size) {
+		r = spool_to_memory(w, size);
+		if (r < 0)
+			return r;
+	}
+	if (w->spool_fd < 0) {
 		if (w->spool_len + size > w->cap_spool_mem) {
 			size_t cap = MAX(w->cap_spool_mem * 2, w->spool_len + size);
 			uint8_t *m = realloc(w->spool_mem, cap);

@@ -294,7 +294,9 @@ int dedup_writer_new(DedupStore *s, const DedupChunkerParams *params, int zstd_l
  * for reading and writing, an O_TMPFILE say, which w owns from now on and
  * closes) rather than in memory: the writer's memory then does not grow
  * with the file's size.  Without it they stay in memory, encoded, a
- * few bytes per chunk.  Call it before the first feed().
+ * few bytes per chunk; so does the rest of them if fd stops taking more
+ * (its disk full): a writer never fails for its spool's room.  Call it
+ * before the first feed().
  * Returns: 0, -EINVAL (a spool already, or fed already; fd is closed).
  */
 int dedup_writer_spool(DedupWriter *w, int fd);

@@ -6,11 +6,12 @@
  * the recipe reads back byte-exact, its references match its entries, its
  * segments are cut every DEDUP_RECIPE_SEGMENT_ENTRIES_MAX entries from the
  * file's start as one writer cuts them, a commit rolled back commits again,
- * and a spool file damaged under the writer fails the commit (-EIO) instead
- * of committing what it read.
+ * a spool file damaged under the writer fails the commit (-EIO) instead
+ * of committing what it read, and one that fills up hands over to memory.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 #include "tests/dedup/store-test.h"
@@ -268,6 +269,57 @@ static void test_commit(void) {
 }
 
 /*
+ * A spool that takes no more (its disk full) hands the recipe over to
+ * memory, and the file commits whole: from the first segment (/dev/full),
+ * or midway, once some segments are in the file (a memfd sealed against
+ * growing between two feeds), when those come back from it first.
+ */
+static void test_spool_full(void) {
+	TestRng rng = { 5 };
+	size_t len = 12 * MiB;
+	uint8_t *d = make_data(len, &rng);
+	Env e;
+	env_open(&e, NULL);
+	uint64_t inos[2];
+
+	for (int midway = 0; midway <= 1; midway++) {
+		DedupWriter *w = writer_new(&e, false);
+		int grow = -1;
+		if (midway) {
+			int fd = memfd_create("spool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+			ASSERT(fd >= 0);
+			grow = dup(fd);
+			ASSERT_OK(dedup_writer_spool(w, fd));
+		} else {
+			int fd = open("/dev/full", O_RDWR | O_CLOEXEC);
+			ASSERT(fd >= 0);
+			ASSERT_OK(dedup_writer_spool(w, fd));
+		}
+		feed(w, d, len / 2, &rng);
+		if (midway) {
+			struct stat st;
+			ASSERT(fstat(grow, &st) == 0 && st.st_size > 0);
+			ASSERT(fcntl(grow, F_ADD_SEALS, F_SEAL_GROW) == 0);
+		}
+		feed(w, d + len / 2, len - len / 2, &rng);
+		ASSERT_OK(dedup_writer_finish(w));
+		DedupWriterStats st;
+		dedup_writer_stats(w, &st);
+		ASSERT(st.recipe_spool_memory > 0);
+		inos[midway] = env_new_inode(&e);
+		env_commit(&e, w, inos[midway]);
+		dedup_writer_free(w);
+		env_check_sequential(&e, inos[midway], d, len, &rng);
+		env_check_refs(&e, inos, (size_t) midway + 1);
+		check_layout(&e, inos[midway], len);
+		if (grow >= 0)
+			close(grow);
+	}
+	env_close(&e);
+	free(d);
+}
+
+/*
  * A migration's writer spools like any other: with a spool file its
  * recipe's memory stays bounded whatever the file's size, without one the
  * segments stay in memory; either way a recipe of many segments moves
@@ -334,6 +386,7 @@ int main(void) {
 	test_memory();
 	test_join();
 	test_commit();
+	test_spool_full();
 	test_migrate();
 	return 0;
 }
