@@ -1,14 +1,16 @@
 #!/bin/bash
 # The whole test suite, from a fresh Debian 12 machine, as root:
-#   installs the build and test dependencies, builds fratier three times (optimised,
-#   with AddressSanitizer + UndefinedBehaviorSanitizer, with ThreadSanitizer), runs every test
-#   suite, and ends with one line "N passed, N failed, N skipped".
+#   installs the build and test dependencies, builds fratier four times (optimised,
+#   with AddressSanitizer + UndefinedBehaviorSanitizer, with ThreadSanitizer, and with
+#   clang for libFuzzer), runs every test suite, and ends with one line
+#   "N passed, N failed, N skipped".
 #
 # Options (environment):
 #   FRATIER_SOAK=1        also run the long soak/fuzz suites (crash rounds x10,
 #                         long fuzzing); hours, not minutes
 #   FRATIER_NO_ASAN=1     skip the AddressSanitizer build (quicker local runs)
 #   FRATIER_NO_TSAN=1     skip the ThreadSanitizer build
+#   FRATIER_NO_CLANG=1    skip the clang (libFuzzer) build and its corpus replays
 #   FRATIER_NO_INSTALL=1  do not run apt-get (dependencies already present)
 #   FRATIER_TESTS="A B"   run only these meson tests, in every stage (the skip
 #                         and sanitizer rules below apply as in a whole run)
@@ -168,6 +170,9 @@ if build release -Dbuildtype=debugoptimized; then
 		build_in_background asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
 	[ -z "${FRATIER_NO_TSAN:-}" ] &&
 		build_in_background tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false
+	[ -z "${FRATIER_NO_CLANG:-}" ] && [ ${#only[@]} -eq 0 ] &&
+		CC=clang build_in_background clang -Dbuildtype=debugoptimized -Dfuzz=libfuzzer \
+			-Db_sanitize=address,undefined -Db_lundef=false
 	TEST_ENV=(FRATIER_TEST_BUILD=release)
 	TEST_JOBS=$(nproc)
 	run_tests release "${only[@]}"
@@ -222,6 +227,17 @@ if [ -n "${background_build[tsan]:-}" ] && built tsan; then
 	tsan_tests=(catalog dedup-store dedup-store-split dedup-store-faults dedup-store-flight dedup-store-read dedup-store-global e2e-integrity e2e-dedup e2e-migrate e2e-policy e2e-recover e2e-spill e2e-readahead e2e-dedup-split)
 	[ ${#only[@]} -gt 0 ] && tsan_tests=("${only[@]}")
 	run_tests tsan --setup sanitizer "${tsan_tests[@]}"
+fi
+
+if [ -n "${background_build[clang]:-}" ] && built clang; then
+	# Every target under clang's warnings, which gcc's builds do not see (a
+	# bench stopped the libFuzzer build once), and the fuzz targets as
+	# libFuzzer runs them (README, "Fuzzing with libFuzzer"): each replays
+	# its corpus, instrumented for coverage, under ASan and UBSan.
+	# -runs=0 adds nothing to the corpus directories.
+	TEST_JOBS=$(nproc)
+	TEST_ENV=()
+	run_tests clang --suite fuzz --test-args=-runs=0
 fi
 
 python3 - "${#BUILD_FAILED[@]}" "$strict_skips" "$ALLOWED_SKIPS" "${logs[@]}" -- "${sanlogs[@]}" <<'PY'
