@@ -7,7 +7,9 @@
 #
 # Options (environment):
 #   FRATIER_SOAK=1        also run the long soak/fuzz suites (crash rounds x10,
-#                         long fuzzing); hours, not minutes
+#                         long fuzzing: the standalone runners' mutations, and
+#                         libFuzzer on every target for FRATIER_FUZZ_SECONDS,
+#                         default 300, scripts/fuzz-soak.py); hours, not minutes
 #   FRATIER_NO_ASAN=1     skip the AddressSanitizer build (quicker local runs)
 #   FRATIER_NO_TSAN=1     skip the ThreadSanitizer build
 #   FRATIER_NO_CLANG=1    skip the clang (libFuzzer) build and its corpus replays
@@ -238,6 +240,14 @@ if [ -n "${background_build[clang]:-}" ] && built clang; then
 	TEST_JOBS=$(nproc)
 	TEST_ENV=()
 	run_tests clang --suite fuzz --test-args=-runs=0
+	if [ -n "${FRATIER_SOAK:-}" ]; then
+		# Coverage-guided, each target FRATIER_FUZZ_SECONDS, one a core.
+		t0=$SECONDS
+		python3 "$top/scripts/fuzz-soak.py" "$top/build-test-clang" "${FRATIER_FUZZ_SECONDS:-300}" \
+			"$top/build-test-clang/fuzz-soak.json" || status=1
+		echo "=== clang: fuzzed in $((SECONDS - t0)) s"
+		logs+=("fuzz-soak=$top/build-test-clang/fuzz-soak.json")
+	fi
 fi
 
 python3 - "${#BUILD_FAILED[@]}" "$strict_skips" "$ALLOWED_SKIPS" "${logs[@]}" -- "${sanlogs[@]}" <<'PY'
