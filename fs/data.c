@@ -205,7 +205,7 @@ DedupChunkerParams fs_class_chunker(const ConfigClassPolicy *p) {
 	return c;
 }
 
-int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret) {
+int fs_data_writer_new(Fs *fs, uint32_t tier, uint32_t staging_tier, TierFileClass c, DedupWriter **ret) {
 	const ConfigClassPolicy *policy = tier_class_policy(fs->config, c);
 	if (!policy)
 		return -EINVAL; /* passthrough: never sealed */
@@ -219,10 +219,11 @@ int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret
 		return r;
 	/*
 	 * The recipe goes to a file as it is made, so that sealing a backup
-	 * piece of any size takes the same memory.  Without a staging area (or
+	 * piece of any size takes the same memory: beside the staging file,
+	 * whose tier may not be the chunks'.  Without a staging area (or
 	 * O_TMPFILE), it stays in memory, encoded.
 	 */
-	int fd = fs_staging_spool(fs, tier);
+	int fd = fs_staging_spool(fs, staging_tier);
 	if (fd >= 0)
 		r = dedup_writer_spool(w, fd);
 	if (r < 0) {
@@ -291,7 +292,7 @@ int fs_data_feed(Fs *fs, int fd, DedupWriter *w, void *buf, uint64_t from, uint6
  */
 typedef struct SealPart {
 	Fs *fs;
-	uint32_t tier;
+	uint32_t tier, staging_tier;
 	TierFileClass file_class;
 	int fd;
 	uint64_t from, to, cut;
@@ -305,7 +306,7 @@ static void *part_main(void *userdata) {
 	uint64_t fed;
 	(void) pthread_setname_np(pthread_self(), "fratier-part");
 	void *buf = malloc(FS_SEAL_READ_SIZE);
-	int r = buf ? fs_data_writer_new(p->fs, p->tier, p->file_class, &p->w) : -ENOMEM;
+	int r = buf ? fs_data_writer_new(p->fs, p->tier, p->staging_tier, p->file_class, &p->w) : -ENOMEM;
 	if (r >= 0) {
 		(void) posix_fadvise(p->fd, (off_t) p->from, (off_t) (p->to - p->from), POSIX_FADV_SEQUENTIAL);
 		r = fs_data_feed(p->fs, p->fd, p->w, buf, p->from, p->to, p->cut, &fed);
@@ -392,7 +393,7 @@ static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, TierFileClas
 		 */
 		r = fs_spill_pick(fs, staging_tier, UINT32_MAX, (uint64_t) ret_st->st_blocks * 512, ret_tier);
 		if (r >= 0)
-			r = fs_data_writer_new(fs, *ret_tier, class, &w);
+			r = fs_data_writer_new(fs, *ret_tier, staging_tier, class, &w);
 		if (r < 0)
 			return r;
 	}
@@ -401,7 +402,8 @@ static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, TierFileClas
 		/* A description of its own: two sequential readers of one would share (and spoil) its read-ahead. */
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		part = (SealPart) { .fs = fs, .tier = *ret_tier, .file_class = class, .from = mid, .to = size, .cut = cut };
+		part = (SealPart) { .fs = fs, .tier = *ret_tier, .staging_tier = staging_tier, .file_class = class,
+				    .from = mid, .to = size, .cut = cut };
 		part.fd = open(path, O_RDONLY | O_CLOEXEC);
 		/* Without a descriptor or a thread, one writer seals it all. */
 		parted = part.fd >= 0 && pthread_create(&part.thread, NULL, part_main, &part) == 0;

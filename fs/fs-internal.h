@@ -328,11 +328,15 @@ int fs_staging_fd(Fs *fs, FsInode *i);
 /* A private read-only descriptor (sealing reads with it). */
 int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino);
 /*
- * A nameless file (O_TMPFILE) for the recipe of a file being stored on
- * tier (dedup_writer_spool()): in that tier's staging area, next to the
- * chunks, or without one on the hot tier.  Or a negative errno.
+ * A nameless file (O_TMPFILE) for the recipe of a file being stored
+ * (dedup_writer_spool()), in the staging area of plain_tier: the tier
+ * whose disk holds the file's bytes in clear already (its staging file's;
+ * the hot tier for a move or a recovery), never another, since a recipe
+ * holds chunk ids, lengths and the bytes between Oracle blocks, which an
+ * encrypted tier keeps out of view (docs/SECURITY.md).  Without a staging
+ * area there, on the hot tier.  Or a negative errno.
  */
-int fs_staging_spool(Fs *fs, uint32_t tier);
+int fs_staging_spool(Fs *fs, uint32_t plain_tier);
 int fs_staging_unlink(Fs *fs, uint32_t tier, uint64_t ino);
 /*
  * Renames the staging file of ino on tier to a name of its own in the same
@@ -395,7 +399,7 @@ void fs_data_unlock(FsInode *i);
  */
 int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero);
 /* A writer into tier's store for a file of class c, with the class's chunker and compression level. */
-int fs_data_writer_new(Fs *fs, uint32_t tier, TierFileClass c, DedupWriter **ret);
+int fs_data_writer_new(Fs *fs, uint32_t tier, uint32_t staging_tier, TierFileClass c, DedupWriter **ret);
 /* The class's split_size: every writer of its files cuts them at each multiple of it; 0 = none. */
 uint64_t fs_class_split(Fs *fs, TierFileClass c);
 /*

@@ -77,8 +77,8 @@ static void move_resume(void *file) {
 	fs_throttle_begin(&f->unit);
 }
 
-static int move_spool(void *userdata, uint32_t to) {
-	return fs_staging_spool(userdata, to);
+static int move_spool(void *userdata) {
+	return fs_staging_spool(userdata, 0);
 }
 
 static const TierMoveHooks move_hooks = {

@@ -487,8 +487,8 @@ static void read_ahead_set(const char *mountpoint, unsigned kb) {
 		log_debug("read-ahead window of %s: %u KiB (was %u)", mountpoint, kb, old);
 }
 
-static int recover_spool(void *userdata, uint32_t tier) {
-	return fs_staging_spool(userdata, tier);
+static int recover_spool(void *userdata) {
+	return fs_staging_spool(userdata, 0);
 }
 
 static int add_mount_option(struct fuse_args *args, const char *name, const char *value) {

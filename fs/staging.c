@@ -201,10 +201,10 @@ int fs_staging_open_ro(Fs *fs, uint32_t tier, uint64_t ino) {
 	return fd < 0 ? -errno : fd;
 }
 
-int fs_staging_spool(Fs *fs, uint32_t tier) {
-	int dfd = area_fd(fs, tier);
+int fs_staging_spool(Fs *fs, uint32_t plain_tier) {
+	int dfd = area_fd(fs, plain_tier);
 
-	if (dfd < 0 && tier != 0)
+	if (dfd < 0 && plain_tier != 0)
 		dfd = area_fd(fs, 0);
 	if (dfd < 0)
 		return dfd;

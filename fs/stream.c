@@ -191,7 +191,7 @@ static void feed_turn(Fs *fs, FsStream *s, void *buf) {
 		 */
 		s->tier = atomic_load(&s->inode->staging_tier);
 		s->fd = fs_staging_open_ro(fs, s->tier, s->inode->ino);
-		r = s->fd < 0 ? s->fd : fs_data_writer_new(fs, s->tier, s->file_class, &s->w);
+		r = s->fd < 0 ? s->fd : fs_data_writer_new(fs, s->tier, s->tier, s->file_class, &s->w);
 		if (r < 0) {
 			log_debug_errno(r, "Cannot stream inode %llu (it is sealed after close): %m",
 					(unsigned long long) s->inode->ino);

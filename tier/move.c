@@ -140,7 +140,7 @@ int tier_mover_move(TierMover *m, uint64_t ino, uint32_t to,
 
 	hooks->resume(file);
 	r = dedup_file_migrate(from, dst, ino, ci.size, level, policy ? policy->region_size : DEDUP_STORE_REGION_DEFAULT,
-			       hooks->spool(m->userdata, to), move_progress, &pace, &mig);
+			       hooks->spool(m->userdata), move_progress, &pace, &mig);
 	if (r < 0 && r != -ECANCELED) {
 		/*
 		 * A file rewritten, unsealed or deleted under the copy fails it

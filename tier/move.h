@@ -54,12 +54,14 @@ typedef struct TierMoveHooks {
 	void (*pace)(void *file);
 	void (*resume)(void *file);
 	/*
-	 * A new empty file (an O_TMPFILE) to keep the copy's recipe in while
-	 * the file moves to tier `to`, so that the move's memory does not grow
-	 * with the file's size; a negative errno keeps it in memory.
+	 * A new empty file (an O_TMPFILE) to keep the copy's recipe in, so
+	 * that the move's memory does not grow with the file's size: on the
+	 * hot tier, never on the target's disk, whose bytes are to be
+	 * unreadable without the key (a recipe holds ids, lengths and the
+	 * bytes between Oracle blocks); a negative errno keeps it in memory.
 	 * (userdata is tier_mover_new()'s.)
 	 */
-	int (*spool)(void *userdata, uint32_t to);
+	int (*spool)(void *userdata);
 } TierMoveHooks;
 
 typedef struct TierMover TierMover;

@@ -52,7 +52,7 @@
 typedef struct Recover {
 	Catalog *catalog;
 	DedupStore *hot;
-	int (*spool)(void *userdata, uint32_t tier);
+	int (*spool)(void *userdata);
 	void *userdata;
 	FILE *out;
 	DedupSalvage *salvage;
@@ -206,7 +206,7 @@ static int restore_file(Recover *rc, const DedupDescribedFile *f, const TierFile
 
 	r = dedup_writer_new(rc->hot, &f->params, DEDUP_STORE_LEVEL_DEFAULT, DEDUP_STORE_REGION_DEFAULT, &w);
 	if (r >= 0) {
-		int fd = rc->spool(rc->userdata, 0);
+		int fd = rc->spool(rc->userdata);
 		if (fd >= 0)
 			r = dedup_writer_spool(w, fd);
 	}
@@ -392,8 +392,7 @@ static int salvage_open_shared(const char *source, DedupStore *hot_store, DedupB
 }
 
 int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, DedupStore *hot_store,
-		 int (*spool)(void *userdata, uint32_t tier), void *userdata, const char *source, FILE *out,
-		 char **ret_error) {
+		 int (*spool)(void *userdata), void *userdata, const char *source, FILE *out, char **ret_error) {
 	_cleanup_free_ char *error = NULL;
 	_cleanup_free_ void *buf = NULL;
 	DedupBackend *b = NULL, *root = NULL;

@@ -16,10 +16,9 @@
  * did to out, a line per file it could not restore.  Returns 0 (every file
  * restored), 1 (some could not be: listed on out), or a negative errno, with
  * *ret_error (free it; NULL on success or when out of memory) saying why.
- * spool(userdata, 0) gives each file's writer a new empty file (an
- * O_TMPFILE) to keep its recipe in, so that restoring a file of any size
- * takes the same memory; a negative errno keeps it in memory.
+ * spool(userdata) gives each file's writer a new empty file (an O_TMPFILE
+ * on the hot tier) to keep its recipe in, so that restoring a file of any
+ * size takes the same memory; a negative errno keeps it in memory.
  */
 int tier_recover(const Config *config, const TierSet *tiers, Catalog *catalog, DedupStore *hot_store,
-		 int (*spool)(void *userdata, uint32_t tier), void *userdata, const char *source, FILE *out,
-		 char **ret_error);
+		 int (*spool)(void *userdata), void *userdata, const char *source, FILE *out, char **ret_error);

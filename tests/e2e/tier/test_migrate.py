@@ -19,6 +19,8 @@ passthrough file are copied in and sealed.  Then:
 - an append to a file on the capacity tier makes it raw on the hot tier and
   it is sealed again there; unlink of a capacity file is metadata-only;
 - migrate is refused to a user who is neither root nor the owner;
+- while a file moves, its recipe's spool is a nameless file on the hot
+  tier, none is open on the capacity tier's disk;
 - deleting everything and collecting leaves both tiers' containers empty.
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_ORAGEN, FRATIER_TIERCTL),
@@ -124,6 +126,38 @@ def deleted_meanwhile(res, fs, model, victim):
     res.check(all(t == 0 for t in tc.tiers_of(res, fs, model).values()), "files left on tier 1 after recall")
 
 
+def spool_on_hot(res, fs, model):
+    """While a file moves to the capacity tier, its recipe's spool is a nameless file on the hot tier,
+    never on the target's disk (docs/SECURITY.md: a recipe holds ids, lengths and bytes in clear)."""
+    name = "spool/piece.bkp"
+    os.makedirs(fs.path("spool"), exist_ok=True)
+    # Large enough for the copy to outlast the first progress line by far: 48 steps of 4 MiB.
+    model[name] = os.urandom(192 << 20)
+    dc.write_file(fs.path(name), model[name])
+    if not dc.check_sealed(res, [fs.path(name)], "spool file sealed"):
+        return
+    staging = {t: os.path.join(fs.data, t, "staging") + "/" for t in ("hot", "capacity")}
+    seen = {t: set() for t in staging}
+    p, _ = start_move(fs, "migrate", "--to", "capacity", fs.path(name))
+    fd_dir = "/proc/%d/fd" % fs.proc.pid
+    while p.poll() is None:
+        for fd in os.listdir(fd_dir):
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue  # closed meanwhile
+            for t, prefix in staging.items():
+                if target.startswith(prefix):
+                    seen[t].add(target)
+    out, err = p.communicate(timeout=300)
+    res.check(p.returncode == 0, "migrate of %s: exit %d: %s" % (name, p.returncode, err.strip()))
+    print("during the move: %r" % seen, flush=True)
+    res.check(any(t.endswith("(deleted)") for t in seen["hot"]),
+              "no nameless spool file seen on the hot tier during a move: %r" % seen)
+    res.check(not seen["capacity"], "files open in the capacity tier's staging area during a move: %r" % seen)
+    dc.compare(res, fs.path(name), model[name], "after a move with its spool")
+
+
 def run(res, fs, src):
     model = tc.copy_in(fs, src)
     os.makedirs(fs.path("onlinelog"), exist_ok=True)
@@ -214,6 +248,8 @@ def run(res, fs, src):
 
     rc, _, err = tc.tierctl(fs, "migrate", "--to", "7", fs.mnt)
     res.check(rc == 1 and "no tier 7" in err, "migrate to a missing tier: %d %s" % (rc, err))
+
+    spool_on_hot(res, fs, model)
 
     for r in list(model):
         os.unlink(fs.path(r))
