@@ -425,6 +425,7 @@ typedef struct TierState {
 	unsigned target_line;   /* lower tiers: where their files go by age (a cascade) */
 	unsigned migrate_after_line;
 	unsigned shared_line;
+	unsigned spill_line;
 	char *target;           /* as written, resolved once every tier is known */
 } TierState;
 
@@ -612,6 +613,21 @@ bool config_tier_encrypts(const ConfigTier *t, bool have_key) {
 	if (t->has_encrypt)
 		return t->encrypt;
 	return have_key && t->role != TIER_ROLE_HOT;
+}
+
+static int parse_spill(Parser *p, const char *key, const char *value) {
+	ConfigTier *t = &p->config.tiers[p->tier];
+	p->tiers[p->tier].spill_line = p->line;
+	int r = parse_boolean_key(p, key, value, &t->spill);
+	if (r >= 0)
+		t->has_spill = true;
+	return r;
+}
+
+bool config_tier_spills(const ConfigTier *t, bool have_key) {
+	if (t->has_spill)
+		return t->spill;
+	return !config_tier_encrypts(t, have_key);
 }
 
 static int parse_allow_other(Parser *p, const char *key, const char *value) {
@@ -1007,6 +1023,7 @@ static const KeyDef tier_keys[] = {
 	{ "target", parse_tier_target },
 	{ "shared", parse_shared },
 	{ "encrypt", parse_encrypt },
+	{ "spill", parse_spill },
 };
 
 static const KeyDef class_keys[] = {
@@ -1294,6 +1311,12 @@ static int parser_finish(Parser *p) {
 		if (t->shared && t->role == TIER_ROLE_HOT)
 			return parser_fail(p, ts->shared_line, "the hot tier '%s' cannot be shared: each host keeps its own",
 					   t->name);
+		if (t->has_spill && t->role == TIER_ROLE_HOT)
+			return parser_fail(p, ts->spill_line, "spill is for lower tiers: the hot tier '%s' takes new files "
+					   "while it has room", t->name);
+		if (t->has_spill && t->spill && (t->backend != TIER_BACKEND_DIR || t->shared))
+			return parser_fail(p, ts->spill_line, "tier '%s' cannot take spilled files: only a directory tier "
+					   "of this host's (not nfs, not shared) holds raw files", t->name);
 		if (ts->nfs_line > 0 && t->backend != TIER_BACKEND_NFS)
 			return parser_fail(p, ts->nfs_line, "timeout and retries belong to NFS tiers, not to tier '%s' (backend %s)",
 					   t->name, tier_backend_to_string(t->backend));

@@ -49,6 +49,9 @@
  *   encrypt = yes                 ; yes = seal every region written to this tier (AES-256-GCM under the
  *                                 ; key; docs/SECURITY.md); needs key_file.  Default: yes on lower tiers
  *                                 ; when a key is given, no on the hot tier and without a key
+ *   spill = no                    ; lower directory tiers: yes = raw files go on here when the tiers
+ *                                 ; before are full (fs/spill.c), in clear; default: yes unless the
+ *                                 ; tier encrypts
  *
  *   [class backuppiece]           ; "class NAME", NAME = archivelog | backuppiece | imagecopy | other
  *   chunking = oracle             ; oracle (each Oracle block a chunk, cdc between them) | cdc
@@ -237,6 +240,8 @@ typedef struct ConfigTier {
 	bool shared;           /* lower tiers: shared with other hosts' daemons (docs/SHARED.md) */
 	bool has_encrypt;      /* encrypt was given; otherwise config_tier_encrypts()'s default */
 	bool encrypt;
+	bool has_spill;        /* spill was given; otherwise config_tier_spills()'s default */
+	bool spill;
 } ConfigTier;
 
 /*
@@ -247,6 +252,13 @@ typedef struct ConfigTier {
  * that must encrypt without a key.)
  */
 bool config_tier_encrypts(const ConfigTier *t, bool have_key);
+
+/*
+ * Whether raw files may start or spill onto a lower tier when the tiers
+ * before it are full (fs/spill.c): as given, else unless the tier
+ * encrypts, since a raw file is the file's bytes in clear.
+ */
+bool config_tier_spills(const ConfigTier *t, bool have_key);
 
 /* A file name pattern of a class (names, log_archive_format): it decides a new file's class before the built-in rules. */
 typedef struct ConfigNamePattern {

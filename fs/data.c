@@ -108,7 +108,7 @@ int fs_data_unseal(Fs *fs, FsInode *i, bool truncate_to_zero) {
 	 */
 	for (uint32_t first = 0;; first = to + 1) {
 		uint64_t need = truncate_to_zero ? 0 : ci.size;
-		r = fs_spill_pick(fs, first, UINT32_MAX, need, &to);
+		r = fs_spill_pick(fs, first, UINT32_MAX, true, need, &to);
 		if (r < 0)
 			goto out;
 		fd = fs_staging_create(fs, to, i->ino);
@@ -391,7 +391,7 @@ static int seal_ingest(Fs *fs, uint64_t ino, uint32_t staging_tier, TierFileClas
 		 * that tier is short of it, a lower one with room takes the
 		 * chunks (it would take them by policy later anyway).
 		 */
-		r = fs_spill_pick(fs, staging_tier, UINT32_MAX, (uint64_t) ret_st->st_blocks * 512, ret_tier);
+		r = fs_spill_pick(fs, staging_tier, UINT32_MAX, false, (uint64_t) ret_st->st_blocks * 512, ret_tier);
 		if (r >= 0)
 			r = fs_data_writer_new(fs, *ret_tier, staging_tier, class, &w);
 		if (r < 0)

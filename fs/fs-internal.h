@@ -162,6 +162,7 @@ typedef struct FsReapItem {
  */
 typedef struct FsStagingArea {
 	int fd;                   /* the staging directory, or -1: nothing raw can live on this tier */
+	bool takes_raw;           /* new and spilled raw files may go here (config_tier_spills()) */
 	dev_t dev;                /* its filesystem: tiers on one filesystem share its space */
 	uint64_t size;            /* of its filesystem, in bytes */
 	uint64_t floor;           /* bytes of its filesystem raw data never takes (spill.c) */
@@ -373,9 +374,10 @@ bool fs_spill_has_room(Fs *fs, uint32_t tier, uint64_t len);
 uint32_t fs_spill_pick_new(Fs *fs);
 /*
  * The first tier from `first` on (in tier order), but `skip`, with a
- * staging area and room for len bytes; -ENOSPC when none has.
+ * staging area and room for len bytes, and for raw bytes (a staging file,
+ * not a seal's chunks) one that takes them; -ENOSPC when none has.
  */
-int fs_spill_pick(Fs *fs, uint32_t first, uint32_t skip, uint64_t len, uint32_t *ret);
+int fs_spill_pick(Fs *fs, uint32_t first, uint32_t skip, bool raw, uint64_t len, uint32_t *ret);
 /*
  * Moves raw file i's staging file to the first other tier with room for
  * its bytes plus need (fs_spill_pick()), crash-safely; takes data_lock

@@ -92,8 +92,10 @@ static int area_open(Fs *fs, uint32_t tier, int dir_fd) {
 
 int fs_staging_init(Fs *fs) {
 	int r = area_open(fs, 0, fs->hot_fd);
-	if (r >= 0)
+	if (r >= 0) {
+		fs->staging[0].takes_raw = true;
 		fs_spill_area_init(fs, 0);
+	}
 	return r;
 }
 
@@ -116,6 +118,18 @@ int fs_staging_open_tiers(Fs *fs) {
 					  (unsigned) n, t->name, t->path, FS_STAGING_DIR);
 			continue;
 		}
+		/*
+		 * An area all the same where nothing new spills: raw files
+		 * already there stay readable, and its strays are found.
+		 */
+		bool encrypts = config_tier_encrypts(t, fs->keys != NULL);
+		fs->staging[n].takes_raw = config_tier_spills(t, fs->keys != NULL);
+		if (encrypts && fs->staging[n].takes_raw)
+			log_warning("tier %u (%s): spill = yes: raw files that spill there are in clear on it until sealed",
+				    (unsigned) n, t->name);
+		else if (encrypts)
+			log_info("tier %u (%s) is encrypted and takes no spilled raw files (spill = yes would, in clear)",
+				 (unsigned) n, t->name);
 		fs_spill_area_init(fs, n);
 	}
 	return 0;

@@ -228,6 +228,29 @@ static void test_encrypt(void) {
 	parse_fails(MAIN "encrypt = yes\n[tier hot]\n", FILE_NAME ":3: unknown key 'encrypt' in section [fratier]");
 }
 
+/* spill per lower tier: as given, else unless the tier encrypts; never given to the hot, an NFS or a shared tier. */
+static void test_spill(void) {
+	_cleanup_(config_done) Config c = {};
+	parse_ok(MAIN "[tier hot]\n[tier capacity]\n[tier vault]\nrole = capacity\npath = /mnt/vault\nspill = yes\n"
+		      "[tier slow]\nrole = capacity\npath = /mnt/slow\nspill = no\nencrypt = no\n", &c);
+	assert(!c.tiers[1].has_spill && c.tiers[2].has_spill && c.tiers[2].spill && c.tiers[3].has_spill);
+	/* Without a key nothing encrypts, so the default spills; with one the capacity tier encrypts and does not. */
+	assert(config_tier_spills(&c.tiers[1], false) && !config_tier_spills(&c.tiers[1], true));
+	assert(config_tier_spills(&c.tiers[2], true) && config_tier_spills(&c.tiers[2], false));
+	assert(!config_tier_spills(&c.tiers[3], false) && !config_tier_spills(&c.tiers[3], true));
+
+	parse_fails(MAIN "[tier hot]\nspill = no\n",
+		    FILE_NAME ":4: spill is for lower tiers: the hot tier 'hot' takes new files while it has room");
+	parse_fails(MAIN "[tier hot]\n[tier filer]\nrole = capacity\nbackend = nfs\npath = nfs://nas/fra\nspill = yes\n",
+		    FILE_NAME ":8: tier 'filer' cannot take spilled files: only a directory tier of this host's (not nfs, "
+			      "not shared) holds raw files");
+	parse_fails(MAIN "[tier hot]\n[tier capacity]\nshared = yes\nspill = yes\n",
+		    FILE_NAME ":6: tier 'capacity' cannot take spilled files: only a directory tier of this host's (not "
+			      "nfs, not shared) holds raw files");
+	parse_fails(MAIN "[tier hot]\n[tier capacity]\nspill = often\n",
+		    FILE_NAME ":5: invalid boolean 'often' for 'spill' (expected yes/no, true/false, on/off or 1/0)");
+}
+
 static void test_syntax_variants(void) {
 	_cleanup_(config_done) Config c = {}, d = {}, e = {};
 
@@ -876,6 +899,7 @@ int main(void) {
 	test_key_file();
 	test_shared();
 	test_encrypt();
+	test_spill();
 	test_syntax_variants();
 	test_errors();
 	test_classes();

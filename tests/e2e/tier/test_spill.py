@@ -474,6 +474,65 @@ def run_crash(res, t):
     res.check(set(staged) <= set(inos), "after the crash: stray staging files: %r" % sorted(set(staged) - set(inos)))
 
 
+def run_encrypted(res, t):
+    """An encrypted capacity tier takes no spilled raw file (it would be in clear there): with the hot tier
+    full, writes fail with ENOSPC, statfs counts the hot tier alone, and nothing lands in the capacity tier's
+    staging area.  spill = yes on it lets the next log go on there."""
+    key = os.path.join(t.base, "fra.key")
+    p = subprocess.run([harness.daemon_path(), "--make-key", key], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if not res.check(p.returncode == 0, "--make-key: %s" % p.stdout):
+        return
+    with open(t.config) as f:
+        plain = f.read()
+
+    def configure(spill):
+        with open(t.config, "w") as f:
+            f.write(plain.replace("[fratier]\n", "[fratier]\nkey_file = %s\n" % key) + spill)
+
+    configure("")
+    model, written, cut = {}, [], None
+    with t.mount(RAW_OPTIONS) as fs:
+        hot_only = max(0, avail(t.hot) - hot_floor(size_of(t.hot)))
+        free, _ = mount_free(fs)
+        res.check(abs(free - hot_only) <= TOLERANCE,
+                  "statfs with an encrypted capacity tier says %d bytes free, the hot tier alone %d" % (free, hot_only))
+        for k in range(64):
+            rel = "fra/archivelog/thread_4_seq_%d.arc" % (900 + k)
+            try:
+                model[rel] = (LOG, sha(write_log(fs, rel, LOG)))
+                written.append(rel)
+            except OSError as e:
+                cut = (rel, e.errno)
+                break
+        print("encrypted capacity tier: %d logs written, then %r" % (len(written), cut), flush=True)
+        res.check(cut and cut[1] == errno.ENOSPC, "no ENOSPC with the hot tier full and spill = no: %r" % (cut,))
+        where = tiers_and_states(res, fs, written)
+        res.check(written and all(where.get(r) == (0, "raw") for r in written),
+                  "a log left the hot tier for the encrypted one: %r" % where)
+        on_cap = [n for _, _, names in os.walk(os.path.join(t.cap, "staging")) for n in names]
+        res.check(not on_cap, "raw files in the encrypted tier's staging area: %r" % on_cap)
+    # The hot tier stays full (the log cut short too): what the remount frees of it (the catalog's WAL) fills
+    # first, then the logs go on on the capacity tier.
+    configure("spill = yes\n")
+    with t.mount(RAW_OPTIONS) as fs:
+        where = {}
+        for k in range(16):
+            rel = "fra/archivelog/thread_4_seq_%d.arc" % (1000 + k)
+            try:
+                model[rel] = (LOG, sha(write_log(fs, rel, LOG)))
+            except OSError as e:
+                res.check(False, "with spill = yes a log failed instead of going on on the capacity tier: %s" % e)
+                break
+            where = tiers_and_states(res, fs, [rel])
+            if where.get(rel) == (1, "raw"):
+                break
+        print("spill = yes: %r" % {r: w for r, w in where.items() if "seq_1" in r}, flush=True)
+        res.check(any(w == (1, "raw") for w in where.values()),
+                  "with spill = yes no log went on on the capacity tier: %r" % where)
+        compare_all(res, fs, model, "with an encrypted capacity tier")
+
+
 def main():
     harness.require_fuse()
     res = harness.Results("e2e-spill")
@@ -481,13 +540,14 @@ def main():
     tiers = []
     try:
         # Both pairs of tmpfs before the first check: a test that cannot have them skips, never after checks ran.
-        for name in ("a", "b", "c"):
+        for name in ("a", "b", "c", "d"):
             tiers.append(Tiers(res, os.path.join(tmp, name)))
         model = run_spill(res, tiers[0])
         if not res.failed:
             run_full(res, tiers[0], model)
         run_crash(res, tiers[1])
         run_ballast(res, tiers[2])
+        run_encrypted(res, tiers[3])
     finally:
         for t in tiers:
             t.close()
