@@ -36,6 +36,10 @@ took.
   well into the capacity tier.  After a remount every fsynced byte is
   there, no file holds a byte it was not given, and every staging file is
   on the tier the catalog names, with no strays.
+- encrypted: with a key the capacity tier encrypts and so takes no raw
+  file: logs fill the hot tier until ENOSPC, every one stays there, statfs
+  counts the hot tier alone and the capacity tier's staging area stays
+  empty; with spill = yes in its section the next logs go on there.
 
 env: FRATIERFS, FRATIER_BUILD_ROOT (or FRATIER_TIERCTL), FRATIER_KEEP.
 """
