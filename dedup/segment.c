@@ -5,16 +5,23 @@
  * nobody vouches for (fuzzed by tests/fuzz/fuzz-index-segment.c).
  *
  * Invariants:
- *  1. A segment that parses has exactly dedup_segment_size(count) bytes,
- *     its checksum matches, and its entries are strictly ascending by id
- *     with every field within the limits of a stored region or frame: a
- *     reader can use any entry without further bounds checks.
- *  2. One encoding per segment: the reserved field and the host's padding
- *     are zero, so a segment that parses formats back to the same bytes.
+ *  1. A segment that parses (and, sealed, opens) has exactly
+ *     dedup_segment_size(count, sealed) bytes, its checksum matches, and
+ *     its entries are strictly ascending by id with every field within the
+ *     limits of a stored region or frame: a reader can use any entry
+ *     without further bounds checks.
+ *  2. One encoding per plain segment: the reserved fields and the host's
+ *     padding are zero, so a segment that parses formats back to the same
+ *     bytes.  A sealed one differs only by its nonce (and so its
+ *     ciphertext and tag).
+ *  3. A sealed segment's header, nonce included, is its associated data:
+ *     its entries open only under the host, epoch, keys and count it was
+ *     written with.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +29,7 @@
 
 #include "dedup/container.h"
 #include "dedup/frame.h"
+#include "dedup/key.h"
 #include "dedup/le-internal.h"
 #include "dedup/region.h"
 #include "dedup/segment.h"
@@ -38,8 +46,13 @@ static const uint8_t segment_magic[8] = { 'F', 'R', 'T', 'S', 'E', 'G', 'M', '1'
 #define H_HOST 48
 #define H_RESERVED 80
 #define H_RESERVED2 88
+/* Version 2: the nonce, then 4 reserved bytes. */
+#define H_NONCE 80
+#define H_RESERVED_SEALED 92
 _Static_assert(H_HOST + DEDUP_SEGMENT_HOST_MAX == H_RESERVED, "header layout");
 _Static_assert(H_RESERVED2 + 8 == DEDUP_SEGMENT_HEADER_SIZE, "header layout");
+_Static_assert(H_NONCE + DEDUP_SEGMENT_NONCE_SIZE == H_RESERVED_SEALED, "header layout");
+_Static_assert(H_RESERVED_SEALED + 4 == DEDUP_SEGMENT_HEADER_SIZE, "header layout");
 
 /* Entry fields. */
 #define E_ID 0
@@ -117,7 +130,37 @@ bool dedup_host_name_is_valid(const char *host) {
 	return true;
 }
 
-int dedup_segment_format(const DedupSegmentHeader *h, const DedupSegmentEntry *entries, size_t n, uint8_t **ret) {
+/*
+ * AES-256-GCM of the n entries after buf's header, in place, the header
+ * as associated data (invariant 3); the tag follows them.  Returns 0, or
+ * -EBADMSG when opening fails, -EIO when OpenSSL does.
+ */
+static int entries_gcm(uint8_t *buf, size_t n, const uint8_t *key, bool seal) {
+	uint8_t *entries = buf + DEDUP_SEGMENT_HEADER_SIZE, *tag = entries + n * DEDUP_SEGMENT_ENTRY_SIZE;
+	int len = (int) (n * DEDUP_SEGMENT_ENTRY_SIZE), out = 0;
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	int ok = ctx != NULL;
+
+	if (seal) {
+		ok = ok && EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, buf + H_NONCE) == 1 &&
+		     EVP_EncryptUpdate(ctx, NULL, &out, buf, DEDUP_SEGMENT_HEADER_SIZE) == 1 &&
+		     EVP_EncryptUpdate(ctx, entries, &out, entries, len) == 1 &&
+		     EVP_EncryptFinal_ex(ctx, entries + out, &out) == 1 &&
+		     EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, DEDUP_SEGMENT_TAG_SIZE, tag) == 1;
+		EVP_CIPHER_CTX_free(ctx);
+		return ok ? 0 : -EIO;
+	}
+	ok = ok && EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, buf + H_NONCE) == 1 &&
+	     EVP_DecryptUpdate(ctx, NULL, &out, buf, DEDUP_SEGMENT_HEADER_SIZE) == 1 &&
+	     EVP_DecryptUpdate(ctx, entries, &out, entries, len) == 1 &&
+	     EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, DEDUP_SEGMENT_TAG_SIZE, tag) == 1 &&
+	     EVP_DecryptFinal_ex(ctx, entries + out, &out) == 1;
+	EVP_CIPHER_CTX_free(ctx);
+	return ok ? 0 : -EBADMSG;
+}
+
+int dedup_segment_format(const DedupSegmentHeader *h, const DedupSegmentEntry *entries, size_t n,
+			 const uint8_t *seal_key, uint8_t **ret) {
 	if (n > DEDUP_SEGMENT_ENTRIES_MAX || (h->flags & ~DEDUP_SEGMENT_FLAG_KEYED_IDS) || !dedup_host_name_is_valid(h->host))
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
@@ -125,12 +168,18 @@ int dedup_segment_format(const DedupSegmentHeader *h, const DedupSegmentEntry *e
 		    (i > 0 && memcmp(entries[i - 1].id.bytes, entries[i].id.bytes, DEDUP_CHUNK_ID_SIZE) >= 0))
 			return -EINVAL;
 
-	size_t size = (size_t) dedup_segment_size(n);
+	bool sealed = seal_key != NULL;
+	size_t size = (size_t) dedup_segment_size(n, sealed);
 	uint8_t *buf = calloc(1, size);
 	if (!buf)
 		return -ENOMEM;
 	memcpy(buf + H_MAGIC, segment_magic, sizeof(segment_magic));
-	le32_put(buf + H_VERSION, DEDUP_SEGMENT_VERSION);
+	le32_put(buf + H_VERSION, sealed ? DEDUP_SEGMENT_VERSION_SEALED : DEDUP_SEGMENT_VERSION);
+	/* A random nonce, as a sealed region's: segments of one key come from many hosts, which share no counter. */
+	if (sealed && RAND_bytes(buf + H_NONCE, DEDUP_SEGMENT_NONCE_SIZE) != 1) {
+		free(buf);
+		return -EIO;
+	}
 	le32_put(buf + H_FLAGS, h->flags);
 	le64_put(buf + H_EPOCH, h->epoch);
 	le64_put(buf + H_COUNT, n);
@@ -146,6 +195,10 @@ int dedup_segment_format(const DedupSegmentHeader *h, const DedupSegmentEntry *e
 		le32_put(p + E_REGION_OFFSET, e->region_offset);
 		le32_put(p + E_PLAIN_SIZE, e->plain_size);
 		le32_put(p + E_FRAME_SIZE, e->frame_size);
+	}
+	if (sealed && entries_gcm(buf, n, seal_key, true) < 0) {
+		free(buf);
+		return -EIO;
 	}
 	le64_put(buf + size - DEDUP_SEGMENT_TRAILER_SIZE, XXH3_64bits(buf, size - DEDUP_SEGMENT_TRAILER_SIZE));
 	*ret = buf;
@@ -163,18 +216,36 @@ void dedup_segment_entry_get(const void *buf, uint64_t i, DedupSegmentEntry *ret
 	ret->frame_size = le32_get(p + E_FRAME_SIZE);
 }
 
+/* Invariant 1: the entries of buf, in the clear, each valid and strictly ascending. */
+static bool entries_are_valid(const void *buf, uint64_t count) {
+	DedupSegmentEntry prev = {}, e;
+	for (uint64_t i = 0; i < count; i++) {
+		dedup_segment_entry_get(buf, i, &e);
+		if (!entry_is_valid(&e) || (i > 0 && memcmp(prev.id.bytes, e.id.bytes, DEDUP_CHUNK_ID_SIZE) >= 0))
+			return false;
+		prev = e;
+	}
+	return true;
+}
+
 int dedup_segment_parse(const void *buf, size_t len, DedupSegmentHeader *ret) {
 	const uint8_t *p = buf;
 	DedupSegmentHeader h = {};
 
-	if (len < dedup_segment_size(0) || memcmp(p + H_MAGIC, segment_magic, sizeof(segment_magic)) != 0 ||
-	    le32_get(p + H_VERSION) != DEDUP_SEGMENT_VERSION)
+	if (len < dedup_segment_size(0, false) || memcmp(p + H_MAGIC, segment_magic, sizeof(segment_magic)) != 0)
 		return -EBADMSG;
+	uint32_t version = le32_get(p + H_VERSION);
+	if (version != DEDUP_SEGMENT_VERSION && version != DEDUP_SEGMENT_VERSION_SEALED)
+		return -EBADMSG;
+	h.sealed = version == DEDUP_SEGMENT_VERSION_SEALED;
 	h.flags = le32_get(p + H_FLAGS);
 	h.epoch = le64_get(p + H_EPOCH);
 	h.count = le64_get(p + H_COUNT);
 	if ((h.flags & ~DEDUP_SEGMENT_FLAG_KEYED_IDS) || h.count > DEDUP_SEGMENT_ENTRIES_MAX ||
-	    dedup_segment_size(h.count) != len || le64_get(p + H_RESERVED) != 0 || le64_get(p + H_RESERVED2) != 0)
+	    dedup_segment_size(h.count, h.sealed) != len)
+		return -EBADMSG;
+	if (h.sealed ? le32_get(p + H_RESERVED_SEALED) != 0
+		     : (le64_get(p + H_RESERVED) != 0 || le64_get(p + H_RESERVED2) != 0))
 		return -EBADMSG;
 	if (XXH3_64bits(p, len - DEDUP_SEGMENT_TRAILER_SIZE) != le64_get(p + len - DEDUP_SEGMENT_TRAILER_SIZE))
 		return -EBADMSG;
@@ -188,15 +259,18 @@ int dedup_segment_parse(const void *buf, size_t len, DedupSegmentHeader *ret) {
 	memcpy(h.host, p + H_HOST, host_len);
 	if (!dedup_host_name_is_valid(h.host))
 		return -EBADMSG;
-
-	DedupSegmentEntry prev = {}, e;
-	for (uint64_t i = 0; i < h.count; i++) {
-		dedup_segment_entry_get(buf, i, &e);
-		if (!entry_is_valid(&e) || (i > 0 && memcmp(prev.id.bytes, e.id.bytes, DEDUP_CHUNK_ID_SIZE) >= 0))
-			return -EBADMSG;
-		prev = e;
-	}
+	if (!h.sealed && !entries_are_valid(buf, h.count))
+		return -EBADMSG;
 	*ret = h;
+	return 0;
+}
+
+int dedup_segment_open(void *buf, size_t len, const uint8_t *key) {
+	DedupSegmentHeader h;
+	if (!key || dedup_segment_parse(buf, len, &h) < 0 || !h.sealed)
+		return -EBADMSG;
+	if (entries_gcm(buf, (size_t) h.count, key, false) < 0 || !entries_are_valid(buf, h.count))
+		return -EBADMSG;
 	return 0;
 }
 

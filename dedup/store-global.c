@@ -399,10 +399,13 @@ int dedup_store_publish(DedupStore *s) {
 		memcpy(h.keys, g->keys, sizeof(h.keys));
 		snprintf(h.host, sizeof(h.host), "%s", s->opts.shared->host);
 		_cleanup_free_ uint8_t *buf = NULL;
-		r = dedup_segment_format(&h, entries + i, k, &buf);
+		/* Sealed with the regions: its entries would give their tables back (dedup/segment.h). */
+		const uint8_t *seal_key = s->opts.encrypt ? s->opts.content_key : NULL;
+		r = dedup_segment_format(&h, entries + i, k, seal_key, &buf);
 		char name[DEDUP_SEGMENT_NAME_MAX];
 		if (r >= 0)
-			r = object_write(s, dedup_segment_name(h.epoch, name), buf, (size_t) dedup_segment_size(k));
+			r = object_write(s, dedup_segment_name(h.epoch, name), buf,
+					 (size_t) dedup_segment_size(k, seal_key != NULL));
 		if (r < 0) {
 			pending_restore(g, entries + i, n - i);
 			break;
@@ -490,12 +493,15 @@ static int segment_load(DedupStore *s, const char *object, const char *host, uin
 	int r = dedup_backend_size(root, object, &size);
 	if (r < 0)
 		return r;
-	if (size < dedup_segment_size(0) || size > dedup_segment_size(DEDUP_SEGMENT_ENTRIES_MAX) ||
-	    (size - dedup_segment_size(0)) % DEDUP_SEGMENT_ENTRY_SIZE != 0) {
+	/* Its entries by its size, sealed (a tag more) or not: the two never agree. */
+	bool sealed = size >= dedup_segment_size(0, true) &&
+		      (size - dedup_segment_size(0, true)) % DEDUP_SEGMENT_ENTRY_SIZE == 0;
+	if (size < dedup_segment_size(0, sealed) || size > dedup_segment_size(DEDUP_SEGMENT_ENTRIES_MAX, sealed) ||
+	    (size - dedup_segment_size(0, sealed)) % DEDUP_SEGMENT_ENTRY_SIZE != 0) {
 		__atomic_add_fetch(&g->bad, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
-	if ((size - dedup_segment_size(0)) / DEDUP_SEGMENT_ENTRY_SIZE > room)
+	if ((size - dedup_segment_size(0, sealed)) / DEDUP_SEGMENT_ENTRY_SIZE > room)
 		return -E2BIG;
 	_cleanup_free_ uint8_t *buf = malloc((size_t) size);
 	if (!buf)
@@ -509,6 +515,11 @@ static int segment_load(DedupStore *s, const char *object, const char *host, uin
 	}
 	if (memcmp(h.keys, g->keys, sizeof(h.keys)) != 0 || !!(h.flags & DEDUP_SEGMENT_FLAG_KEYED_IDS) != g->keyed) {
 		__atomic_add_fetch(&g->other_key, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	/* The same keys: its content subkey is this store's. */
+	if (h.sealed && dedup_segment_open(buf, (size_t) size, s->opts.content_key) < 0) {
+		__atomic_add_fetch(&g->bad, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
 	if (l->n + h.count > l->cap) {

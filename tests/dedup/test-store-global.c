@@ -75,6 +75,40 @@ static void host_open(Host *h, const char *name, bool keyed) {
 	host_open_store(h);
 }
 
+/*
+ * The first segment of a host whose store seals its regions is sealed too:
+ * not one of its chunk ids is in its bytes, its key opens it (and g read it
+ * above), another key does not.
+ */
+static void check_sealed_segment(Host *h) {
+	char path[512];
+	snprintf(path, sizeof(path), "%s/h/%s/i/%016llx.fti", shared_dir, h->name, 1ULL);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT(fd >= 0);
+	struct stat st;
+	ASSERT(fstat(fd, &st) == 0);
+	size_t size = (size_t) st.st_size;
+	uint8_t *seg = test_malloc(size), *opened = test_malloc(size);
+	ASSERT(pread(fd, seg, size, 0) == (ssize_t) size);
+	close(fd);
+	DedupSegmentHeader sh;
+	ASSERT_OK(dedup_segment_parse(seg, size, &sh));
+	ASSERT(sh.sealed && sh.count > 0 && size == dedup_segment_size(sh.count, true));
+	uint8_t other[sizeof(h->key)];
+	memset(other, 0x43, sizeof(other));
+	memcpy(opened, seg, size);
+	ASSERT(dedup_segment_open(opened, size, other) == -EBADMSG);
+	memcpy(opened, seg, size);
+	ASSERT_OK(dedup_segment_open(opened, size, h->key));
+	for (uint64_t i = 0; i < sh.count; i++) {
+		DedupSegmentEntry e;
+		dedup_segment_entry_get(opened, i, &e);
+		ASSERT(!memmem(seg, size, e.id.bytes, DEDUP_CHUNK_ID_SIZE));
+	}
+	free(opened);
+	free(seg);
+}
+
 static void host_close(Host *h) {
 	h->e.store = dedup_store_free(h->e.store);
 	h->root = dedup_backend_free(h->root);
@@ -515,6 +549,7 @@ int main(void) {
 	ASSERT(st.new_bytes == 0 && st.foreign_bytes == len);
 	env_check_file(&g.e, ino_g, data, len, &rng);
 	host_close(&g);
+	check_sealed_segment(&d);
 
 	/* A damaged foreign container: EIO on the hosts that reference it, never wrong bytes. */
 	DedupBackend *aview = a.e.backend;
@@ -559,7 +594,8 @@ int main(void) {
 			es[i].container += 1000; /* a container of e that does not exist */
 		}
 		uint8_t *forged;
-		ASSERT_OK(dedup_segment_format(&h, es, h.count, &forged));
+		ASSERT(!h.sealed);
+		ASSERT_OK(dedup_segment_format(&h, es, h.count, NULL, &forged));
 		/* e's own store renamed it in; overwriting it in place is what a lying filer would do. */
 		ASSERT(pwrite(fd, forged, (size_t) sst.st_size, 0) == sst.st_size);
 		close(fd);

@@ -3,13 +3,19 @@
  * Fuzz target for index segments (dedup/segment.c), as every host reads the
  * others' from a filer nobody vouches for:
  *
- *  - parsed as found: garbage is -EBADMSG; a segment that parses has only
- *    valid, strictly ascending entries and formats back to exactly the same
- *    bytes (one encoding per segment).  Whoever can write the tier can
- *    compute the checksum, so each input is parsed a second time with its
- *    checksum recomputed: that drives the header and entry checks;
- *  - the input cut into entries, sorted, formatted and parsed again: the
- *    entries must come back identical.
+ *  - parsed as found: garbage is -EBADMSG; a plain segment that parses has
+ *    only valid, strictly ascending entries and formats back to exactly the
+ *    same bytes (one encoding per segment); a sealed one is opened under
+ *    FUZZ_KEY (the key corpus-index-segment/sealed-* were written under),
+ *    and what opens has valid entries that format back, plain, to a
+ *    segment that parses with the same entries.  Whoever can write the
+ *    tier can compute the checksum, so each input is parsed a second time
+ *    with its checksum recomputed: that drives the header and entry checks
+ *    (and, sealed, the tag's);
+ *  - the input cut into entries, sorted, formatted (sealed for every other
+ *    input) and parsed again: the entries must come back identical, and a
+ *    sealed segment with any one byte of its header, entries or tag
+ *    changed (the checksum recomputed) must not open.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,34 +25,71 @@
 #include "dedup/segment.h"
 #include "tests/fuzz/fuzz.h"
 
+static const uint8_t FUZZ_KEY[32] = "fratier fuzz-index-segment key!";
+
+static void checksum_again(uint8_t *buf, size_t size) {
+	uint64_t sum = XXH3_64bits(buf, size - DEDUP_SEGMENT_TRAILER_SIZE);
+	memcpy(buf + size - DEDUP_SEGMENT_TRAILER_SIZE, &sum, sizeof(sum)); /* little endian hosts only */
+}
+
+static DedupSegmentEntry *entries_of(const uint8_t *buf, uint64_t count) {
+	DedupSegmentEntry *e = malloc((size_t) count * sizeof(*e) + 1);
+	if (!e)
+		abort();
+	for (uint64_t i = 0; i < count; i++)
+		dedup_segment_entry_get(buf, i, e + i);
+	return e;
+}
+
 static void check_parsed(const uint8_t *data, size_t size) {
 	DedupSegmentHeader h;
 	int r = dedup_segment_parse(data, size, &h);
 	if (r == -EBADMSG)
 		return;
-	if (r < 0 || dedup_segment_size(h.count) != size)
+	if (r < 0 || dedup_segment_size(h.count, h.sealed) != size)
 		abort();
-	DedupSegmentEntry *e = malloc((size_t) h.count * sizeof(*e) + 1);
-	if (!e)
-		abort();
-	for (uint64_t i = 0; i < h.count; i++)
-		dedup_segment_entry_get(data, i, e + i);
+	uint8_t *opened = NULL;
+	if (h.sealed) {
+		opened = malloc(size);
+		if (!opened)
+			abort();
+		memcpy(opened, data, size);
+		if (dedup_segment_open(opened, size, FUZZ_KEY) < 0) {
+			free(opened);
+			return;
+		}
+		data = opened;
+	}
+	DedupSegmentEntry *e = entries_of(data, h.count);
 	uint8_t *again = NULL;
-	if (dedup_segment_format(&h, e, (size_t) h.count, &again) < 0 || memcmp(again, data, size) != 0)
+	if (dedup_segment_format(&h, e, (size_t) h.count, NULL, &again) < 0)
 		abort();
+	DedupSegmentHeader got;
+	if (!h.sealed && memcmp(again, data, size) != 0)
+		abort();
+	if (h.sealed) {
+		if (dedup_segment_parse(again, (size_t) dedup_segment_size(h.count, false), &got) < 0 || got.count != h.count)
+			abort();
+		for (uint64_t i = 0; i < h.count; i++) {
+			DedupSegmentEntry x;
+			dedup_segment_entry_get(again, i, &x);
+			if (memcmp(&x, e + i, sizeof(x)) != 0)
+				abort();
+		}
+	}
 	free(again);
 	free(e);
+	free(opened);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 	check_parsed(data, size);
-	if (size >= dedup_segment_size(0) && size <= dedup_segment_size(64)) {
+	if (size >= dedup_segment_size(0, false) && size <= dedup_segment_size(64, true)) {
 		uint8_t *copy = malloc(size);
 		if (!copy)
 			abort();
 		memcpy(copy, data, size);
-		uint64_t sum = XXH3_64bits(copy, size - DEDUP_SEGMENT_TRAILER_SIZE);
-		memcpy(copy + size - DEDUP_SEGMENT_TRAILER_SIZE, &sum, sizeof(sum)); /* little endian hosts only */
+		checksum_again(copy, size);
 		check_parsed(copy, size);
 		free(copy);
 	}
@@ -74,14 +117,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 	memcpy(h.host, "db01", 5);
 	if (size >= 16)
 		memcpy(h.keys, data, sizeof(h.keys));
+	bool sealed = size % 2 == 0;
+	size_t len = (size_t) dedup_segment_size(n, sealed);
 	uint8_t *buf = NULL;
-	if (dedup_segment_format(&h, e, n, &buf) < 0)
+	if (dedup_segment_format(&h, e, n, sealed ? FUZZ_KEY : NULL, &buf) < 0)
 		abort();
 	DedupSegmentHeader got;
-	if (dedup_segment_parse(buf, (size_t) dedup_segment_size(n), &got) < 0 || got.count != n ||
+	if (dedup_segment_parse(buf, len, &got) < 0 || got.count != n || got.sealed != sealed ||
 	    got.epoch != h.epoch || got.flags != h.flags || strcmp(got.host, "db01") != 0 ||
 	    memcmp(got.keys, h.keys, sizeof(h.keys)) != 0)
 		abort();
+	if (sealed) {
+		/* Any byte but the checksum's changed, the checksum made to match: it must not open. */
+		size_t at = (size_t) h.epoch * 7919 % (len - DEDUP_SEGMENT_TRAILER_SIZE);
+		uint8_t *bent = malloc(len);
+		if (!bent)
+			abort();
+		memcpy(bent, buf, len);
+		bent[at] ^= 1;
+		checksum_again(bent, len);
+		if (dedup_segment_open(bent, len, FUZZ_KEY) == 0)
+			abort();
+		free(bent);
+		if (dedup_segment_open(buf, len, FUZZ_KEY) < 0)
+			abort();
+	}
 	for (size_t i = 0; i < n; i++) {
 		DedupSegmentEntry x;
 		dedup_segment_entry_get(buf, i, &x);
