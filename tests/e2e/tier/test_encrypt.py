@@ -25,6 +25,11 @@
   and the daemon keeps serving.  Then the tier's description replaced by
   an older copy of itself (genuine, sealed under the key): tierctl scrub
   names it as older than the catalog's and writes it again;
+- three hosts on one shared directory tier under the key: a's index
+  segments are sealed, b references a's chunks through them, and the
+  search finds nothing of their files under a's and b's directories;
+  c, with encrypt = no, publishes in clear, and the search finds its
+  file's keyed chunk ids in its segments (so it can fail);
 - with --nfs (e2e-encrypt-nfs), on an NFS tier served by nfs-ganesha: the
   files migrate there byte-exact, the export holds none of the needles
   above, scrub is clean; disaster recovery from the export alone is
@@ -339,6 +344,37 @@ def main_nfs():
     res.finish()
 
 
+def shared_tier(res, base, key):
+    """Three hosts on one shared tier under one key (docs/SHARED.md): a's index segments are sealed, and b,
+    migrating the same files, references a's chunks through them; nothing of those files is anywhere under
+    a's or b's directories of the tier, segments included.  c, whose section says encrypt = no, publishes
+    its segment in clear, where the search finds its file's keyed chunk ids: the search can fail."""
+    filer = os.path.join(base, "shared")
+    os.makedirs(filer)
+    hosts = {h: tc.shared_daemon(base, h, filer, options=["key_file=" + key],
+                                 tier_keys="encrypt = no\n" if h == "c" else "") for h in "abc"}
+    files = {"s%d.bkp" % i: make_file("s%d" % i) for i in range(2)}
+    clear = {"c0.bkp": make_file("c0")}
+    with hosts["a"], hosts["b"], hosts["c"]:
+        for h, mine in (("a", files), ("b", files), ("c", clear)):
+            fs = hosts[h]
+            tc.put_shared(res, fs, {rel: blob for rel, (blob, _, _) in mine.items()})
+            check_files(res, fs, mine, set(), "host %s, on the shared tier" % h)
+        hits = int(tc.filer_row(res, hosts["b"]).get("global_foreign_hits", 0))
+        res.check(hits > 0, "b referenced none of a's chunks: a's sealed segment did not open")
+    root = os.path.join(filer, "containers")  # a directory tier's objects (tiercommon.shared_filer_main())
+    enc = {cls: 0 for cls in needles(files)}
+    for h in ("a", "b"):
+        for cls, n in search(res, os.path.join(root, "h", h), needles(files, key=id_key(key)), base).items():
+            enc[cls] += n
+    segments = os.path.join(root, "h", "c", "i")
+    plain = search(res, segments, needles(clear, key=id_key(key)), base)
+    print("marker search, shared tier, hosts a and b (%d foreign chunks referenced by b): %s; c's clear segments: %s"
+          % (hits, enc, plain), flush=True)
+    res.check(sum(enc.values()) == 0, "plaintext found on the encrypted shared tier: %s" % enc)
+    res.check(plain["keyed chunk id"] > 0, "the search finds no keyed id in c's clear segments: %s" % plain)
+
+
 def main():
     if "--nfs" in sys.argv[1:]:
         return main_nfs()
@@ -531,6 +567,8 @@ def main():
             fs.stop()
         print("replay of an older description: listed by scrub and written again from the catalog", flush=True)
         res.check(len(damaged) < len(files), "every file damaged: nothing shows that others are unaffected")
+
+        shared_tier(res, base, key)
     finally:
         if not os.environ.get("FRATIER_KEEP"):
             shutil.rmtree(base, ignore_errors=True)
