@@ -41,6 +41,10 @@ static int add_tier_fields(Conn *c, uint32_t n, const ConfigTier *t, uint64_t us
 		r = control_add(c, "path", t->path);
 	if (r >= 0)
 		r = control_add(c, "shared", t->shared ? "yes" : "no");
+	if (r >= 0)
+		r = control_add(c, "encrypt", fs_tier_encrypts(c->fs, n) ? "yes" : "no");
+	if (r >= 0)
+		r = control_add(c, "spill", fs_tier_takes_raw(c->fs, n) ? "yes" : "no");
 	if (r >= 0 && t->shared)
 		r = control_add(c, "host", tier_set_host(fs_tiers(c->fs)) ?: "");
 	if (r >= 0 && tier_set_fenced(fs_tiers(c->fs), n))

@@ -25,6 +25,15 @@ FsThrottle *fs_throttle(Fs *fs) {
 	return &fs->throttle;
 }
 
+bool fs_tier_encrypts(const Fs *fs, uint32_t n) {
+	const ConfigTier *t = tier_set_config(fs->tiers, n);
+	return t && config_tier_encrypts(t, fs->keys != NULL);
+}
+
+bool fs_tier_takes_raw(const Fs *fs, uint32_t n) {
+	return n < CONFIG_TIERS_MAX && fs->staging[n].fd >= 0 && fs->staging[n].takes_raw;
+}
+
 void fs_settings_get(const Fs *fs, FsSettings *ret) {
 	*ret = (FsSettings) {
 		.mountpoint = fs->mountpoint,

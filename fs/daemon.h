@@ -35,6 +35,9 @@ TierSet *fs_tiers(const Fs *fs);
 TierMover *fs_mover(const Fs *fs);
 /* Background work's governor (throttle.h): its share and counters, for status. */
 FsThrottle *fs_throttle(Fs *fs);
+/* Whether tier n seals what it stores (encrypt), and whether raw files may go there (the hot tier, or spill). */
+bool fs_tier_encrypts(const Fs *fs, uint32_t n);
+bool fs_tier_takes_raw(const Fs *fs, uint32_t n);
 
 /* The mount's settings, as the command line and config made them. */
 typedef struct FsSettings {

@@ -447,6 +447,21 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 			printf("tier %s (%s) takes nothing more from this daemon: its host name %s there was retired or taken "
 			       "over; its files there still read; stop this daemon\n",
 			       tierctl_get(m, trows[i], "tier"), tierctl_get(m, trows[i], "name"), tierctl_get(m, trows[i], "host"));
+	/* Where a full hot tier's writes go: a daemon from before spill = reports neither field. */
+	for (size_t i = 0; trows && i < nt; i++) {
+		const char *enc = ctl_message_get(m, trows[i], "encrypt"), *spill = ctl_message_get(m, trows[i], "spill");
+		if (!enc || !spill || strcmp(tierctl_get(m, trows[i], "role"), "hot") == 0 || strcmp(enc, "yes") != 0)
+			continue;
+		if (strcmp(spill, "yes") == 0)
+			printf("tier %s (%s) is encrypted, but spill = yes: raw files that spill there when the hot tier is "
+			       "full are in clear on it until sealed\n",
+			       tierctl_get(m, trows[i], "tier"), tierctl_get(m, trows[i], "name"));
+		else if (strcmp(tierctl_get(m, trows[i], "backend"), "dir") == 0 &&
+			 strcmp(tierctl_get(m, trows[i], "shared"), "yes") != 0)
+			printf("tier %s (%s) is encrypted and takes no raw files: with the hot tier full, writes fail with "
+			       "ENOSPC rather than spill there in clear (spill = yes in its section allows it)\n",
+			       tierctl_get(m, trows[i], "tier"), tierctl_get(m, trows[i], "name"));
+	}
 	/* A daemon from before compression regions reports no region cache: say nothing then. */
 	for (size_t i = 0; trows && i < nt; i++)
 		if (ctl_message_get(m, trows[i], "region_cache_max")) {

@@ -494,9 +494,18 @@ def run_encrypted(res, t):
         with open(t.config, "w") as f:
             f.write(plain.replace("[fratier]\n", "[fratier]\nkey_file = %s\n" % key) + spill)
 
+    def check_status(fs, spill):
+        tiers = {x.get("tier"): x for x in tc.tierctl_json(res, fs, "status").get("tiers", [])}
+        res.check((tiers.get(1, {}).get("encrypt"), tiers.get(1, {}).get("spill")) == ("yes", spill) and
+                  tiers.get(0, {}).get("spill") == "yes", "tierctl status --json, spill = %s: %r" % (spill, tiers))
+        rc, out, err = tc.tierctl(fs, "status")
+        said = "takes no raw files" if spill == "no" else "raw files that spill there"
+        res.check(rc == 0 and said in out, "tierctl status does not say %r: %d %s %s" % (said, rc, out[-800:], err))
+
     configure("")
     model, written, cut = {}, [], None
     with t.mount(RAW_OPTIONS) as fs:
+        check_status(fs, "no")
         hot_only = max(0, avail(t.hot) - hot_floor(size_of(t.hot)))
         free, _ = mount_free(fs)
         res.check(abs(free - hot_only) <= TOLERANCE,
@@ -520,6 +529,7 @@ def run_encrypted(res, t):
     # first, then the logs go on on the capacity tier.
     configure("spill = yes\n")
     with t.mount(RAW_OPTIONS) as fs:
+        check_status(fs, "yes")
         where = {}
         for k in range(16):
             rel = "fra/archivelog/thread_4_seq_%d.arc" % (1000 + k)
