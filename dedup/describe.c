@@ -418,26 +418,10 @@ int dedup_description_unseal(void *buf, size_t len, const uint8_t *key, size_t *
 	size_t n = len - DEDUP_DESCRIPTION_HEADER_SIZE;
 	if (n > INT_MAX)
 		return -EBADMSG;
-	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-	if (!ctx)
-		return -ENOMEM;
-	uint8_t tag[16];
-	memcpy(tag, p + H_TAG, sizeof(tag));
-	int out = 0, fin = 0, r = 0;
-	if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, p + H_NONCE) != 1 ||
-	    EVP_DecryptUpdate(ctx, NULL, &out, p, H_AAD) != 1 ||
-	    EVP_DecryptUpdate(ctx, p + DEDUP_DESCRIPTION_HEADER_SIZE, &out, p + DEDUP_DESCRIPTION_HEADER_SIZE, (int) n) !=
-		    1 ||
-	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, sizeof(tag), tag) != 1)
-		r = -EIO;
 	/* Invariant 4: a tag that does not match (changed, or another key) leaves no plaintext behind. */
-	else if (EVP_DecryptFinal_ex(ctx, p + DEDUP_DESCRIPTION_HEADER_SIZE + out, &fin) != 1)
-		r = -EBADMSG;
-	EVP_CIPHER_CTX_free(ctx);
-	if (r < 0) {
-		OPENSSL_cleanse(p, len);
+	int r = dedup_gcm_open(key, p + H_NONCE, p, H_AAD, p + DEDUP_DESCRIPTION_HEADER_SIZE, n, p + H_TAG);
+	if (r < 0)
 		return r;
-	}
 	memmove(p, p + DEDUP_DESCRIPTION_HEADER_SIZE, n);
 	*ret_len = n;
 	return 0;

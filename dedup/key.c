@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -166,6 +167,48 @@ static int hkdf(const uint8_t master[static DEDUP_KEY_SIZE], const char *info, u
 	int ok = EVP_KDF_derive(ctx, ret, DEDUP_KEY_SIZE, params);
 	EVP_KDF_CTX_free(ctx);
 	return ok == 1 ? 0 : -EIO;
+}
+
+int dedup_gcm_seal(const uint8_t key[static DEDUP_KEY_SIZE], const uint8_t nonce[static DEDUP_GCM_NONCE_SIZE],
+		   const void *aad, size_t aad_len, void *buf, size_t len, uint8_t tag[static DEDUP_GCM_TAG_SIZE]) {
+	if (len > INT_MAX || aad_len > INT_MAX)
+		return -EINVAL;
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	if (!ctx)
+		return -ENOMEM;
+	int out = 0, fin = 0;
+	bool ok = EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, nonce) == 1 &&
+		  EVP_EncryptUpdate(ctx, NULL, &out, aad, (int) aad_len) == 1 &&
+		  EVP_EncryptUpdate(ctx, buf, &out, buf, (int) len) == 1 &&
+		  EVP_EncryptFinal_ex(ctx, (uint8_t *) buf + out, &fin) == 1 &&
+		  EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, DEDUP_GCM_TAG_SIZE, tag) == 1;
+	EVP_CIPHER_CTX_free(ctx);
+	return ok ? 0 : -EIO;
+}
+
+int dedup_gcm_open(const uint8_t key[static DEDUP_KEY_SIZE], const uint8_t nonce[static DEDUP_GCM_NONCE_SIZE],
+		   const void *aad, size_t aad_len, void *buf, size_t len, const uint8_t tag[static DEDUP_GCM_TAG_SIZE]) {
+	if (len > INT_MAX || aad_len > INT_MAX)
+		return -EINVAL;
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	if (!ctx)
+		return -ENOMEM;
+	/* OpenSSL takes a tag it may not write to, but its prototype says void *. */
+	uint8_t expected[DEDUP_GCM_TAG_SIZE];
+	memcpy(expected, tag, sizeof(expected));
+	int out = 0, fin = 0, r = 0;
+	if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, nonce) != 1 ||
+	    EVP_DecryptUpdate(ctx, NULL, &out, aad, (int) aad_len) != 1 ||
+	    EVP_DecryptUpdate(ctx, buf, &out, buf, (int) len) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, sizeof(expected), expected) != 1)
+		r = -EIO;
+	else if (EVP_DecryptFinal_ex(ctx, (uint8_t *) buf + out, &fin) != 1)
+		r = -EBADMSG;
+	EVP_CIPHER_CTX_free(ctx);
+	/* The bytes were decrypted before the tag was checked: none of them may outlive a failure. */
+	if (r < 0)
+		OPENSSL_cleanse(buf, len);
+	return r;
 }
 
 int dedup_key_derive(const uint8_t master[static DEDUP_KEY_SIZE], DedupKey *ret) {

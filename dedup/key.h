@@ -67,6 +67,23 @@ int dedup_key_load(const char *path, DedupKey **ret, char **ret_error);
 /* Derives the subkeys and the key id of master into *ret.  Returns: 0 or -EIO. */
 int dedup_key_derive(const uint8_t master[static DEDUP_KEY_SIZE], DedupKey *ret);
 
+#define DEDUP_GCM_NONCE_SIZE 12
+#define DEDUP_GCM_TAG_SIZE 16
+
+/*
+ * AES-256-GCM of buf[0, len) in place under key and nonce, aad[0, aad_len)
+ * authenticated with it, as sealed descriptions and index segments are
+ * made (sealed regions keep a context per decoder instead): seal() writes
+ * the tag, open() checks it and, when it does not match (another key, a
+ * byte changed), leaves no plaintext behind: buf is zeroed.
+ * Returns: 0; -EBADMSG (open: the tag does not match); -EINVAL (len or
+ * aad_len past INT_MAX); -ENOMEM, -EIO (OpenSSL).
+ */
+int dedup_gcm_seal(const uint8_t key[static DEDUP_KEY_SIZE], const uint8_t nonce[static DEDUP_GCM_NONCE_SIZE],
+		   const void *aad, size_t aad_len, void *buf, size_t len, uint8_t tag[static DEDUP_GCM_TAG_SIZE]);
+int dedup_gcm_open(const uint8_t key[static DEDUP_KEY_SIZE], const uint8_t nonce[static DEDUP_GCM_NONCE_SIZE],
+		   const void *aad, size_t aad_len, void *buf, size_t len, const uint8_t tag[static DEDUP_GCM_TAG_SIZE]);
+
 /* Wipes and frees k; NULL-tolerant; returns NULL. */
 DedupKey *dedup_key_free(DedupKey *k);
 

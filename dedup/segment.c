@@ -53,6 +53,8 @@ _Static_assert(H_HOST + DEDUP_SEGMENT_HOST_MAX == H_RESERVED, "header layout");
 _Static_assert(H_RESERVED2 + 8 == DEDUP_SEGMENT_HEADER_SIZE, "header layout");
 _Static_assert(H_NONCE + DEDUP_SEGMENT_NONCE_SIZE == H_RESERVED_SEALED, "header layout");
 _Static_assert(H_RESERVED_SEALED + 4 == DEDUP_SEGMENT_HEADER_SIZE, "header layout");
+_Static_assert(DEDUP_SEGMENT_NONCE_SIZE == DEDUP_GCM_NONCE_SIZE && DEDUP_SEGMENT_TAG_SIZE == DEDUP_GCM_TAG_SIZE,
+	       "AES-256-GCM as dedup_gcm_seal() does it");
 
 /* Entry fields. */
 #define E_ID 0
@@ -130,33 +132,12 @@ bool dedup_host_name_is_valid(const char *host) {
 	return true;
 }
 
-/*
- * AES-256-GCM of the n entries after buf's header, in place, the header
- * as associated data (invariant 3); the tag follows them.  Returns 0, or
- * -EBADMSG when opening fails, -EIO when OpenSSL does.
- */
+/* AES-256-GCM of the n entries after buf's header, in place, the header as associated data (invariant 3). */
 static int entries_gcm(uint8_t *buf, size_t n, const uint8_t *key, bool seal) {
 	uint8_t *entries = buf + DEDUP_SEGMENT_HEADER_SIZE, *tag = entries + n * DEDUP_SEGMENT_ENTRY_SIZE;
-	int len = (int) (n * DEDUP_SEGMENT_ENTRY_SIZE), out = 0;
-	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-	int ok = ctx != NULL;
-
-	if (seal) {
-		ok = ok && EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, buf + H_NONCE) == 1 &&
-		     EVP_EncryptUpdate(ctx, NULL, &out, buf, DEDUP_SEGMENT_HEADER_SIZE) == 1 &&
-		     EVP_EncryptUpdate(ctx, entries, &out, entries, len) == 1 &&
-		     EVP_EncryptFinal_ex(ctx, entries + out, &out) == 1 &&
-		     EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, DEDUP_SEGMENT_TAG_SIZE, tag) == 1;
-		EVP_CIPHER_CTX_free(ctx);
-		return ok ? 0 : -EIO;
-	}
-	ok = ok && EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, buf + H_NONCE) == 1 &&
-	     EVP_DecryptUpdate(ctx, NULL, &out, buf, DEDUP_SEGMENT_HEADER_SIZE) == 1 &&
-	     EVP_DecryptUpdate(ctx, entries, &out, entries, len) == 1 &&
-	     EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, DEDUP_SEGMENT_TAG_SIZE, tag) == 1 &&
-	     EVP_DecryptFinal_ex(ctx, entries + out, &out) == 1;
-	EVP_CIPHER_CTX_free(ctx);
-	return ok ? 0 : -EBADMSG;
+	size_t len = n * DEDUP_SEGMENT_ENTRY_SIZE;
+	return seal ? dedup_gcm_seal(key, buf + H_NONCE, buf, DEDUP_SEGMENT_HEADER_SIZE, entries, len, tag)
+		    : dedup_gcm_open(key, buf + H_NONCE, buf, DEDUP_SEGMENT_HEADER_SIZE, entries, len, tag);
 }
 
 int dedup_segment_format(const DedupSegmentHeader *h, const DedupSegmentEntry *entries, size_t n,

@@ -103,6 +103,39 @@ int main(void) {
 	char id[DEDUP_KEY_ID_STRING_MAX];
 	assert(strlen(dedup_key_id_to_string(a->key_id, id)) == 64);
 
+	/*
+	 * AES-256-GCM in place: what seal() wrote opens back under its key,
+	 * nonce and associated data; a changed byte of any of them, or of the
+	 * tag, does not open and leaves the buffer zeroed.
+	 */
+	uint8_t nonce[DEDUP_GCM_NONCE_SIZE] = { 7 }, tag[DEDUP_GCM_TAG_SIZE], aad[24] = "associated data";
+	uint8_t plain[1000], sealed[sizeof(plain)], zero[sizeof(plain)] = {};
+	for (size_t i = 0; i < sizeof(plain); i++)
+		plain[i] = (uint8_t) (i * 31 + 1);
+	memcpy(sealed, plain, sizeof(plain));
+	assert(dedup_gcm_seal(a->content, nonce, aad, sizeof(aad), sealed, sizeof(sealed), tag) == 0);
+	assert(memcmp(sealed, plain, sizeof(plain)) != 0);
+	for (int what = 0; what < 5; what++) {
+		uint8_t trial[sizeof(sealed)], t[sizeof(tag)], n[sizeof(nonce)], x[sizeof(aad)];
+		memcpy(trial, sealed, sizeof(trial));
+		memcpy(t, tag, sizeof(t));
+		memcpy(n, nonce, sizeof(n));
+		memcpy(x, aad, sizeof(x));
+		const uint8_t *under = what == 4 ? b->content : a->content;
+		if (what == 0)
+			trial[500] ^= 1;
+		else if (what == 1)
+			t[3] ^= 1;
+		else if (what == 2)
+			n[11] ^= 1;
+		else if (what == 3)
+			x[0] ^= 1;
+		assert(dedup_gcm_open(under, n, x, sizeof(x), trial, sizeof(trial), t) == -EBADMSG);
+		assert(memcmp(trial, zero, sizeof(trial)) == 0);
+	}
+	assert(dedup_gcm_open(a->content, nonce, aad, sizeof(aad), sealed, sizeof(sealed), tag) == 0);
+	assert(memcmp(sealed, plain, sizeof(plain)) == 0);
+
 	/* Rings. */
 	DedupKeyRing *ring = NULL;
 	char *why = NULL;
