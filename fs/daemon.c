@@ -30,10 +30,6 @@ bool fs_tier_encrypts(const Fs *fs, uint32_t n) {
 	return t && config_tier_encrypts(t, fs->keys != NULL);
 }
 
-bool fs_tier_takes_raw(const Fs *fs, uint32_t n) {
-	return n < CONFIG_TIERS_MAX && fs->staging[n].fd >= 0 && fs->staging[n].takes_raw;
-}
-
 void fs_settings_get(const Fs *fs, FsSettings *ret) {
 	*ret = (FsSettings) {
 		.mountpoint = fs->mountpoint,

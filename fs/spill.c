@@ -122,17 +122,20 @@ bool fs_spill_has_room(Fs *fs, uint32_t tier, uint64_t len) {
 	return room >= len;
 }
 
+bool fs_tier_takes_raw(const Fs *fs, uint32_t n) {
+	return n < CONFIG_TIERS_MAX && fs->staging[n].fd >= 0 && fs->staging[n].takes_raw;
+}
+
 uint32_t fs_spill_pick_new(Fs *fs) {
 	for (uint32_t n = 0; n < CONFIG_TIERS_MAX; n++)
-		if (fs_staging_has_area(fs, n) && fs->staging[n].takes_raw &&
-		    fs_spill_has_room(fs, n, atomic_load(&fs->staging[n].start_need)))
+		if (fs_tier_takes_raw(fs, n) && fs_spill_has_room(fs, n, atomic_load(&fs->staging[n].start_need)))
 			return n;
 	return 0;
 }
 
 int fs_spill_pick(Fs *fs, uint32_t first, uint32_t skip, bool raw, uint64_t len, uint32_t *ret) {
 	for (uint32_t n = first; n < CONFIG_TIERS_MAX; n++)
-		if (n != skip && (!raw || fs->staging[n].takes_raw) && fs_spill_has_room(fs, n, len)) {
+		if (n != skip && (!raw || fs_tier_takes_raw(fs, n)) && fs_spill_has_room(fs, n, len)) {
 			*ret = n;
 			return 0;
 		}
@@ -315,12 +318,12 @@ int fs_spill_statfs(Fs *fs, struct statvfs *ret) {
 		struct statvfs sv;
 		bool seen = false;
 		/* What writes can take: the tiers raw files go to (as an NFS tier, one that takes none is not counted). */
-		if (a->fd < 0 || !a->takes_raw)
+		if (!fs_tier_takes_raw(fs, n))
 			continue;
 		/* Tiers on one filesystem share its space: count it once, with the largest floor among them. */
 		uint64_t floor = a->floor;
 		for (uint32_t m = 0; m < CONFIG_TIERS_MAX; m++) {
-			if (m == n || fs->staging[m].fd < 0 || !fs->staging[m].takes_raw || fs->staging[m].dev != a->dev)
+			if (m == n || !fs_tier_takes_raw(fs, m) || fs->staging[m].dev != a->dev)
 				continue;
 			seen = seen || m < n;
 			floor = MAX(floor, fs->staging[m].floor);

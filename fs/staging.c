@@ -122,7 +122,7 @@ int fs_staging_open_tiers(Fs *fs) {
 		 * An area all the same where nothing new spills: raw files
 		 * already there stay readable, and its strays are found.
 		 */
-		bool encrypts = config_tier_encrypts(t, fs->keys != NULL);
+		bool encrypts = fs_tier_encrypts(fs, n);
 		fs->staging[n].takes_raw = config_tier_spills(t, fs->keys != NULL);
 		if (encrypts && fs->staging[n].takes_raw)
 			log_warning("tier %u (%s): spill = yes: raw files that spill there are in clear on it until sealed",
