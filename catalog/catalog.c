@@ -801,6 +801,10 @@ static void reserve_release_if_full(Catalog *c) {
 		(void) reserve_release(c);
 }
 
+bool catalog_out_of_room(Catalog *c) {
+	return c->reserve_fd >= 0 && atomic_load(&c->reserve_held) < c->reserve_want;
+}
+
 /* Opens (or makes) the reserve beside the database at path, and fills it.  Invariant 7. */
 static void reserve_open(Catalog *c, const char *path) {
 	_cleanup_free_ char *name = NULL;

@@ -211,6 +211,13 @@ typedef struct CatalogStats {
 } CatalogStats;
 
 void catalog_stats_get(Catalog *c, CatalogStats *ret);
+/*
+ * Whether the reserve is given back and not had again: the filesystem the
+ * catalog is on filled, and commits that need more room than it had (a
+ * move's rows, a checkpoint that grows the database) fail with -ENOSPC
+ * until it has room again.
+ */
+bool catalog_out_of_room(Catalog *c);
 
 /* Transactions; begin takes the catalog lock until commit or rollback. */
 int catalog_begin(Catalog *c);

@@ -306,7 +306,13 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 	} else {
 		it->result = MOVE_FAILED;
 		it->error = r;
-		it->why = r == -ENXIO ? "its tier or the target is not reachable" : NULL;
+		if (r == -ENXIO)
+			it->why = "its tier or the target is not reachable";
+		else if (r == -ENOSPC && catalog_out_of_room(fs_catalog(fs)))
+			it->why = "no room left on the hot tier's filesystem for the catalog to record the move (its reserve "
+				  "is used up); free some room there and try again";
+		else
+			it->why = NULL;
 		log_warning_errno(r, "Failed to move inode %llu to tier %u: %m", (unsigned long long) it->ino,
 				  (unsigned) p->to);
 	}

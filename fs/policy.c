@@ -287,7 +287,13 @@ static int policy_pass(Fs *fs, Catalog *reader) {
 		}
 		if (r < 0) {
 			/* One line per pass: a full or dead target fails every file the same way. */
-			if (failed++ == 0)
+			if (failed++ > 0)
+				continue;
+			if (r == -ENOSPC && catalog_out_of_room(fs->catalog))
+				log_warning("Policy: failed to move inode %llu to tier %u (it stays where it is): no room left "
+					    "on the hot tier's filesystem for the catalog to record the move",
+					    (unsigned long long) e->ino, (unsigned) e->to);
+			else
 				log_warning_errno(r, "Policy: failed to move inode %llu to tier %u (it stays where it is): %m",
 						  (unsigned long long) e->ino, (unsigned) e->to);
 			continue;

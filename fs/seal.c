@@ -124,7 +124,10 @@ static void run_gc(Fs *fs) {
 	fs_throttle_begin(&pace.unit);
 	uint32_t failed = 0;
 	int r = fs_tiers_gc(fs, &o, &st, &failed);
-	if (r < 0)
+	if (r == -ENOSPC && catalog_out_of_room(fs->catalog))
+		log_warning("Chunk collection of tier %u (%s) waits for room on the hot tier's filesystem: the catalog "
+			    "there has none left for its commits", (unsigned) failed, tier_set_config(fs_tiers(fs), failed)->name);
+	else if (r < 0)
 		log_warning_errno(r, "Chunk collection of tier %u (%s) failed: %m", (unsigned) failed,
 				  tier_set_config(fs_tiers(fs), failed)->name);
 	else if (st.chunks_deleted || st.containers_deleted || st.containers_compacted)

@@ -36,6 +36,15 @@ took.
   well into the capacity tier.  After a remount every fsynced byte is
   there, no file holds a byte it was not given, and every staging file is
   on the tier the catalog names, with no strays.
+- move off a full hot tier: someone else takes the last byte of the hot
+  tier's filesystem, and tierctl migrate moves two sealed files of 8 KiB
+  chunks to the capacity tier (the catalog commits with its reserve); their
+  containers on the hot tier go while it is still full.
+- a move too large for it: on a fresh pair, a file of 64 Ki chunks cannot
+  move off the full hot tier (its catalog rows do not fit the reserve): the
+  move fails, saying the hot tier's filesystem has no room for the catalog,
+  the file stays whole where it was, the collector says in the log what it
+  waits for; once the other file is gone the move succeeds.
 - encrypted: with a key the capacity tier encrypts and so takes no raw
   file: logs fill the hot tier until ENOSPC, every one stays there, statfs
   counts the hot tier alone and the capacity tier's staging area stays
@@ -98,12 +107,12 @@ def size_of(path):
 class Tiers:
     """Two tmpfs tiers and the config naming them."""
 
-    def __init__(self, res, base):
+    def __init__(self, res, base, hot_size=HOT_SIZE):
         self.base = base
         self.data = os.path.join(base, "data")
         self.hot = os.path.join(self.data, "hot")
         self.cap = os.path.join(self.data, "capacity")
-        tc.mount_tmpfs(res, self.hot, HOT_SIZE)
+        tc.mount_tmpfs(res, self.hot, hot_size)
         tc.mount_tmpfs(res, self.cap, CAP_SIZE)
         self.config = os.path.join(base, "spill.conf")
         with open(self.config, "w") as f:
@@ -547,6 +556,74 @@ def run_encrypted(res, t):
         compare_all(res, fs, model, "with an encrypted capacity tier")
 
 
+MOVED = ["fra/moved/piece_%d.dat" % k for k in range(2)]
+# Of the class run_move_too_large() chunks in 512-byte pieces: 64 Ki chunks, more rows than the catalog's reserve holds.
+TOO_MANY = "fra/tiny/tiny_piece.dat"
+
+
+def run_move_full(res, t):
+    """A move off a full hot tier: someone else took the last byte of its filesystem, and tierctl migrate of
+    sealed files to the capacity tier is the operator's way to make room there.  Two files of 8 KiB chunks
+    move (their catalog rows fit the catalog's reserve), their containers on the hot tier go while the
+    filesystem is still full, and they read back, also after a remount."""
+    ballast = os.path.join(t.hot, "someone-else.dat")
+    model = {}
+    with t.mount(["seal_delay=1", "gc_interval=1"]) as fs:
+        for rel in MOVED:
+            model[rel] = (24 * MiB, sha(write_log(fs, rel, 24 * MiB)))
+        if not dc.check_sealed(res, [fs.path(r) for r in MOVED], "before the move"):
+            return
+        where = tiers_and_states(res, fs, MOVED)
+        res.check(all(where.get(r) == (0, "sealed") for r in MOVED), "before the move: %r" % where)
+        before = tc.stored(fs, "hot")
+        fill(ballast)
+        print("move off a full hot tier: %.1f MiB of containers there, %d bytes left on its filesystem" %
+              (before / MiB, avail(t.hot)), flush=True)
+        rc, out, err = tc.tierctl(fs, "migrate", "--to", "capacity", fs.path("fra", "moved"))
+        res.check(rc == 0, "migrate off a full hot tier: exit %d: %s %s" % (rc, out[-400:], err[-400:]))
+        where = tiers_and_states(res, fs, MOVED)
+        res.check(all(where.get(r) == (1, "sealed") for r in MOVED), "after the move off a full hot tier: %r" % where)
+        big = tc.wait_empty(fs, "hot")
+        res.check(before >= 48 * MiB and not big,
+                  "the move left containers on the full hot tier (%.1f MiB before): %r" % (before / MiB, big))
+        compare_all(res, fs, model, "moved off a full hot tier")
+        os.unlink(ballast)
+    with t.mount(RAW_OPTIONS) as fs:
+        compare_all(res, fs, model, "moved off a full hot tier, after a remount")
+
+
+def run_move_too_large(res, t):
+    """A move off a full hot tier that needs more catalog rows than the catalog's reserve holds fails with a
+    reason that says so, and the file stays whole where it was; once the filesystem has room again, it
+    moves."""
+    with open(t.config, "a") as f:
+        f.write("[class imagecopy]\nnames = tiny_*\nchunking = fixed\nchunk_size = 512\n")
+    ballast = os.path.join(t.hot, "someone-else.dat")
+    model = {}
+    with t.mount(["seal_delay=1", "gc_interval=1"]) as fs:
+        model[TOO_MANY] = (32 * MiB, sha(write_log(fs, TOO_MANY, 32 * MiB)))
+        if not dc.check_sealed(res, [fs.path(TOO_MANY)], "before the move"):
+            return
+        fill(ballast)
+        rc, out, err = tc.tierctl(fs, "migrate", "--to", "capacity", fs.path(TOO_MANY))
+        print("a move of 64 Ki chunks off a full hot tier: exit %d\n%s" % (rc, out), flush=True)
+        res.check(rc != 0 and "no room left on the hot tier's filesystem for the catalog" in out,
+                  "a move whose catalog rows cannot fit should fail and say why: exit %d: %s %s" % (rc, out, err))
+        res.check(tiers_and_states(res, fs, [TOO_MANY]).get(TOO_MANY) == (0, "sealed"),
+                  "a move that failed should leave the file where it was")
+        compare_all(res, fs, model, "after a move that failed")
+        # The collector cannot delete the rows the move left on the capacity tier meanwhile, and says why.
+        res.check(harness.wait_for(lambda: "waits for room on the hot tier's filesystem" in fs.log_text()),
+                  "the collector should say it waits for room on the hot tier's filesystem")
+        os.unlink(ballast)
+        rc, out, err = tc.tierctl(fs, "migrate", "--to", "capacity", fs.path(TOO_MANY))
+        res.check(rc == 0 and tiers_and_states(res, fs, [TOO_MANY]).get(TOO_MANY) == (1, "sealed"),
+                  "the move once the hot tier has room: exit %d: %s %s" % (rc, out[-400:], err[-400:]))
+        compare_all(res, fs, model, "moved once the hot tier had room")
+    with t.mount(RAW_OPTIONS) as fs:
+        compare_all(res, fs, model, "moved once the hot tier had room, after a remount")
+
+
 def main():
     harness.require_fuse()
     res = harness.Results("e2e-spill")
@@ -556,12 +633,17 @@ def main():
         # Both pairs of tmpfs before the first check: a test that cannot have them skips, never after checks ran.
         for name in ("a", "b", "c", "d"):
             tiers.append(Tiers(res, os.path.join(tmp, name)))
+        # Room on the hot tier for two files' containers beside the staging file of the one being sealed.
+        for name in ("e", "f"):
+            tiers.append(Tiers(res, os.path.join(tmp, name), hot_size=256 * MiB))
         model = run_spill(res, tiers[0])
         if not res.failed:
             run_full(res, tiers[0], model)
         run_crash(res, tiers[1])
         run_ballast(res, tiers[2])
         run_encrypted(res, tiers[3])
+        run_move_full(res, tiers[4])
+        run_move_too_large(res, tiers[5])
     finally:
         for t in tiers:
             t.close()
