@@ -801,8 +801,18 @@ static void reserve_release_if_full(Catalog *c) {
 		(void) reserve_release(c);
 }
 
-bool catalog_out_of_room(Catalog *c) {
+/* Under lock: whether the reserve is given back (invariant 7). */
+static bool reserve_short(Catalog *c) {
 	return c->reserve_fd >= 0 && atomic_load(&c->reserve_held) < c->reserve_want;
+}
+
+bool catalog_out_of_room(Catalog *c) {
+	lock(c);
+	/* Room may have come back with no commit since to take the reserve again: those who ask wait for it. */
+	reserve_refill(c);
+	bool r = reserve_short(c);
+	unlock(c);
+	return r;
 }
 
 /* Opens (or makes) the reserve beside the database at path, and fills it.  Invariant 7. */
@@ -1117,12 +1127,13 @@ int catalog_sync(Catalog *c) {
  */
 static int wal_hook(void *userdata, sqlite3 *db, const char *name, int frames) {
 	Catalog *c = userdata;
+	bool short_of_room = reserve_short(c);
 
-	if (frames >= CATALOG_WAL_CHECKPOINT_MAX) {
+	if (frames >= (short_of_room ? CATALOG_WAL_CHECKPOINT_MAX_SHORT : CATALOG_WAL_CHECKPOINT_MAX)) {
 		(void) sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 		return SQLITE_OK;
 	}
-	if (frames >= CATALOG_WAL_CHECKPOINT_PAGES) {
+	if (frames >= (short_of_room ? CATALOG_WAL_CHECKPOINT_PAGES_SHORT : CATALOG_WAL_CHECKPOINT_PAGES)) {
 		pthread_mutex_lock(&c->ckpt_lock);
 		c->ckpt_wanted = true;
 		pthread_cond_signal(&c->ckpt_cond);

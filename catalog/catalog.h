@@ -149,6 +149,14 @@ int catalog_checkpointer_start(Catalog *c);
 /* SQLite's own default for its automatic checkpoint: 1000 pages (4 MiB) of WAL. */
 #define CATALOG_WAL_CHECKPOINT_PAGES 1000
 #define CATALOG_WAL_CHECKPOINT_MAX (16 * CATALOG_WAL_CHECKPOINT_PAGES)
+/*
+ * The same two once the reserve was given back (catalog_out_of_room()):
+ * a WAL of 4 MiB would take all of the reserve's room in frames that
+ * repeat the same few pages, and the checkpoint that needs some of it to
+ * grow the database file could not run.
+ */
+#define CATALOG_WAL_CHECKPOINT_PAGES_SHORT 16
+#define CATALOG_WAL_CHECKPOINT_MAX_SHORT 64
 
 /*
  * catalog_checkpoint() gives free pages back CATALOG_VACUUM_STEP_PAGES at a
@@ -215,7 +223,8 @@ void catalog_stats_get(Catalog *c, CatalogStats *ret);
  * Whether the reserve is given back and not had again: the filesystem the
  * catalog is on filled, and commits that need more room than it had (a
  * move's rows, a checkpoint that grows the database) fail with -ENOSPC
- * until it has room again.
+ * until it has room again.  Takes the reserve back first if that
+ * filesystem has room again (as a commit does); takes the catalog lock.
  */
 bool catalog_out_of_room(Catalog *c);
 

@@ -271,6 +271,12 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 	if (r >= 0 && ci.state != CATALOG_FILE_SEALED) {
 		/* Asked for by name: no need to wait for the seal delay. */
 		r = fs_data_seal(fs, it->ino);
+		if (r == -EAGAIN) {
+			it->result = MOVE_SKIPPED;
+			it->why = "not sealed: no room left on the hot tier's filesystem for the catalog to record it; free "
+				  "some room there and try again";
+			return 0;
+		}
 		if (r >= 0)
 			r = catalog_inode_get(fs_catalog(fs), it->ino, &ci);
 		if (r >= 0 && ci.state != CATALOG_FILE_SEALED) {

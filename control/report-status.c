@@ -522,6 +522,8 @@ int control_status(Conn *c) {
 	if (r >= 0)
 		r = control_add_u64(c, "seal_queue_due", seal.queue_due);
 	if (r >= 0)
+		r = control_add_u64(c, "seal_queue_room", seal.queue_room);
+	if (r >= 0)
 		r = control_add_u64(c, "seal_backlog", seal_backlog(c));
 	if (r >= 0)
 		r = control_add_u64(c, "high_watermark", tier_set_config(fs_tiers(fs), 0)->high_watermark);

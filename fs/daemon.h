@@ -54,6 +54,7 @@ typedef struct FsSealStatus {
 	uint64_t queue_due;       /* of which past their quiet time */
 	uint64_t queue_bytes;     /* their bytes (each file's size when it was queued) */
 	uint64_t behind_s;        /* how long the oldest file past its quiet time has waited since: how far sealing is behind */
+	uint64_t queue_room;      /* of which put back until the catalog's filesystem has room (fs_data_seal()) */
 	uint64_t streams;         /* files being chunked while written */
 	uint64_t seals_streamed;  /* seals that finished a stream */
 	uint64_t seals_whole;     /* seals that read the whole file */
@@ -128,7 +129,8 @@ int fs_policy_outlook(Fs *fs, Catalog *reader, FsPolicyOutlook *ret);
 int fs_staging_stat(Fs *fs, uint32_t tier, uint64_t ino, struct stat *ret);
 /*
  * Seals one raw file now if it is still raw, unchanged, and of a sealed
- * class (data.c), without waiting for its quiet time.
+ * class (data.c), without waiting for its quiet time.  -EAGAIN: not now, a
+ * file on another filesystem than the catalog's while that one is full.
  */
 int fs_data_seal(Fs *fs, uint64_t ino);
 /* The chunker a class is cut with: the sealer's own (data.c). */

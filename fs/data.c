@@ -468,6 +468,17 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	uint32_t from = ci.tier, to = 0;
 	bool split;
 
+	/*
+	 * The catalog's filesystem (the hot tier's) filled from outside and
+	 * its reserve went to commits: a file spilled to another filesystem
+	 * would spend what room is left there on its chunks' rows and free
+	 * none, and the archiver's next files need it.  It waits (seal.c).
+	 */
+	if (fs->staging[from].dev != fs->staging[0].dev && catalog_out_of_room(fs->catalog)) {
+		r = -EAGAIN;
+		goto out;
+	}
+
 	r = seal_ingest(fs, ino, from, (TierFileClass) ci.file_class, stream, &w, &to, &st, &streamed, &split);
 	stream = fs_stream_free(fs, stream);
 	if (r == -EFBIG || r == -ECANCELED || r == -ESTALE) {

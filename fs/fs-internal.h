@@ -139,6 +139,8 @@ typedef struct FsSealItem {
 	uint64_t ino;
 	int64_t due_ns;           /* CLOCK_MONOTONIC */
 	uint64_t bytes;           /* the file's size when queued: the backlog status shows */
+	unsigned failures;        /* seals of it that failed in a row: the next try waits longer (seal.c) */
+	bool waits_for_room;      /* put back by fs_data_seal()'s -EAGAIN: the catalog's filesystem is full */
 	struct FsSealItem *next;
 } FsSealItem;
 

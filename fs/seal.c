@@ -34,6 +34,14 @@
 #include "common/macros.h"
 #include "fs/fs-internal.h"
 
+/*
+ * A file whose seal failed is tried again after FS_SEAL_RETRY_S, twice that
+ * after a second failure, and so on up to FS_SEAL_RETRY_MAX_S; one put off
+ * until the catalog's filesystem has room, every FS_SEAL_ROOM_RETRY_S.
+ */
+#define FS_SEAL_RETRY_S 10
+#define FS_SEAL_RETRY_MAX_S 3600
+#define FS_SEAL_ROOM_RETRY_S 10
 /* How long the collector waits for streams to end before it ends them. */
 #define GC_STREAM_PATIENCE_S 60
 /*
@@ -61,6 +69,9 @@ void fs_seal_schedule(Fs *fs, uint64_t ino, uint64_t bytes) {
 		item->ino = ino;
 		item->due_ns = due;
 		item->bytes = bytes;
+		/* Changed since: earlier failures say nothing about the file it is now. */
+		item->failures = 0;
+		item->waits_for_room = false;
 		item->next = NULL;
 		FsSealItem **tail = &fs->seal_queue;
 		while (*tail)
@@ -324,6 +335,32 @@ static void *reap_main(void *userdata) {
 	return NULL;
 }
 
+/*
+ * Under seal_lock: a file whose seal failed, or was put off for want of
+ * room (-EAGAIN), goes back in the queue, unless a close queued it again
+ * meanwhile; nothing else would try it before the next mount.  A failure
+ * waits longer each time (a tier that stays broken is not hammered), a
+ * wait for room the same short time.
+ */
+static void seal_retry(Fs *fs, FsSealItem *item, int r) {
+	for (FsSealItem *p = fs->seal_queue; p; p = p->next)
+		if (p->ino == item->ino) {
+			free(item);
+			return;
+		}
+	item->waits_for_room = r == -EAGAIN;
+	int64_t wait_s = item->waits_for_room ? FS_SEAL_ROOM_RETRY_S
+					      : MIN(FS_SEAL_RETRY_S << MIN(item->failures, 6u), FS_SEAL_RETRY_MAX_S);
+	if (!item->waits_for_room)
+		item->failures++;
+	item->due_ns = clock_ns(CLOCK_MONOTONIC) + MAX(wait_s, (int64_t) fs->seal_delay_s) * 1000000000;
+	item->next = NULL;
+	FsSealItem **tail = &fs->seal_queue;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = item;
+}
+
 static void *worker_main(void *userdata) {
 	FsSealWorker *me = userdata;
 	Fs *fs = me->fs;
@@ -349,7 +386,6 @@ static void *worker_main(void *userdata) {
 			FsSealItem *item = *due;
 			*due = item->next;
 			uint64_t ino = item->ino;
-			free(item);
 			fs->sealing[me->index] = ino;
 			pthread_mutex_unlock(&fs->seal_lock);
 
@@ -361,15 +397,25 @@ static void *worker_main(void *userdata) {
 			 * the file again.
 			 */
 			int r = fs_data_seal(fs, ino);
-			if (r < 0)
-				log_warning_errno(r, "Failed to seal inode %llu (it stays raw): %m",
+			if (r == -EAGAIN)
+				log_debug("inode %llu waits for room on the hot tier's filesystem to be sealed",
+					  (unsigned long long) ino);
+			else if (r < 0 && item->failures == 0)
+				log_warning_errno(r, "Failed to seal inode %llu (it stays raw, and is tried again): %m",
 						  (unsigned long long) ino);
+			else if (r < 0)
+				log_debug_errno(r, "Failed to seal inode %llu again (%u times): %m", (unsigned long long) ino,
+						item->failures + 1);
 			else {
 				/* The policy moves only sealed files: one that needs space can start now, not at its next pass. */
 				fs_policy_check_space(fs);
 			}
 			pthread_mutex_lock(&fs->seal_lock);
 			fs->sealing[me->index] = 0;
+			if (r < 0 && r != -ECANCELED)
+				seal_retry(fs, item, r);
+			else
+				free(item);
 			sealed = true;
 			if (r >= 0) {
 				fs->index_wake = true;
@@ -739,6 +785,7 @@ void fs_seal_status_get(Fs *fs, FsSealStatus *ret) {
 	for (const FsSealItem *i = fs->seal_queue; i; i = i->next) {
 		st.queue++;
 		st.queue_bytes += i->bytes;
+		st.queue_room += i->waits_for_room;
 		if (i->due_ns <= now) {
 			st.queue_due++;
 			st.behind_s = MAX(st.behind_s, (uint64_t) ((now - i->due_ns) / 1000000000));

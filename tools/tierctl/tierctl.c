@@ -429,12 +429,17 @@ static int run_status(TierctlMount *mount, char **args, int n_args) {
 	print_policy_worker(m);
 	print_throttle(m);
 	if (tierctl_get_u64(m, 0, "catalog_reserve_releases") > 0 ||
-	    tierctl_get_u64(m, 0, "catalog_reserve_held") < tierctl_get_u64(m, 0, "catalog_reserve_size"))
+	    tierctl_get_u64(m, 0, "catalog_reserve_held") < tierctl_get_u64(m, 0, "catalog_reserve_size")) {
 		printf("catalog:     the hot tier's filesystem filled up %s times since the mount, and the catalog's "
 		       "reserve was given back for its commits; it holds %s of %s now (it comes back once that "
 		       "filesystem has twice its size free)\n",
 		       tierctl_get(m, 0, "catalog_reserve_releases"), size_of(m, 0, "catalog_reserve_held", a),
 		       size_of(m, 0, "catalog_reserve_size", b));
+		if (tierctl_get_u64(m, 0, "seal_queue_room") > 0)
+			printf("             %s files on other filesystems wait for room there to be sealed: their rows "
+			       "would take what the archiver's next files need\n",
+			       tierctl_get(m, 0, "seal_queue_room"));
+	}
 	printf("\n");
 	r = print_tiers(m, false);
 	size_t nt;
@@ -2006,9 +2011,11 @@ static int metrics_render(const TierctlMount *mount, const CtlMessage *m, const 
 	fprintf(f, "fratier_sealed_bytes %llu\n", (unsigned long long) tierctl_get_u64(m, 0, "sealed_bytes"));
 	metric_head(f, "fratier_queue_depth", "gauge", "Work waiting, per queue.");
 	fprintf(f, "fratier_queue_depth{queue=\"seal\"} %llu\nfratier_queue_depth{queue=\"seal_due\"} %llu\n"
+		   "fratier_queue_depth{queue=\"seal_room\"} %llu\n"
 		   "fratier_queue_depth{queue=\"gc\"} %llu\nfratier_queue_depth{queue=\"migrate\"} %llu\n",
 		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue"),
 		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue_due"),
+		(unsigned long long) tierctl_get_u64(m, 0, "seal_queue_room"),
 		(unsigned long long) tierctl_get_u64(m, 0, "gc_queue"),
 		(unsigned long long) tierctl_get_u64(m, 0, "migrate_queue"));
 	if (ctl_message_get(m, 0, "seal_rate")) {

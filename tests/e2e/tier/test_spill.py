@@ -45,6 +45,14 @@ took.
   move fails, saying the hot tier's filesystem has no room for the catalog,
   the file stays whole where it was, the collector says in the log what it
   waits for; once the other file is gone the move succeeds.
+- the archiver on a full hot tier: on a pair whose capacity tier holds
+  512 MiB, someone else fills the hot tier's filesystem and 1 MiB logs are
+  written with seals on: they go on until the capacity tier is full (the
+  catalog checkpoints early and leaves spilled files unsealed, so its
+  reserve goes to the logs), tierctl status and metrics count the seals
+  waiting for room.  With the other file gone, those seals are tried and
+  fail (no room for chunks on the full capacity tier); with logs deleted
+  there, they are tried again and every one of them is sealed.
 - encrypted: with a key the capacity tier encrypts and so takes no raw
   file: logs fill the hot tier until ENOSPC, every one stays there, statfs
   counts the hot tier alone and the capacity tier's staging area stays
@@ -57,6 +65,7 @@ import errno
 import hashlib
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -70,6 +79,9 @@ from tiercommon import dc
 MiB = 1 << 20
 HOT_SIZE = 64 * MiB
 CAP_SIZE = 128 * MiB
+# For run_archiver_on_full_hot(): more logs than the catalog's reserve (2 MiB beside a 64 MiB hot tier) would
+# hold the rows of.
+CAP_LARGE = 512 * MiB
 LOG = 4 * MiB
 BIG = 40 * MiB
 WAIT = harness.scaled(60.0)
@@ -107,13 +119,13 @@ def size_of(path):
 class Tiers:
     """Two tmpfs tiers and the config naming them."""
 
-    def __init__(self, res, base, hot_size=HOT_SIZE):
+    def __init__(self, res, base, hot_size=HOT_SIZE, cap_size=CAP_SIZE):
         self.base = base
         self.data = os.path.join(base, "data")
         self.hot = os.path.join(self.data, "hot")
         self.cap = os.path.join(self.data, "capacity")
         tc.mount_tmpfs(res, self.hot, hot_size)
-        tc.mount_tmpfs(res, self.cap, CAP_SIZE)
+        tc.mount_tmpfs(res, self.cap, cap_size)
         self.config = os.path.join(base, "spill.conf")
         with open(self.config, "w") as f:
             f.write("[fratier]\ndata_dir = %s\n[tier hot]\nrole = hot\npath = %s\n"
@@ -624,6 +636,70 @@ def run_move_too_large(res, t):
         compare_all(res, fs, model, "moved once the hot tier had room, after a remount")
 
 
+
+def run_archiver_on_full_hot(res, t):
+    """The archiver on a hot tier someone else filled, with seals on: new logs go on on the capacity tier
+    until it is full, not until the catalog's reserve is gone.  The catalog checkpoints its WAL early then
+    (frames would take the reserve), and files spilled to the capacity tier wait to be sealed, since their
+    chunks' rows would take it too; tierctl status says so.  Once the other file is gone they are tried,
+    and fail for want of room for their chunks on the full capacity tier; once logs are deleted there,
+    they are tried again and sealed."""
+    ballast = os.path.join(t.hot, "someone-else.dat")
+    model = {}
+    with t.mount(["seal_delay=1", "gc_interval=1"]) as fs:
+        os.makedirs(fs.path("fra", "archivelog"), exist_ok=True)
+        fill(ballast)
+        cut = None
+        for k in range(CAP_LARGE // MiB):
+            rel = "fra/archivelog/thread_5_seq_%d.arc" % (2000 + k)
+            try:
+                model[rel] = (MiB, sha(write_log(fs, rel, MiB)))
+            except OSError as e:
+                cut = (rel, e.errno)
+                break
+        left = avail(t.cap)
+        print("archiver on a full hot tier: %d logs of 1 MiB, then %r with %.1f MiB left on the capacity tier" %
+              (len(model), cut, left / MiB), flush=True)
+        # It stops where the capacity tier has no room for one more log above its floor, not before.
+        res.check(cut and cut[1] == errno.ENOSPC and left < SPILL_FLOOR + 2 * MiB,
+                  "the archiver stopped after %d logs with %.1f MiB left on the capacity tier: %r" %
+                  (len(model), left / MiB, cut))
+        j = tc.tierctl_json(res, fs, "status")
+        waiting = int(j.get("seal_queue_room", -1))
+        rc, out, _ = tc.tierctl(fs, "status")
+        res.check(waiting > 0 and rc == 0 and "wait for room there to be sealed" in out,
+                  "tierctl status should say %d files wait for room to be sealed: %s" % (waiting, out[-1200:]))
+        rc, out, _ = tc.tierctl(fs, "metrics")
+        metric = re.search(r'^fratier_queue_depth\{queue="seal_room"\} (\d+)$', out, re.M)
+        res.check(rc == 0 and metric and int(metric.group(1)) > 0,
+                  "tierctl metrics should count the seals waiting for room: %r" % (metric and metric.group(0)))
+
+        os.unlink(ballast)
+        inos = {os.stat(fs.path(rel)).st_ino: rel for rel in model}
+
+        def failed():
+            return sorted({inos[int(w)] for w in re.findall(r"Failed to seal inode (\d+)", fs.log_text())
+                           if int(w) in inos})
+
+        if not res.check(harness.wait_for(failed, harness.scaled(120)),
+                         "with the hot tier's room back, no seal was tried on the full capacity tier"):
+            return
+        failed_logs = failed()
+        for rel in [r for r in sorted(model) if r not in failed_logs][-64:]:
+            os.unlink(fs.path(rel))
+            del model[rel]
+        print("seals that failed for want of room on the capacity tier: %r; 64 logs deleted there" % failed_logs,
+              flush=True)
+
+        def states():
+            st = tiers_and_states(res, fs, failed_logs)
+            return {r: st.get(r) for r in failed_logs}
+
+        res.check(harness.wait_for(lambda: all(s == (1, "sealed") for s in states().values()), harness.scaled(120)),
+                  "logs whose seals failed for want of room were not sealed once there was room: %r" % states())
+        compare_all(res, fs, model, "the archiver on a full hot tier")
+
+
 def main():
     harness.require_fuse()
     res = harness.Results("e2e-spill")
@@ -636,6 +712,7 @@ def main():
         # Room on the hot tier for two files' containers beside the staging file of the one being sealed.
         for name in ("e", "f"):
             tiers.append(Tiers(res, os.path.join(tmp, name), hot_size=256 * MiB))
+        tiers.append(Tiers(res, os.path.join(tmp, "g"), cap_size=CAP_LARGE))
         model = run_spill(res, tiers[0])
         if not res.failed:
             run_full(res, tiers[0], model)
@@ -644,6 +721,7 @@ def main():
         run_encrypted(res, tiers[3])
         run_move_full(res, tiers[4])
         run_move_too_large(res, tiers[5])
+        run_archiver_on_full_hot(res, tiers[6])
     finally:
         for t in tiers:
             t.close()
