@@ -266,7 +266,7 @@ static int add_restore_fields(Conn *c, const ControlRestore *rs, const MovePlan 
 /* Moves one planned file, sealing it first if it is still raw. */
 static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 	Fs *fs = c->fs;
-	CatalogInode ci;
+	CatalogInode ci = {};
 	int r = catalog_inode_get(fs_catalog(fs), it->ino, &ci);
 	if (r >= 0 && ci.state != CATALOG_FILE_SEALED) {
 		/* Asked for by name: no need to wait for the seal delay. */
@@ -314,9 +314,10 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 		it->error = r;
 		if (r == -ENXIO)
 			it->why = "its tier or the target is not reachable";
-		else if (r == -ENOSPC && catalog_out_of_room(fs_catalog(fs)))
-			it->why = "no room left on the hot tier's filesystem for the catalog to record the move (its reserve "
-				  "is used up); free some room there and try again";
+		else if (r == -ENOSPC && (catalog_out_of_room(fs_catalog(fs)) ||
+					   !fs_catalog_has_room(fs, ci.size, (TierFileClass) ci.file_class)))
+			it->why = "no room left on the hot tier's filesystem for the catalog to record the move; free some "
+				  "room there and try again";
 		else
 			it->why = NULL;
 		log_warning_errno(r, "Failed to move inode %llu to tier %u: %m", (unsigned long long) it->ino,

@@ -38,6 +38,14 @@ FsThrottle *fs_throttle(Fs *fs);
 /* Whether tier n seals what it stores (encrypt), and whether raw files may go there (the hot tier, or spill). */
 bool fs_tier_encrypts(const Fs *fs, uint32_t n);
 bool fs_tier_takes_raw(const Fs *fs, uint32_t n);
+/*
+ * Whether the catalog's filesystem (the hot tier's) has room for the rows
+ * a seal or a move of size bytes of class c adds, and once it filled, as
+ * much again for the archiver's own commits (spill.c): a seal or move
+ * that cannot finish would take that room, fail, and leave the catalog
+ * none to commit with.
+ */
+bool fs_catalog_has_room(Fs *fs, uint64_t size, TierFileClass c);
 
 /* The mount's settings, as the command line and config made them. */
 typedef struct FsSettings {

@@ -469,12 +469,14 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	bool split;
 
 	/*
-	 * The catalog's filesystem (the hot tier's) filled from outside and
-	 * its reserve went to commits: a file spilled to another filesystem
-	 * would spend what room is left there on its chunks' rows and free
-	 * none, and the archiver's next files need it.  It waits (seal.c).
+	 * Its rows need room on the catalog's filesystem (the hot tier's); and
+	 * once that filled from outside and the catalog's reserve went to
+	 * commits, a file spilled to another filesystem would spend what room
+	 * is left there and free none, and the archiver's next files need it.
+	 * It waits (seal.c).
 	 */
-	if (fs->staging[from].dev != fs->staging[0].dev && catalog_out_of_room(fs->catalog)) {
+	if (!fs_catalog_has_room(fs, ci.size, (TierFileClass) ci.file_class) ||
+	    (fs->staging[from].dev != fs->staging[0].dev && catalog_out_of_room(fs->catalog))) {
 		r = -EAGAIN;
 		goto out;
 	}

@@ -81,6 +81,10 @@ static int move_spool(void *userdata) {
 	return fs_staging_spool(userdata, 0);
 }
 
+static int move_room(void *userdata, uint64_t size, TierFileClass file_class) {
+	return fs_catalog_has_room(userdata, size, file_class) ? 0 : -ENOSPC;
+}
+
 static const TierMoveHooks move_hooks = {
 	.hold = move_hold,
 	.changed = move_changed,
@@ -90,6 +94,7 @@ static const TierMoveHooks move_hooks = {
 	.pace = move_pace,
 	.resume = move_resume,
 	.spool = move_spool,
+	.room = move_room,
 };
 
 int fs_mover_open(Fs *fs) {

@@ -122,6 +122,26 @@ bool fs_spill_has_room(Fs *fs, uint32_t tier, uint64_t len) {
 	return room >= len;
 }
 
+/*
+ * Room on the catalog's filesystem a seal or move takes per chunk at its
+ * peak: its rows, the WAL's frames and the recipe's spool on the hot tier
+ * (300 bytes measured, moving 8 Ki and 64 Ki chunks of 4 KiB and 512 bytes).
+ */
+#define CATALOG_ROOM_PER_CHUNK 300
+
+bool fs_catalog_has_room(Fs *fs, uint64_t size, TierFileClass c) {
+	const ConfigClassPolicy *policy = tier_class_policy(fs->config, c);
+	struct statvfs sv;
+	if (!policy || policy->chunk_size == 0 || fstatvfs(fs->staging[0].fd, &sv) < 0)
+		return true; /* nothing to estimate with: as before */
+	CatalogStats st;
+	catalog_stats_get(fs->catalog, &st);
+	uint64_t need = size / policy->chunk_size * CATALOG_ROOM_PER_CHUNK;
+	uint64_t room = (uint64_t) sv.f_bavail * sv.f_frsize + st.reserve_held;
+	/* Once the reserve was given back (catalog.c, invariant 7), half of what is left stays for the archiver. */
+	return need <= (st.reserve_held < st.reserve_want ? room / 2 : room);
+}
+
 bool fs_tier_takes_raw(const Fs *fs, uint32_t n) {
 	return n < CONFIG_TIERS_MAX && fs->staging[n].fd >= 0 && fs->staging[n].takes_raw;
 }

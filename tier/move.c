@@ -131,6 +131,10 @@ int tier_mover_move(TierMover *m, uint64_t ino, uint32_t to,
 		    : policy               ? policy->zstd_level
 					   : DEDUP_STORE_LEVEL_DEFAULT;
 
+	/* A move that cannot finish would take the room the catalog's other commits need, and fail. */
+	r = hooks->room(m->userdata, ci.size, (TierFileClass) ci.file_class);
+	if (r < 0)
+		goto out;
 	/* A reference of the daemon's keeps the file's in-memory state (its locks, its generation) alive meanwhile. */
 	r = hooks->hold(m->userdata, ino, &file);
 	if (r < 0)

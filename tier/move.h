@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "catalog/catalog.h"
+#include "tier/class.h"
 #include "tier/tiers.h"
 
 typedef struct TierMoveResult {
@@ -62,6 +63,12 @@ typedef struct TierMoveHooks {
 	 * (userdata is tier_mover_new()'s.)
 	 */
 	int (*spool)(void *userdata);
+	/*
+	 * Whether the catalog has room for the rows of a move of size bytes
+	 * of class file_class: 0, or -ENOSPC (the move fails with it before
+	 * it copies anything).  (userdata is tier_mover_new()'s.)
+	 */
+	int (*room)(void *userdata, uint64_t size, TierFileClass file_class);
 } TierMoveHooks;
 
 typedef struct TierMover TierMover;
