@@ -458,8 +458,10 @@ int fs_data_seal(Fs *fs, uint64_t ino) {
 	stream = fs_stream_take(fs, i);
 
 	r = catalog_inode_get(fs->catalog, ino, &ci);
-	if (r == -ENOENT)
-		r = 0; /* deleted meanwhile */
+	if (r == -ENOENT) {
+		r = 0; /* deleted meanwhile: ci holds nothing */
+		goto out;
+	}
 	if (r < 0 || !S_ISREG(ci.mode) || ci.state != CATALOG_FILE_RAW || ci.nlink == 0 ||
 	    !tier_class_is_sealed((TierFileClass) ci.file_class) || atomic_load(&i->overwritten))
 		goto out;

@@ -400,6 +400,8 @@ static void *worker_main(void *userdata) {
 			if (r == -EAGAIN)
 				log_debug("inode %llu waits for room on the hot tier's filesystem to be sealed",
 					  (unsigned long long) ino);
+			else if (r == -ENOENT)
+				log_debug("inode %llu was deleted before it was sealed", (unsigned long long) ino);
 			else if (r < 0 && item->failures == 0)
 				log_warning_errno(r, "Failed to seal inode %llu (it stays raw, and is tried again): %m",
 						  (unsigned long long) ino);
@@ -412,7 +414,8 @@ static void *worker_main(void *userdata) {
 			}
 			pthread_mutex_lock(&fs->seal_lock);
 			fs->sealing[me->index] = 0;
-			if (r < 0 && r != -ECANCELED)
+			/* Unmounting, or deleted: nothing to try again. */
+			if (r < 0 && r != -ECANCELED && r != -ENOENT)
 				seal_retry(fs, item, r);
 			else
 				free(item);
