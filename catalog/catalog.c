@@ -801,9 +801,13 @@ static void reserve_release_if_full(Catalog *c) {
 		(void) reserve_release(c);
 }
 
-/* Under lock: whether the reserve is given back (invariant 7). */
+/* Whether the reserve is given back (invariant 7); needs no lock (reserve_fd and reserve_want are set at open). */
 static bool reserve_short(Catalog *c) {
 	return c->reserve_fd >= 0 && atomic_load(&c->reserve_held) < c->reserve_want;
+}
+
+bool catalog_reserve_given_back(Catalog *c) {
+	return reserve_short(c);
 }
 
 bool catalog_out_of_room(Catalog *c) {

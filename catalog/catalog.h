@@ -227,6 +227,8 @@ void catalog_stats_get(Catalog *c, CatalogStats *ret);
  * filesystem has room again (as a commit does); takes the catalog lock.
  */
 bool catalog_out_of_room(Catalog *c);
+/* The same as it stands, without the lock or a try to take the reserve back: for the write path. */
+bool catalog_reserve_given_back(Catalog *c);
 
 /* Transactions; begin takes the catalog lock until commit or rollback. */
 int catalog_begin(Catalog *c);

@@ -112,6 +112,13 @@ bool fs_spill_has_room(Fs *fs, uint32_t tier, uint64_t len) {
 	if (!fs_staging_has_area(fs, tier) || len > INT64_MAX / 2)
 		return false;
 	FsStagingArea *a = &fs->staging[tier];
+	/*
+	 * The catalog gave its reserve back (catalog.c, invariant 7): what
+	 * room its filesystem has left is for its commits, which the budget
+	 * below, counted before, would hand to raw bytes.
+	 */
+	if (a->dev == fs->staging[0].dev && catalog_reserve_given_back(fs->catalog))
+		return false;
 	if (atomic_fetch_sub(&a->budget, (int64_t) len) >= (int64_t) len)
 		return true;
 	uint64_t room = 0;
