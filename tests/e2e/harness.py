@@ -23,6 +23,16 @@ SKIP = 77
 TIMEOUT_MULTIPLIER = float(os.environ.get("FRATIER_TIMEOUT_MULTIPLIER", "1"))
 
 
+def _terminated(signum, frame):
+    # meson ends a test that ran out of time with SIGTERM; Python's default would exit without running the
+    # finally blocks and context exits that unmount the daemons and tmpfs tiers and delete the data directories
+    # (a crash test's hold gigabytes).
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _terminated)
+
+
 def scaled(seconds):
     """A deadline of seconds on a release build, stretched as meson stretches its timeouts."""
     return seconds * TIMEOUT_MULTIPLIER
