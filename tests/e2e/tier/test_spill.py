@@ -380,6 +380,24 @@ def fill(path):
                 raise
 
 
+def fill_after_seals(res, t, fs, path):
+    """fill() once the sealed files' staging files are deleted and the seal queue is empty, and again after, so
+    that the room those and the catalog's truncated WAL give back after the last seal is taken too."""
+    res.check(harness.wait_for(lambda: not [n for _, _, names in os.walk(os.path.join(t.hot, "staging"))
+                                            for n in names] and
+                               int(tc.tierctl_json(res, fs, "status").get("seal_queue", -1)) == 0),
+              "staging files left on the hot tier after the seals")
+    fill(path)
+    with open(path, "ab", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(4096))
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+    res.check(avail(t.hot) == 0, "the hot tier's filesystem has %d bytes left after filling it" % avail(t.hot))
+
+
 def reserve(res, fs):
     j = tc.tierctl_json(res, fs, "status")
     return (int(j.get("catalog_reserve_held", -1)), int(j.get("catalog_reserve_size", -1)),
@@ -589,7 +607,7 @@ def run_move_full(res, t):
         where = tiers_and_states(res, fs, MOVED)
         res.check(all(where.get(r) == (0, "sealed") for r in MOVED), "before the move: %r" % where)
         before = tc.stored(fs, "hot")
-        fill(ballast)
+        fill_after_seals(res, t, fs, ballast)
         print("move off a full hot tier: %.1f MiB of containers there, %d bytes left on its filesystem" %
               (before / MiB, avail(t.hot)), flush=True)
         rc, out, err = tc.tierctl(fs, "migrate", "--to", "capacity", fs.path("fra", "moved"))
@@ -618,7 +636,7 @@ def run_move_too_large(res, t):
         model[TOO_MANY] = (32 * MiB, sha(write_log(fs, TOO_MANY, 32 * MiB)))
         if not dc.check_sealed(res, [fs.path(TOO_MANY)], "before the move"):
             return
-        fill(ballast)
+        fill_after_seals(res, t, fs, ballast)
         rc, out, err = tc.tierctl(fs, "migrate", "--to", "capacity", fs.path(TOO_MANY))
         print("a move of 64 Ki chunks off a full hot tier: exit %d\n%s" % (rc, out), flush=True)
         res.check(rc != 0 and "no room left on the hot tier's filesystem for the catalog" in out,
