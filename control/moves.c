@@ -314,8 +314,7 @@ static int move_one(Conn *c, MovePlan *p, MoveItem *it) {
 		it->error = r;
 		if (r == -ENXIO)
 			it->why = "its tier or the target is not reachable";
-		else if (r == -ENOSPC && (catalog_out_of_room(fs_catalog(fs)) ||
-					   !fs_catalog_has_room(fs, ci.size, (TierFileClass) ci.file_class)))
+		else if (r == -ENOSPC && fs_catalog_short(fs, ci.size, (TierFileClass) ci.file_class))
 			it->why = "no room left on the hot tier's filesystem for the catalog to record the move; free some "
 				  "room there and try again";
 		else

@@ -46,6 +46,8 @@ bool fs_tier_takes_raw(const Fs *fs, uint32_t n);
  * none to commit with.
  */
 bool fs_catalog_has_room(Fs *fs, uint64_t size, TierFileClass c);
+/* Whether a move of size bytes of class c that failed with -ENOSPC failed for the catalog's room (the reason to give). */
+bool fs_catalog_short(Fs *fs, uint64_t size, TierFileClass c);
 
 /* The mount's settings, as the command line and config made them. */
 typedef struct FsSettings {

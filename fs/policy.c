@@ -289,8 +289,7 @@ static int policy_pass(Fs *fs, Catalog *reader) {
 			/* One line per pass: a full or dead target fails every file the same way. */
 			if (failed++ > 0)
 				continue;
-			if (r == -ENOSPC && (catalog_out_of_room(fs->catalog) ||
-					     !fs_catalog_has_room(fs, e->bytes, (TierFileClass) e->file_class)))
+			if (r == -ENOSPC && fs_catalog_short(fs, e->bytes, (TierFileClass) e->file_class))
 				log_warning("Policy: failed to move inode %llu to tier %u (it stays where it is): no room left "
 					    "on the hot tier's filesystem for the catalog to record the move",
 					    (unsigned long long) e->ino, (unsigned) e->to);

@@ -50,6 +50,15 @@
  */
 #define FS_REKEY_PASS_BYTES (UINT64_C(1) << 30)
 
+/* Under seal_lock: item goes at the end of the queue. */
+static void queue_append(Fs *fs, FsSealItem *item) {
+	FsSealItem **tail = &fs->seal_queue;
+	while (*tail)
+		tail = &(*tail)->next;
+	item->next = NULL;
+	*tail = item;
+}
+
 void fs_seal_schedule(Fs *fs, uint64_t ino, uint64_t bytes) {
 	int64_t due = clock_ns(CLOCK_MONOTONIC) + (int64_t) fs->seal_delay_s * 1000000000;
 	FsSealItem *item = NULL;
@@ -72,11 +81,7 @@ void fs_seal_schedule(Fs *fs, uint64_t ino, uint64_t bytes) {
 		/* Changed since: earlier failures say nothing about the file it is now. */
 		item->failures = 0;
 		item->waits_for_room = false;
-		item->next = NULL;
-		FsSealItem **tail = &fs->seal_queue;
-		while (*tail)
-			tail = &(*tail)->next;
-		*tail = item;
+		queue_append(fs, item);
 		pthread_cond_signal(&fs->seal_cond);
 	}
 	pthread_mutex_unlock(&fs->seal_lock);
@@ -354,11 +359,7 @@ static void seal_retry(Fs *fs, FsSealItem *item, int r) {
 	if (!item->waits_for_room)
 		item->failures++;
 	item->due_ns = clock_ns(CLOCK_MONOTONIC) + MAX(wait_s, (int64_t) fs->seal_delay_s) * 1000000000;
-	item->next = NULL;
-	FsSealItem **tail = &fs->seal_queue;
-	while (*tail)
-		tail = &(*tail)->next;
-	*tail = item;
+	queue_append(fs, item);
 }
 
 static void *worker_main(void *userdata) {

@@ -146,7 +146,11 @@ bool fs_catalog_has_room(Fs *fs, uint64_t size, TierFileClass c) {
 	uint64_t need = size / policy->chunk_size * CATALOG_ROOM_PER_CHUNK;
 	uint64_t room = (uint64_t) sv.f_bavail * sv.f_frsize + st.reserve_held;
 	/* Once the reserve was given back (catalog.c, invariant 7), half of what is left stays for the archiver. */
-	return need <= (st.reserve_held < st.reserve_want ? room / 2 : room);
+	return need <= (catalog_reserve_given_back(fs->catalog) ? room / 2 : room);
+}
+
+bool fs_catalog_short(Fs *fs, uint64_t size, TierFileClass c) {
+	return catalog_out_of_room(fs->catalog) || !fs_catalog_has_room(fs, size, c);
 }
 
 bool fs_tier_takes_raw(const Fs *fs, uint32_t n) {
